@@ -1,0 +1,255 @@
+"""A reference interpreter: evaluates any Relax function with the ops' NumPy references.
+
+It is the oracle every compiled result is compared with, so it checks as much as it can: arguments against the
+parameters' struct info (binding symbolic sizes consistently), every binding's value against its variable's
+struct info, ``match_cast`` at run time, and the result against the return struct info.
+
+    out = interpret(mod, "main", x, w)            # NumPy arrays in, NumPy arrays (or nested tuples) out
+
+Values: tensors are NumPy arrays, tuples are Python tuples, shapes are tuples of ints, ``PrimValue``s are Python
+numbers, strings are ``str``; a function value (a nested ``Function``) is a closure over its environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from .ir import sym
+from .ir.dtype import from_numpy
+from .ir.expr import (Call, Constant, Expr, Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm,
+                      Tuple, TupleGetItem, Var, VarBinding)
+from .ir.module import IRModule
+from .ir.printer import format_struct_info
+from .ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
+                             TensorStructInfo, TupleStructInfo)
+from .ir.sym import SymDim
+
+Value = Any  # np.ndarray | tuple | int | float | str | _Closure
+
+
+class InterpreterError(ValueError):
+    """A value did not match what the IR says about it (an argument, a binding, a match_cast, the result)."""
+
+
+@dataclass
+class _Closure:
+    func: Function
+    env: dict
+    name: str
+
+
+def _describe(value: Value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape} and dtype {value.dtype}"
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    return f"a {type(value).__name__} ({value!r})" if not isinstance(value, _Closure) else "a function"
+
+
+class _Matcher:
+    """Matches runtime values against struct info, binding plain size variables (``n``) as it goes.
+
+    With ``bind`` false an unbound size variable is not an error: the dim is just not checked (a binding's
+    struct info may mention sizes only a later match_cast pins down, which is ill-formed but not our concern).
+    """
+
+    def __init__(self, sizes: dict[str, int], where: str, bind: bool):
+        self.sizes, self.where, self.bind = sizes, where, bind
+
+    def fail(self, path: str, message: str):
+        raise InterpreterError(f"{self.where}{path}: {message}")
+
+    def match(self, sinfo: Optional[StructInfo], value: Value, path: str = "") -> None:
+        """Bind size variables standing alone first, then check every dim (so ``2 * n`` may precede ``n``)."""
+        self._walk(sinfo, value, path, define=True)
+        self._walk(sinfo, value, path, define=False)
+
+    def _walk(self, sinfo, value, path: str, define: bool) -> None:
+        if sinfo is None or isinstance(sinfo, (ObjectStructInfo, FuncStructInfo)):
+            return
+        if isinstance(sinfo, TupleStructInfo):
+            if not isinstance(value, tuple):
+                self.fail(path, f"expected a tuple of {len(sinfo.fields)}, got {_describe(value)}")
+            if len(value) != len(sinfo.fields):
+                self.fail(path, f"expected a tuple of {len(sinfo.fields)}, got a tuple of {len(value)}")
+            for i, (f, v) in enumerate(zip(sinfo.fields, value)):
+                self._walk(f, v, f"{path}[{i}]", define)
+        elif isinstance(sinfo, TensorStructInfo):
+            self._tensor(sinfo, value, path, define)
+        elif isinstance(sinfo, ShapeStructInfo):
+            if not (isinstance(value, tuple) and all(isinstance(d, int) for d in value)):
+                self.fail(path, f"expected a shape (a tuple of ints), got {_describe(value)}")
+            if sinfo.ndim != -1 and len(value) != sinfo.ndim:
+                self.fail(path, f"expected a shape of {sinfo.ndim} dims, got {value}")
+            self._dims(sinfo.values, value, path, define, f"shape {value}")
+        elif isinstance(sinfo, PrimStructInfo):
+            self._prim(sinfo, value, path, define)
+
+    def _tensor(self, sinfo: TensorStructInfo, value, path: str, define: bool) -> None:
+        expected = format_struct_info(sinfo)
+        if not isinstance(value, np.ndarray):
+            self.fail(path, f"expected {expected} (a NumPy array), got {_describe(value)}")
+        if define:  # dtype and rank are checked once
+            try:
+                dtype = from_numpy(value.dtype)
+            except ValueError:  # complex, object, ...: not a Relax dtype at all
+                dtype = str(value.dtype)
+            if dtype != sinfo.dtype:
+                self.fail(path, f"expected dtype {sinfo.dtype}, got {value.dtype} ({expected})")
+            if sinfo.ndim != -1 and value.ndim != sinfo.ndim:
+                self.fail(path, f"expected {expected}, got rank {value.ndim} (shape {value.shape})")
+        self._dims(sinfo.shape, value.shape, path, define, f"shape {value.shape} ({expected})")
+
+    def _prim(self, sinfo: PrimStructInfo, value, path: str, define: bool) -> None:
+        is_bool = isinstance(value, (bool, np.bool_))
+        if sinfo.dtype == "bool":
+            ok = is_bool
+        elif sinfo.dtype.startswith(("int", "uint")):
+            ok = isinstance(value, (int, np.integer)) and not is_bool
+        else:
+            ok = isinstance(value, (int, float, np.integer, np.floating)) and not is_bool
+        if not ok:
+            self.fail(path, f"expected a {sinfo.dtype} value, got {_describe(value)}")
+        if sinfo.value is not None:
+            self._dims([sinfo.value], (value,), path, define, f"value {value}")
+
+    def _dims(self, dims, actual, path: str, define: bool, shown: str) -> None:
+        if dims is None:
+            return
+        for d, a in zip(dims, actual):
+            if isinstance(d, SymDim) and d.is_var():
+                if define and self.bind:
+                    bound = self.sizes.setdefault(d.name, int(a))
+                    if bound != a:
+                        self.fail(path, f"size {d.name} is {bound} (from an earlier value) but here {a}: {shown}")
+                    continue
+            if define:
+                continue
+            if isinstance(d, SymDim) and not d.free_vars() <= self.sizes.keys():
+                continue  # see the class docstring
+            want = sym.evaluate(d, self.sizes) if isinstance(d, SymDim) else d
+            if want != a:
+                detail = f" with {', '.join(f'{v}={self.sizes[v]}' for v in sorted(d.free_vars()))}" \
+                    if isinstance(d, SymDim) else ""
+                self.fail(path, f"expected {d}{detail}, got {a}: {shown}")
+
+
+class Interpreter:
+    """Evaluates the functions of one module; ``Interpreter(mod).call("main", x)``."""
+
+    def __init__(self, mod: IRModule):
+        if not isinstance(mod, IRModule):
+            raise TypeError(f"Interpreter: expected an IRModule, got {type(mod).__name__}")
+        self.mod = mod
+
+    def call(self, func_name: str, *args: Value) -> Value:
+        """Run ``func_name`` on ``args`` and return its result."""
+        if func_name not in self.mod:
+            raise KeyError(f"interpret: the module has no function {func_name!r} "
+                           f"(it has: {', '.join(self.mod) or 'none'})")
+        # Lists are accepted for tuples; NumPy scalars are not turned into arrays (they may be PrimValues).
+        return self._apply(self.mod[func_name], func_name, [_tuples(a) for a in args], {})
+
+    __call__ = call
+
+    def _apply(self, func: Function, name: str, args: list, outer_env: Mapping[Var, Value]) -> Value:
+        if len(args) != len(func.params):
+            raise InterpreterError(f"{name}: expected {len(func.params)} argument(s) "
+                                   f"({', '.join(p.name_hint for p in func.params)}), got {len(args)}")
+        sizes: dict[str, int] = {}
+        env = dict(outer_env)
+        for i, (p, a) in enumerate(zip(func.params, args)):
+            _Matcher(sizes, f"{name}: argument {i} ('{p.name_hint}')", bind=True)._walk(p.struct_info, a, "", True)
+            env[p] = a
+        for i, (p, a) in enumerate(zip(func.params, args)):
+            _Matcher(sizes, f"{name}: argument {i} ('{p.name_hint}')", bind=True)._walk(p.struct_info, a, "", False)
+        frame = _Frame(self, name, env, sizes)
+        result = frame.eval(func.body)
+        _Matcher(sizes, f"{name}: result", bind=True).match(func.ret_struct_info, result)
+        return result
+
+
+class _Frame:
+    """The evaluation of one function call: its variables and size variables."""
+
+    def __init__(self, interp: Interpreter, name: str, env: dict, sizes: dict[str, int]):
+        self.interp, self.name, self.env, self.sizes = interp, name, env, sizes
+
+    def eval(self, e: Expr) -> Value:
+        if isinstance(e, Var):
+            if e not in self.env:
+                raise InterpreterError(f"{self.name}: variable '{e.name_hint}' has no value (used before its "
+                                       "definition or outside its scope)")
+            return self.env[e]
+        if isinstance(e, Constant):
+            return e.data
+        if isinstance(e, ShapeExpr):
+            return tuple(sym.evaluate(d, self.sizes) for d in e.values)
+        if isinstance(e, PrimValue):
+            return sym.evaluate(e.value, self.sizes) if isinstance(e.value, SymDim) else e.value
+        if isinstance(e, StringImm):
+            return e.value
+        if isinstance(e, Tuple):
+            return tuple(self.eval(f) for f in e.fields)
+        if isinstance(e, TupleGetItem):
+            return self.eval(e.tuple_value)[e.index]
+        if isinstance(e, Call):
+            return self.call(e)
+        if isinstance(e, SeqExpr):
+            for block in e.blocks:
+                for b in block.bindings:
+                    self.bind(b)
+            return self.eval(e.body)
+        if isinstance(e, Function):
+            return _Closure(e, dict(self.env), f"{self.name}.<lambda>")
+        if isinstance(e, GlobalVar):
+            return _Closure(self.interp.mod[e.name_hint], {}, e.name_hint)
+        raise TypeError(f"interpret: unknown expression type {type(e).__name__}")
+
+    def bind(self, b) -> None:
+        value = self.eval(b.value)
+        where = f"{self.name}: binding '{b.var.name_hint}'"
+        if isinstance(b, MatchCast):
+            _Matcher(self.sizes, f"{self.name}: match_cast '{b.var.name_hint}'", bind=True).match(b.struct_info, value)
+        elif isinstance(b, VarBinding):
+            _Matcher(self.sizes, where, bind=False).match(b.var.struct_info, value)
+        else:
+            raise TypeError(f"interpret: unknown binding type {type(b).__name__}")
+        self.env[b.var] = value
+
+    def call(self, call: Call) -> Value:
+        args = [self.eval(a) for a in call.args]
+        callee = call.op
+        if isinstance(callee, GlobalVar):
+            return self.interp._apply(self.interp.mod[callee.name_hint], callee.name_hint, args, {})
+        if isinstance(callee, Expr):
+            closure = self.eval(callee)
+            if not isinstance(closure, _Closure):
+                raise InterpreterError(f"{self.name}: {callee} is called but is {_describe(closure)}")
+            return self.interp._apply(closure.func, closure.name, args, closure.env)
+        try:
+            return _as_value(callee.reference(*args, **call.attrs))
+        except Exception as exc:  # name the op and the binding: a bare NumPy error says neither
+            raise InterpreterError(f"{self.name}: {callee.name} failed on "
+                                   f"{', '.join(_describe(a) for a in args)}: {exc}") from exc
+
+
+def _as_value(v) -> Value:
+    """Normalise what a caller or an op reference hands over: NumPy scalars become 0-d arrays, lists tuples."""
+    if isinstance(v, np.generic):
+        return np.asarray(v)
+    if isinstance(v, (list, tuple)):
+        return tuple(_as_value(x) for x in v)
+    return v
+
+
+def _tuples(v) -> Value:
+    return tuple(_tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def interpret(mod: IRModule, func_name: str, *args: Value) -> Value:
+    """Evaluate ``mod[func_name](*args)`` with the ops' NumPy references; see the module docstring."""
+    return Interpreter(mod).call(func_name, *args)

@@ -1,0 +1,80 @@
+"""Data types: the names Relax uses (``"float32"``) and their NumPy and MLIR counterparts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # bfloat16 is not a NumPy type; ml_dtypes (a JAX dependency) provides one.
+    import ml_dtypes
+
+    _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - ml_dtypes is a declared dependency
+    _BFLOAT16 = None
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
+
+_MLIR_NAMES = {
+    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "ui8", "uint16": "ui16", "uint32": "ui32", "uint64": "ui64", "bool": "i1",
+}
+
+
+def check_dtype(dtype: str, where: str = "dtype") -> str:
+    """Return ``dtype`` if it names a Relax dtype, else raise a ``ValueError`` saying what is allowed."""
+    if isinstance(dtype, np.dtype) or (isinstance(dtype, type) and issubclass(dtype, np.generic)):
+        dtype = from_numpy(np.dtype(dtype))
+    if dtype not in DTYPES:
+        raise ValueError(f"{where}: unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
+    return dtype
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_DTYPES
+
+
+def is_int(dtype: str) -> bool:
+    return dtype in INT_DTYPES
+
+
+def is_bool(dtype: str) -> bool:
+    return dtype == "bool"
+
+
+def to_numpy(dtype: str) -> np.dtype:
+    """The NumPy dtype that stores values of ``dtype``."""
+    if dtype == "bfloat16":
+        if _BFLOAT16 is None:  # pragma: no cover
+            raise ValueError("bfloat16 needs the ml_dtypes package")
+        return _BFLOAT16
+    return np.dtype(dtype)
+
+
+def from_numpy(dtype: np.dtype) -> str:
+    """The Relax dtype name of a NumPy dtype."""
+    dtype = np.dtype(dtype)
+    if _BFLOAT16 is not None and dtype == _BFLOAT16:
+        return "bfloat16"
+    name = dtype.name
+    if name not in DTYPES:
+        raise ValueError(f"NumPy dtype {name} has no Relax counterpart; expected one of {', '.join(DTYPES)}")
+    return name
+
+
+def to_mlir(dtype: str) -> str:
+    """The MLIR element type spelling of ``dtype`` (``f32``, ``i64``, ``i1``)."""
+    return _MLIR_NAMES[dtype]
+
+
+def promote(a: str, b: str) -> str:
+    """NumPy's result type of two dtypes (bfloat16 joins the float ladder below float32)."""
+    if a == b:
+        return a
+    if "bfloat16" in (a, b):
+        other = b if a == "bfloat16" else a
+        if other in ("float32", "float64"):
+            return other
+        return "float32" if other == "float16" else "bfloat16"
+    return from_numpy(np.promote_types(np.dtype(a), np.dtype(b)))

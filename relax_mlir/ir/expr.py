@@ -1,0 +1,374 @@
+"""Relax expressions, bindings and functions: small immutable dataclasses, compared by identity.
+
+Structural comparison is :func:`relax_mlir.ir.structural_equal`; ``==`` on nodes is identity, as variables
+are identities (two ``Var("x")`` are different variables).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from .dtype import check_dtype, from_numpy
+from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
+                          TensorStructInfo, TupleStructInfo, make_shape)
+from .sym import Dim
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a node came from in the text it was parsed from (1-based line and column)."""
+
+    line: int
+    column: int
+    source: str = "<string>"
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}:{self.column}"
+
+
+def _span():
+    return field(default=None, compare=False, repr=False, kw_only=True)
+
+
+class Expr:
+    """Base class of Relax expressions. Arithmetic operators build op calls (``a + b`` is ``relax.add``)."""
+
+    struct_info: Optional[StructInfo]
+
+    def _op(self, name: str, *args):
+        from .. import op as _op_mod  # the op package imports the IR, not the other way round
+
+        fn = _op_mod
+        for part in name.split("."):
+            fn = getattr(fn, part)
+        return fn(*args)
+
+    def __add__(self, other): return self._op("add", self, _lift(other))
+    def __radd__(self, other): return self._op("add", _lift(other), self)
+    def __sub__(self, other): return self._op("subtract", self, _lift(other))
+    def __rsub__(self, other): return self._op("subtract", _lift(other), self)
+    def __mul__(self, other): return self._op("multiply", self, _lift(other))
+    def __rmul__(self, other): return self._op("multiply", _lift(other), self)
+    def __truediv__(self, other): return self._op("divide", self, _lift(other))
+    def __rtruediv__(self, other): return self._op("divide", _lift(other), self)
+    def __neg__(self): return self._op("negative", self)
+    def __matmul__(self, other): return self._op("matmul", self, other)
+
+    def __getitem__(self, index: int) -> "TupleGetItem":
+        if not isinstance(index, int):
+            raise TypeError(f"indexing an Expr builds a TupleGetItem and needs an int, got {index!r}")
+        return TupleGetItem(self, index)
+
+    def __iter__(self):
+        # Without this, __getitem__ would make every Expr an endless sequence to Python.
+        sinfo = self.struct_info
+        if not isinstance(sinfo, TupleStructInfo):
+            raise TypeError(f"{type(self).__name__} is not a tuple (struct info {sinfo}): cannot iterate over it")
+        return iter([TupleGetItem(self, i) for i in range(len(sinfo.fields))])
+
+    def astype(self, dtype: str):
+        from .. import op as _op_mod
+
+        return _op_mod.astype(self, dtype)
+
+    def __str__(self) -> str:
+        from .printer import format_expr
+
+        return format_expr(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self})"
+
+
+def _lift(value) -> Expr:
+    """Python scalars next to a tensor become constants of the tensor's dtype only via the op; here float32."""
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, (int, float, bool, np.ndarray, np.generic)):
+        return const(value)
+    raise TypeError(f"cannot use {type(value).__name__} as a Relax expression")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# leaves
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Var(Expr):
+    """A variable: a function parameter or the result of a binding."""
+
+    name_hint: str
+    struct_info: Optional[StructInfo] = None
+    span: Optional[Span] = _span()
+
+    def __post_init__(self):
+        if not isinstance(self.name_hint, str):
+            raise TypeError(f"Var: name must be a str, got {type(self.name_hint).__name__}")
+        if self.struct_info is not None and not isinstance(self.struct_info, StructInfo):
+            raise TypeError(f"Var {self.name_hint!r}: struct_info must be StructInfo, "
+                            f"got {type(self.struct_info).__name__}")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name_hint!r}, {self.struct_info})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class DataflowVar(Var):
+    """A variable bound inside a dataflow block; it may not be used outside that block."""
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class GlobalVar(Expr):
+    """The name of a function of an ``IRModule``; calls between functions go through it."""
+
+    name_hint: str
+    struct_info: Optional[StructInfo] = None
+    span: Optional[Span] = _span()
+
+    def __repr__(self) -> str:
+        return f"GlobalVar({self.name_hint!r})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Constant(Expr):
+    """A constant tensor, holding a NumPy array (read-only)."""
+
+    data: np.ndarray
+    struct_info: Optional[StructInfo] = None
+    span: Optional[Span] = _span()
+
+    def __post_init__(self):
+        data = np.asarray(self.data)
+        if not data.flags.c_contiguous or data.flags.writeable:
+            data = np.array(data, copy=True, order="C")
+            data.flags.writeable = False
+        object.__setattr__(self, "data", data)
+        if self.struct_info is None:
+            object.__setattr__(self, "struct_info", TensorStructInfo(data.shape, from_numpy(data.dtype)))
+
+
+def const(value, dtype: Optional[str] = None) -> Constant:
+    """``R.const``: a constant tensor from a scalar or array; Python floats default to float32."""
+    from .dtype import to_numpy
+
+    if dtype is None:
+        arr = np.asarray(value)
+        if arr.dtype == np.float64 and not isinstance(value, (np.ndarray, np.generic)):
+            arr = arr.astype(np.float32)  # Python floats default to float32, as in TVM
+        elif arr.dtype.kind in "iu" and not isinstance(value, (np.ndarray, np.generic)):
+            arr = arr.astype(np.int64)
+    else:
+        arr = np.asarray(value, dtype=to_numpy(check_dtype(dtype, "R.const")))
+    return Constant(arr)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class ShapeExpr(Expr):
+    """A shape value: ``R.shape([n, 4])``."""
+
+    values: tuple[Dim, ...]
+    struct_info: Optional[StructInfo] = None
+    span: Optional[Span] = _span()
+
+    def __post_init__(self):
+        object.__setattr__(self, "values", make_shape(self.values, "ShapeExpr"))
+        object.__setattr__(self, "struct_info", ShapeStructInfo(self.values))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class PrimValue(Expr):
+    """A scalar that is not a tensor: ``R.prim_value(3)``."""
+
+    value: Union[int, float, Dim]
+    dtype: str = "int64"
+    struct_info: Optional[StructInfo] = None
+    span: Optional[Span] = _span()
+
+    def __post_init__(self):
+        check_dtype(self.dtype, "PrimValue")
+        object.__setattr__(self, "struct_info", PrimStructInfo(self.dtype, self.value))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class StringImm(Expr):
+    """A string literal argument."""
+
+    value: str
+    struct_info: Optional[StructInfo] = field(default_factory=ObjectStructInfo)
+    span: Optional[Span] = _span()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# compound expressions
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Call(Expr):
+    """A call of an op (``op`` is an :class:`relax_mlir.op.Op`) or of a module function (a ``GlobalVar``).
+
+    ``attrs`` holds the op's non-tensor arguments (``axis``, ``keepdims``, ...); treat it as read-only.
+    """
+
+    op: Any
+    args: tuple[Expr, ...]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    struct_info: Optional[StructInfo] = None
+    span: Optional[Span] = _span()
+
+    def __post_init__(self):
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "attrs", dict(self.attrs))
+        for i, a in enumerate(self.args):
+            if not isinstance(a, Expr):
+                raise TypeError(f"Call of {getattr(self.op, 'name', self.op)}: argument {i} must be an Expr, "
+                                f"got {type(a).__name__}")
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Tuple(Expr):
+    """A tuple of expressions: ``(a, b)`` in the text format."""
+
+    fields: tuple[Expr, ...]
+    struct_info: Optional[StructInfo] = None
+    span: Optional[Span] = _span()
+
+    def __post_init__(self):
+        object.__setattr__(self, "fields", tuple(self.fields))
+        if self.struct_info is None and all(f.struct_info is not None for f in self.fields):
+            object.__setattr__(self, "struct_info", TupleStructInfo(f.struct_info for f in self.fields))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class TupleGetItem(Expr):
+    """The ``index``-th field of a tuple: ``t[0]`` in the text format."""
+
+    tuple_value: Expr
+    index: int
+    struct_info: Optional[StructInfo] = None
+    span: Optional[Span] = _span()
+
+    def __post_init__(self):
+        sinfo = self.tuple_value.struct_info
+        if self.struct_info is None and sinfo is not None:
+            if not isinstance(sinfo, TupleStructInfo):
+                raise TypeError(f"TupleGetItem: {self.tuple_value} is not a tuple (its struct info is {sinfo})")
+            if not -len(sinfo.fields) <= self.index < len(sinfo.fields):
+                raise IndexError(f"TupleGetItem: index {self.index} out of range for a tuple of "
+                                 f"{len(sinfo.fields)} fields")
+            object.__setattr__(self, "struct_info", sinfo.fields[self.index])
+        if self.index < 0 and sinfo is not None:
+            object.__setattr__(self, "index", self.index + len(sinfo.fields))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# bindings and blocks
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Binding:
+    """Base of the two binding kinds."""
+
+    var: Var
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class VarBinding(Binding):
+    """``var = value``."""
+
+    value: Expr
+    span: Optional[Span] = _span()
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class MatchCast(Binding):
+    """``var = R.match_cast(value, struct_info)``: a checked refinement of ``value``'s struct info.
+
+    Size variables in ``struct_info`` that are not yet defined get bound to the value's dims.
+    """
+
+    value: Expr
+    struct_info: StructInfo
+    span: Optional[Span] = _span()
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BindingBlock:
+    """A sequence of bindings, possibly with side effects."""
+
+    bindings: tuple[Binding, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "bindings", tuple(self.bindings))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class DataflowBlock(BindingBlock):
+    """A side-effect-free block (``with R.dataflow():``); its ``DataflowVar``s do not escape it."""
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class SeqExpr(Expr):
+    """Blocks of bindings followed by a result expression: a function's body."""
+
+    blocks: tuple[BindingBlock, ...]
+    body: Expr
+    struct_info: Optional[StructInfo] = None
+    span: Optional[Span] = _span()
+
+    def __post_init__(self):
+        object.__setattr__(self, "blocks", tuple(self.blocks))
+        if self.struct_info is None:
+            object.__setattr__(self, "struct_info", self.body.struct_info)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Function(Expr):
+    """A Relax function: parameters, a body (a ``SeqExpr``), its return struct info and attributes."""
+
+    params: tuple[Var, ...]
+    body: Expr
+    ret_struct_info: Optional[StructInfo] = None
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    is_pure: bool = True
+    struct_info: Optional[StructInfo] = None
+    span: Optional[Span] = _span()
+
+    def __post_init__(self):
+        object.__setattr__(self, "params", tuple(self.params))
+        object.__setattr__(self, "attrs", dict(self.attrs))
+        for p in self.params:
+            if not isinstance(p, Var) or isinstance(p, DataflowVar):
+                raise TypeError(f"Function: parameters must be Vars, got {p!r}")
+        if self.ret_struct_info is None:
+            object.__setattr__(self, "ret_struct_info", self.body.struct_info or ObjectStructInfo())
+        object.__setattr__(self, "struct_info",
+                           FuncStructInfo([p.struct_info or ObjectStructInfo() for p in self.params],
+                                          self.ret_struct_info))
+
+    def with_attr(self, key: str, value) -> "Function":
+        """A copy of the function with one more (or a changed) attribute."""
+        return self.with_attrs({key: value})
+
+    def with_attrs(self, attrs: Mapping[str, Any]) -> "Function":
+        return Function(self.params, self.body, self.ret_struct_info, {**self.attrs, **attrs}, self.is_pure,
+                        span=self.span)
+
+    def without_attr(self, key: str) -> "Function":
+        attrs = {k: v for k, v in self.attrs.items() if k != key}
+        return Function(self.params, self.body, self.ret_struct_info, attrs, self.is_pure, span=self.span)
+
+    @property
+    def blocks(self) -> Sequence[BindingBlock]:
+        return self.body.blocks if isinstance(self.body, SeqExpr) else ()
+
+    def script(self, name: Optional[str] = None) -> str:
+        """The function in the text format."""
+        from .printer import format_function
+
+        return format_function(self, name or self.attrs.get("global_symbol", "main"))
+
+    def show(self) -> None:
+        print(self.script())
+
+    def __str__(self) -> str:
+        return self.script()

@@ -1,0 +1,283 @@
+"""The printer: writes modules and functions in the TVMScript-style text format that the parser reads.
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor(("n", 784), dtype="float32")) -> R.Tensor(("n", 10), dtype="float32"):
+            with R.dataflow():
+                lv: R.Tensor(("n", 10), dtype="float32") = R.matmul(x, R.const(...))
+                R.output(lv)
+            return lv
+
+Symbolic dims are written as strings (``"n"``, ``"n * 784"``); attributes equal to their defaults are left out;
+variable names are made unique per function (``x``, ``x_1``) so the text parses back to an equal module.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import math
+from typing import Any, Optional
+
+import numpy as np
+
+from .dtype import from_numpy
+from .expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, MatchCast,
+                   PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
+from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
+                          TensorStructInfo, TupleStructInfo)
+from ..op.registry import REQUIRED
+from .sym import SymDim
+
+HEADER = "# from relax_mlir.script import ir as I, relax as R"
+_RESERVED = {"R", "I", "T", "cls", "np"}
+_INDENT = "    "
+_WIDTH = 110
+
+
+def quote(s: str) -> str:
+    """A double-quoted Python string literal."""
+    return json.dumps(s, ensure_ascii=False)
+
+
+def format_dim(d) -> str:
+    return quote(str(d)) if isinstance(d, SymDim) else str(d)
+
+
+def format_dims(dims) -> str:
+    inner = ", ".join(format_dim(d) for d in dims)
+    return f"({inner},)" if len(dims) == 1 else f"({inner})"
+
+
+def format_struct_info(s: Optional[StructInfo]) -> str:
+    """``R.Tensor((n, 4), dtype="float32")`` and friends."""
+    if s is None or isinstance(s, ObjectStructInfo):
+        return "R.Object"
+    if isinstance(s, TensorStructInfo):
+        if s.shape is None:
+            return f'R.Tensor(dtype="{s.dtype}"' + (f", ndim={s.ndim})" if s.ndim != -1 else ")")
+        return f'R.Tensor({format_dims(s.shape)}, dtype="{s.dtype}")'
+    if isinstance(s, TupleStructInfo):
+        return "R.Tuple(" + ", ".join(format_struct_info(f) for f in s.fields) + ")"
+    if isinstance(s, ShapeStructInfo):
+        if s.values is None:
+            return "R.Shape(" + (f"ndim={s.ndim})" if s.ndim != -1 else ")")
+        return "R.Shape([" + ", ".join(format_dim(d) for d in s.values) + "])"
+    if isinstance(s, PrimStructInfo):
+        if s.value is None:
+            return f'R.Prim("{s.dtype}")'
+        return f'R.Prim(value={format_literal(s.value)}, dtype="{s.dtype}")'
+    if isinstance(s, FuncStructInfo):
+        params = ", ".join(format_struct_info(p) for p in s.params)
+        return f"R.Callable(({params}{',' if len(s.params) == 1 else ''}), {format_struct_info(s.ret)})"
+    raise TypeError(f"printer: unknown struct info {type(s).__name__}")
+
+
+def _format_float(v: float) -> str:
+    if math.isnan(v):
+        return 'float("nan")'
+    if math.isinf(v):
+        return 'float("inf")' if v > 0 else 'float("-inf")'
+    return repr(float(v))
+
+
+def format_literal(v: Any) -> str:
+    """Attribute values: numbers (exactly), strings, None, tuples, dicts, dims, arrays."""
+    if isinstance(v, str):
+        return quote(v)
+    if v is None or isinstance(v, bool):
+        return repr(v)
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return _format_float(float(v))
+    if isinstance(v, SymDim):
+        return quote(str(v))
+    if isinstance(v, tuple):
+        inner = ", ".join(format_literal(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, list):
+        return "[" + ", ".join(format_literal(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{format_literal(k)}: {format_literal(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, np.ndarray):
+        return _format_array(v)
+    if isinstance(v, StructInfo):
+        return format_struct_info(v)
+    raise TypeError(f"printer: cannot write attribute value of type {type(v).__name__}")
+
+
+def _format_array(a: np.ndarray) -> str:
+    dtype = from_numpy(a.dtype)
+    if dtype in ("float16", "bfloat16", "float32", "float64"):
+        # Every float32/16 value is exactly a float64, whose repr round-trips.
+        values = np.asarray(a, dtype=np.float64)
+        body = _nested(values, lambda x: _format_float(float(x)))
+    elif dtype == "bool":
+        body = _nested(a, lambda x: repr(bool(x)))
+    else:
+        body = _nested(a, lambda x: str(int(x)))
+    return f'R.const({body}, "{dtype}")'
+
+
+def _nested(a: np.ndarray, fmt) -> str:
+    if a.ndim == 0:
+        return fmt(a[()])
+    return "[" + ", ".join(_nested(x, fmt) for x in a) + "]"
+
+
+class _Namer:
+    """Gives every variable of a function a unique, parseable name."""
+
+    def __init__(self):
+        self.names: dict[int, str] = {}
+        self.used: set[str] = set()
+
+    def define(self, var: Var) -> str:
+        base = var.name_hint if var.name_hint.isidentifier() and not keyword.iskeyword(var.name_hint) else "v"
+        if base in _RESERVED:
+            base += "_"
+        name, i = base, 0
+        while name in self.used:
+            i += 1
+            name = f"{base}_{i}"
+        self.used.add(name)
+        self.names[id(var)] = name
+        return name
+
+    def get(self, var: Var) -> str:
+        if id(var) not in self.names:
+            # A free variable (ill-formed, or an expression printed on its own): show its hint.
+            return var.name_hint
+        return self.names[id(var)]
+
+
+class _Printer:
+    def __init__(self):
+        self.namer = _Namer()
+
+    def expr(self, e: Expr) -> str:
+        if isinstance(e, Var):
+            return self.namer.get(e)
+        if isinstance(e, GlobalVar):
+            return f"cls.{e.name_hint}"
+        if isinstance(e, Constant):
+            return _format_array(e.data)
+        if isinstance(e, ShapeExpr):
+            return "R.shape([" + ", ".join(format_dim(d) for d in e.values) + "])"
+        if isinstance(e, PrimValue):
+            dtype = "" if e.dtype == "int64" else f', "{e.dtype}"'
+            return f"R.prim_value({format_literal(e.value)}{dtype})"
+        if isinstance(e, StringImm):
+            return f"R.str({quote(e.value)})"
+        if isinstance(e, Tuple):
+            inner = ", ".join(self.expr(f) for f in e.fields)
+            return f"({inner},)" if len(e.fields) == 1 else f"({inner})"
+        if isinstance(e, TupleGetItem):
+            return f"{self.expr(e.tuple_value)}[{e.index}]"
+        if isinstance(e, Call):
+            return self.call(e)
+        if isinstance(e, Function):
+            raise TypeError("printer: nested functions are not supported in the text format")
+        raise TypeError(f"printer: unknown expression type {type(e).__name__}")
+
+    def call(self, c: Call) -> str:
+        args = [self.expr(a) for a in c.args]
+        if isinstance(c.op, GlobalVar):
+            return f"cls.{c.op.name_hint}({', '.join(args)})"
+        op = c.op
+        positional = True  # required attributes that lead the list are written by position, as TVM does
+        for key, default in op.attrs.items():
+            value = c.attrs.get(key, default)
+            positional = positional and default is REQUIRED
+            if positional:
+                args.append(format_literal(value))
+            elif not _same(value, default):
+                args.append(f"{key}={format_literal(value)}")
+        return f"R.{op.short_name}({', '.join(args)})"
+
+    def binding(self, b, lines: list[str], indent: str) -> None:
+        value = self.expr(b.value)
+        if isinstance(b, MatchCast):
+            name = self.namer.define(b.var)
+            lines.append(f"{indent}{name} = R.match_cast({value}, {format_struct_info(b.struct_info)})")
+            return
+        name = self.namer.define(b.var)
+        lines.append(f"{indent}{name}: {format_struct_info(b.var.struct_info)} = {value}")
+
+    def block(self, block: BindingBlock, lines: list[str], indent: str) -> None:
+        if isinstance(block, DataflowBlock):
+            lines.append(f"{indent}with R.dataflow():")
+            inner = indent + _INDENT
+            for b in block.bindings:
+                self.binding(b, lines, inner)
+            outputs = [self.namer.get(b.var) for b in block.bindings if not isinstance(b.var, DataflowVar)]
+            lines.append(f"{inner}R.output({', '.join(outputs)})")
+        else:
+            for b in block.bindings:
+                self.binding(b, lines, indent)
+
+    def function(self, f: Function, name: str, indent: str, decorate: bool = True) -> list[str]:
+        params = []
+        for p in f.params:
+            params.append(f"{self.namer.define(p)}: {format_struct_info(p.struct_info)}")
+        lines = []
+        if decorate:
+            lines.append(f"{indent}@R.function" + ("" if f.is_pure else "(pure=False)"))
+        ret = format_struct_info(f.ret_struct_info)
+        inner = indent + _INDENT
+        one_line = f"{indent}def {name}({', '.join(params)}) -> {ret}:"
+        if len(one_line) <= _WIDTH:
+            lines.append(one_line)
+        else:  # one parameter a line, as black would write it
+            lines.append(f"{indent}def {name}(")
+            lines += [f"{inner}{p}," for p in params]
+            lines.append(f"{indent}) -> {ret}:")
+        if f.attrs:
+            lines.append(f"{inner}R.func_attr({format_literal(dict(f.attrs))})")
+        body = f.body
+        if isinstance(body, SeqExpr):
+            for block in body.blocks:
+                self.block(block, lines, inner)
+            body = body.body
+        lines.append(f"{inner}return {self.expr(body)}")
+        return lines
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b or (a is None and b is None)
+
+
+def format_function(f: Function, name: str = "main") -> str:
+    """A function on its own: ``@R.function`` followed by its definition."""
+    return "\n".join([HEADER, ""] + _Printer().function(f, name, ""))
+
+
+def format_module(mod, name: str = "Module") -> str:
+    """A module as an ``@I.ir_module`` class."""
+    lines = [HEADER, "", "@I.ir_module", f"class {name}:"]
+    if mod.attrs:
+        lines.append(f"{_INDENT}I.module_attrs({format_literal(dict(mod.attrs))})")
+    for fname, func in mod.items():
+        if len(lines) > 4:
+            lines.append("")
+        lines += _Printer().function(func, fname, _INDENT)
+    if len(lines) == 4:
+        lines.append(f"{_INDENT}pass")
+    return "\n".join(lines) + "\n"
+
+
+def format_expr(e: Expr) -> str:
+    """One expression (free variables by their name hints)."""
+    if isinstance(e, Function):
+        return format_function(e)
+    if isinstance(e, SeqExpr):
+        p, lines = _Printer(), []
+        for block in e.blocks:
+            p.block(block, lines, "")
+        return "\n".join(lines + [p.expr(e.body)])
+    return _Printer().expr(e)
+

@@ -1,0 +1,216 @@
+"""Struct info: what Relax knows statically about a value (its shape and dtype, or its structure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
+
+from . import sym
+from .dtype import check_dtype
+from .sym import Dim, SymDim
+
+
+class StructInfo:
+    """Base class of struct info. Instances are immutable and compared structurally (``==``)."""
+
+    __slots__ = ()
+
+
+def _dim(d, where: str) -> Dim:
+    if isinstance(d, bool):
+        raise TypeError(f"{where}: dimension must be an int or size variable, got bool")
+    if isinstance(d, int):
+        if d < 0:
+            raise ValueError(f"{where}: dimension must be non-negative, got {d}")
+        return d
+    if isinstance(d, SymDim):
+        return d
+    if isinstance(d, str):
+        return sym.parse_dim(d)
+    try:  # NumPy integers
+        import numpy as np
+
+        if isinstance(d, np.integer):
+            return int(d)
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"{where}: dimension must be an int, a size variable or its name, got {d!r}")
+
+
+def make_shape(shape: Iterable, where: str = "shape") -> tuple[Dim, ...]:
+    """Normalise a shape given as ints, ``SymDim``s or strings (``("n", 784)``)."""
+    from .expr import ShapeExpr  # local: expr imports this module
+
+    if isinstance(shape, ShapeExpr):
+        return shape.values
+    if isinstance(shape, (int, str, SymDim)):
+        raise TypeError(f"{where}: expected a sequence of dimensions, got {shape!r}")
+    return tuple(_dim(d, where) for d in shape)
+
+
+@dataclass(frozen=True, init=False)
+class TensorStructInfo(StructInfo):
+    """A tensor: ``shape`` (a tuple of dims, or ``None`` when only the rank ``ndim`` is known) and dtype.
+
+    ``TensorStructInfo((64, 784), "float32")``, ``TensorStructInfo(("n", 784), "float32")``.
+    """
+
+    shape: Optional[tuple[Dim, ...]]
+    dtype: str
+    ndim: int
+
+    def __init__(self, shape: Optional[Sequence] = None, dtype: str = "float32", ndim: int = -1):
+        dtype = check_dtype(dtype, "TensorStructInfo")
+        if shape is not None:
+            shape = make_shape(shape, "TensorStructInfo")
+            if ndim not in (-1, len(shape)):
+                raise ValueError(f"TensorStructInfo: ndim {ndim} disagrees with shape {shape}")
+            ndim = len(shape)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "ndim", ndim)
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    def free_vars(self) -> set[str]:
+        return set().union(*(sym.free_vars(d) for d in self.shape)) if self.shape else set()
+
+    def __str__(self) -> str:
+        if self.shape is None:
+            return f"Tensor(ndim={self.ndim}, {self.dtype})"
+        return f"Tensor({format_shape(self.shape)}, {self.dtype})"
+
+
+@dataclass(frozen=True, init=False)
+class TupleStructInfo(StructInfo):
+    """A tuple of values, each with its own struct info."""
+
+    fields: tuple[StructInfo, ...]
+
+    def __init__(self, fields: Iterable[StructInfo]):
+        fields = tuple(fields)
+        for f in fields:
+            if not isinstance(f, StructInfo):
+                raise TypeError(f"TupleStructInfo: fields must be StructInfo, got {type(f).__name__}")
+        object.__setattr__(self, "fields", fields)
+
+    def __str__(self) -> str:
+        return "Tuple(" + ", ".join(map(str, self.fields)) + ")"
+
+
+@dataclass(frozen=True, init=False)
+class ShapeStructInfo(StructInfo):
+    """A shape value (``R.shape([n, 4])``): its dims when known, else only its length ``ndim``."""
+
+    values: Optional[tuple[Dim, ...]]
+    ndim: int
+
+    def __init__(self, values: Optional[Sequence] = None, ndim: int = -1):
+        if values is not None:
+            values = make_shape(values, "ShapeStructInfo")
+            ndim = len(values)
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "ndim", ndim)
+
+    def __str__(self) -> str:
+        return f"Shape({format_shape(self.values)})" if self.values is not None else f"Shape(ndim={self.ndim})"
+
+
+@dataclass(frozen=True, init=False)
+class PrimStructInfo(StructInfo):
+    """A scalar of ``dtype`` that is not a tensor (a ``PrimValue``), with its value when known."""
+
+    dtype: str
+    value: object
+
+    def __init__(self, dtype: str = "int64", value=None):
+        object.__setattr__(self, "dtype", check_dtype(dtype, "PrimStructInfo"))
+        object.__setattr__(self, "value", value)
+
+    def __str__(self) -> str:
+        return f"Prim({self.dtype})" if self.value is None else f"Prim({self.value}, {self.dtype})"
+
+
+@dataclass(frozen=True)
+class ObjectStructInfo(StructInfo):
+    """Any value: nothing is known about it."""
+
+    def __str__(self) -> str:
+        return "Object"
+
+
+@dataclass(frozen=True, init=False)
+class FuncStructInfo(StructInfo):
+    """The signature of a function: parameter struct info and return struct info."""
+
+    params: tuple[StructInfo, ...]
+    ret: StructInfo
+
+    def __init__(self, params: Iterable[StructInfo], ret: StructInfo):
+        object.__setattr__(self, "params", tuple(params))
+        object.__setattr__(self, "ret", ret)
+
+    def __str__(self) -> str:
+        return "Callable((" + ", ".join(map(str, self.params)) + f"), {self.ret})"
+
+
+def format_shape(shape: Sequence[Dim]) -> str:
+    inner = ", ".join(str(d) for d in shape)
+    return f"({inner},)" if len(shape) == 1 else f"({inner})"
+
+
+def free_vars(sinfo: StructInfo) -> set[str]:
+    """Names of the size variables that occur in ``sinfo``."""
+    if isinstance(sinfo, TensorStructInfo):
+        return sinfo.free_vars()
+    if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
+        return set().union(*(sym.free_vars(d) for d in sinfo.values))
+    if isinstance(sinfo, TupleStructInfo):
+        return set().union(*(free_vars(f) for f in sinfo.fields))
+    if isinstance(sinfo, FuncStructInfo):
+        return set().union(*(free_vars(f) for f in sinfo.params), free_vars(sinfo.ret))
+    return set()
+
+
+def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
+    """True when every value described by ``derived`` is also described by ``base``."""
+    if isinstance(base, ObjectStructInfo):
+        return True
+    if isinstance(base, TensorStructInfo) and isinstance(derived, TensorStructInfo):
+        if base.dtype != derived.dtype or (base.ndim != -1 and base.ndim != derived.ndim):
+            return False
+        return base.shape is None or base.shape == derived.shape
+    if isinstance(base, TupleStructInfo) and isinstance(derived, TupleStructInfo):
+        return len(base.fields) == len(derived.fields) and all(
+            is_base_of(b, d) for b, d in zip(base.fields, derived.fields))
+    if isinstance(base, ShapeStructInfo) and isinstance(derived, ShapeStructInfo):
+        if base.ndim != -1 and base.ndim != derived.ndim:
+            return False
+        return base.values is None or base.values == derived.values
+    if isinstance(base, PrimStructInfo) and isinstance(derived, PrimStructInfo):
+        return base.dtype == derived.dtype and base.value in (None, derived.value)
+    return base == derived
+
+
+def substitute(sinfo: StructInfo, mapping: dict[str, Dim]) -> StructInfo:
+    """Replace size variables by dims (used when a call binds a callee's symbolic parameters)."""
+    def dim(d: Dim) -> Dim:
+        if isinstance(d, int):
+            return d
+        out: Dim = 0
+        for mono, coef in d.terms:
+            term: Dim = coef
+            for v in mono:
+                term = term * mapping.get(v, sym.SizeVar(v))
+            out = out + term
+        return out
+
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None:
+        return TensorStructInfo([dim(d) for d in sinfo.shape], sinfo.dtype)
+    if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
+        return ShapeStructInfo([dim(d) for d in sinfo.values])
+    if isinstance(sinfo, TupleStructInfo):
+        return TupleStructInfo(substitute(f, mapping) for f in sinfo.fields)
+    return sinfo

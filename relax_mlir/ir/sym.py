@@ -1,0 +1,201 @@
+"""Symbolic sizes: a dimension is an ``int`` or a :class:`SymDim`.
+
+A ``SymDim`` is a polynomial with integer coefficients over named size variables (``n``, ``2 * n``,
+``n * m``, ``n + 1``). That is enough for the shapes Relax ops produce from symbolic inputs (flatten
+multiplies, concat adds, reshape with ``-1`` divides exactly) while equality stays a comparison of
+normal forms. Size variables are identified by name within a function, as in TVMScript text.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Mapping, Union
+
+Monomial = tuple[str, ...]  # sorted variable names, repeated for powers; () is the constant term
+
+
+@dataclass(frozen=True)
+class SymDim:
+    """A symbolic size: ``terms`` maps monomials to non-zero integer coefficients (normal form)."""
+
+    terms: tuple[tuple[Monomial, int], ...]
+
+    # -- construction -------------------------------------------------------------------------
+    @staticmethod
+    def _make(terms: Mapping[Monomial, int]) -> "Dim":
+        items = tuple(sorted((m, c) for m, c in terms.items() if c != 0))
+        if not items:
+            return 0
+        if len(items) == 1 and items[0][0] == ():
+            return items[0][1]
+        return SymDim(items)
+
+    # -- arithmetic ---------------------------------------------------------------------------
+    def _dict(self) -> dict[Monomial, int]:
+        return dict(self.terms)
+
+    def __add__(self, other: "Dim") -> "Dim":
+        out = self._dict()
+        for m, c in _as_terms(other).items():
+            out[m] = out.get(m, 0) + c
+        return SymDim._make(out)
+
+    __radd__ = __add__
+
+    def __neg__(self) -> "Dim":
+        return SymDim._make({m: -c for m, c in self.terms})
+
+    def __sub__(self, other: "Dim") -> "Dim":
+        return self + (-other)
+
+    def __rsub__(self, other: "Dim") -> "Dim":
+        return (-self) + other
+
+    def __mul__(self, other: "Dim") -> "Dim":
+        out: dict[Monomial, int] = {}
+        for m1, c1 in self.terms:
+            for m2, c2 in _as_terms(other).items():
+                m = tuple(sorted(m1 + m2))
+                out[m] = out.get(m, 0) + c1 * c2
+        return SymDim._make(out)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other: "Dim") -> "Dim":
+        """Exact division by an int or a monomial; raises ``ValueError`` when it is not exact."""
+        quotient = exact_div(self, other)
+        if quotient is None:
+            raise ValueError(f"cannot divide {self} by {other} exactly")
+        return quotient
+
+    # -- queries ------------------------------------------------------------------------------
+    def free_vars(self) -> set[str]:
+        return {v for m, _ in self.terms for v in m}
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        total = 0
+        for m, c in self.terms:
+            value = c
+            for v in m:
+                value *= env[v]
+            total += value
+        return total
+
+    def is_var(self) -> bool:
+        return len(self.terms) == 1 and len(self.terms[0][0]) == 1 and self.terms[0][1] == 1
+
+    @property
+    def name(self) -> str:
+        """The variable's name, for a plain size variable."""
+        if not self.is_var():
+            raise ValueError(f"{self} is not a single size variable")
+        return self.terms[0][0][0]
+
+    def __str__(self) -> str:
+        out = ""
+        # Highest degree first reads naturally: "n * m + 2 * n + 1".
+        for m, c in sorted(self.terms, key=lambda t: (-len(t[0]), t[0])):
+            factors = list(m) if abs(c) == 1 and m else [str(abs(c))] + list(m)
+            text = " * ".join(factors)
+            if not out:
+                out = ("-" if c < 0 else "") + text
+            else:
+                out += (" - " if c < 0 else " + ") + text
+        return out
+
+    def __repr__(self) -> str:
+        return f"SymDim({str(self)!r})"
+
+
+Dim = Union[int, SymDim]
+
+
+def SizeVar(name: str) -> SymDim:
+    """A named size variable, such as a batch dimension ``n``."""
+    if not name.isidentifier():
+        raise ValueError(f"size variable name {name!r} is not an identifier")
+    return SymDim((((name,), 1),))
+
+
+def _as_terms(d: Dim) -> dict[Monomial, int]:
+    if isinstance(d, SymDim):
+        return d._dict()
+    if isinstance(d, int):
+        return {(): d} if d else {}
+    raise TypeError(f"expected an int or SymDim dimension, got {type(d).__name__}")
+
+
+def exact_div(a: Dim, b: Dim) -> Dim | None:
+    """``a / b`` when ``b`` is an int or a monomial and divides every term of ``a``; else ``None``."""
+    tb = _as_terms(b)
+    if len(tb) != 1:
+        return a if a == b and a != 0 else None
+    (mb, cb), = tb.items()
+    out: dict[Monomial, int] = {}
+    for m, c in _as_terms(a).items():
+        rest = list(m)
+        for v in mb:
+            if v not in rest:
+                return None
+            rest.remove(v)
+        if c % cb:
+            return None
+        out[tuple(rest)] = c // cb
+    return SymDim._make(out)
+
+
+def free_vars(d: Dim) -> set[str]:
+    return d.free_vars() if isinstance(d, SymDim) else set()
+
+
+def evaluate(d: Dim, env: Mapping[str, int]) -> int:
+    return d.evaluate(env) if isinstance(d, SymDim) else int(d)
+
+
+def is_static(d: Dim) -> bool:
+    return isinstance(d, int)
+
+
+def format_dim(d: Dim) -> str:
+    return str(d)
+
+
+def product(dims) -> Dim:
+    out: Dim = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def parse_dim(text: str) -> Dim:
+    """Parse ``"n"``, ``"2 * n + 1"``, ``"n * m"`` or ``"64"`` into a dimension."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise ValueError(f"malformed dimension {text!r}: {exc.msg}") from None
+    return dim_from_ast(tree, lambda name: SizeVar(name))
+
+
+def dim_from_ast(node: ast.AST, lookup) -> Dim:
+    """Build a dimension from a Python expression; ``lookup(name)`` resolves a bare name."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        return lookup(node.id)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -dim_from_ast(node.operand, lookup)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
+        a, b = dim_from_ast(node.left, lookup), dim_from_ast(node.right, lookup)
+        if isinstance(node.op, ast.Add):
+            return a + b
+        if isinstance(node.op, ast.Sub):
+            return a - b
+        if isinstance(node.op, ast.Mult):
+            return a * b
+        quotient = exact_div(a, b)
+        if quotient is None:
+            raise ValueError(f"dimension {ast.unparse(node)!r} is not an exact division")
+        return quotient
+    raise ValueError(f"unsupported dimension expression {ast.unparse(node)!r}: "
+                     "expected integers, size variables, +, -, * or exact //")

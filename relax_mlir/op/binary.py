@@ -1,0 +1,114 @@
+"""Binary elementwise ops with NumPy broadcasting (one line each through :func:`binary`), and ``where``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.dtype import is_bool, is_float
+from ..ir.struct_info import TensorStructInfo
+from .common import broadcast_shapes, require_same_dtype
+from .registry import NOT_DIFFERENTIABLE, BadSample, Op, Sample, fail, register
+
+_T = TensorStructInfo
+
+
+def _binary_infer(kind: str):
+    def infer(args, attrs):
+        a, b = args
+        dtype = require_same_dtype([a, b], ["x1", "x2"])
+        if kind == "float" and not is_float(dtype):
+            fail(f"operands must have a float dtype, got {dtype}")
+        if kind in ("arith", "float") and is_bool(dtype):
+            fail("operands must be numeric, got bool")
+        ndim = -1 if -1 in (a.ndim, b.ndim) else max(a.ndim, b.ndim)
+        shape = broadcast_shapes(a.shape, b.shape)
+        return TensorStructInfo(shape, "bool" if kind == "compare" else dtype, ndim)
+    return infer
+
+
+def _samples(kind: str, low: float, high: float) -> list[Sample]:
+    dtypes = ("float32", "float64", "float16") if kind == "float" else ("float32", "float64", "int32", "int64")
+    shapes = [((3, 4), (3, 4))] * len(dtypes)
+    out = [Sample([_T(a, d), _T(b, d)], low=low, high=high) for (a, b), d in zip(shapes, dtypes)]
+    for a, b in [((2, 3, 4), (4,)), ((3, 1), (1, 5)), ((), (2, 2)), (("n", 4), (4,)), (("n", 1), ("n", 3))]:
+        out.append(Sample([_T(a, "float32"), _T(b, "float32")], low=low, high=high))
+    if kind == "compare":
+        out.append(Sample([_T((4,), "bool"), _T((4,), "bool")]))
+    return out
+
+
+def _bad(kind: str) -> list[BadSample]:
+    out = [BadSample([_T((3,), "float32"), _T((4,), "float32")], {}, r"cannot broadcast shapes \(3,\) and \(4,\)"),
+           BadSample([_T((3,), "float32"), _T((3,), "int32")], {}, r"same dtype, got x1: float32, x2: int32"),
+           BadSample([_T(("n",), "float32"), _T(("m",), "float32")], {}, r"cannot broadcast .* may differ")]
+    if kind == "float":
+        out.append(BadSample([_T((3,), "int32"), _T((3,), "int32")], {}, r"must have a float dtype, got int32"))
+    if kind == "arith":
+        out.append(BadSample([_T((3,), "bool"), _T((3,), "bool")], {}, r"must be numeric, got bool"))
+    return out
+
+
+def _arith_ref(fn):
+    def ref(a, b):
+        return np.asarray(fn(a, b)).astype(np.result_type(a, b))
+    return ref
+
+
+def binary(name: str, fn, kind: str = "arith", doc: str = "", low: float = -2.0, high: float = 2.0) -> Op:
+    """Register ``relax.<name>``: ``kind`` is ``"arith"`` (numeric, same dtype out), ``"float"`` (float
+    only), or ``"compare"`` (any dtype, bool out, not differentiable). ``low``/``high``: the samples' domain."""
+    return register(Op(
+        name=f"relax.{name}", inputs=("x1", "x2"), infer=_binary_infer(kind),
+        reference=(lambda a, b: np.asarray(fn(a, b))) if kind == "compare" else _arith_ref(fn),
+        gradient=NOT_DIFFERENTIABLE if kind == "compare" else None,
+        samples=_samples(kind, low, high), bad_samples=_bad(kind), doc=doc or f"Elementwise {name} with broadcasting."))
+
+
+def _divide(a, b):
+    if np.issubdtype(a.dtype, np.integer):
+        # Integer division truncates toward zero (C and MLIR's arith.divsi), not NumPy's floor.
+        return np.trunc(np.true_divide(a, b)).astype(a.dtype)
+    return np.true_divide(a, b)
+
+
+def _floor_divide(a, b):
+    return np.floor_divide(a, b) if np.issubdtype(a.dtype, np.integer) else np.floor(a / b)
+
+
+add = binary("add", np.add)
+subtract = binary("subtract", np.subtract)
+multiply = binary("multiply", np.multiply)
+divide = binary("divide", _divide, doc="Elementwise division; on integers it truncates toward zero.",
+                low=0.5, high=3.0)
+floor_divide = binary("floor_divide", _floor_divide, low=0.5, high=3.0)
+power = binary("power", np.power, kind="float", low=0.5, high=2.0)
+maximum = binary("maximum", np.maximum)
+minimum = binary("minimum", np.minimum)
+equal = binary("equal", np.equal, kind="compare")
+not_equal = binary("not_equal", np.not_equal, kind="compare")
+less = binary("less", np.less, kind="compare")
+less_equal = binary("less_equal", np.less_equal, kind="compare")
+greater = binary("greater", np.greater, kind="compare")
+greater_equal = binary("greater_equal", np.greater_equal, kind="compare")
+
+
+def _where_infer(args, attrs):
+    cond, a, b = args
+    if not is_bool(cond.dtype):
+        fail(f"condition must have dtype bool, got {cond.dtype}")
+    dtype = require_same_dtype([a, b], ["x1", "x2"])
+    ndim = -1 if -1 in (cond.ndim, a.ndim, b.ndim) else max(cond.ndim, a.ndim, b.ndim)
+    return TensorStructInfo(broadcast_shapes(cond.shape, a.shape, b.shape), dtype, ndim)
+
+
+where = register(Op(
+    name="relax.where", inputs=("condition", "x1", "x2"), infer=_where_infer,
+    reference=lambda c, a, b: np.where(c, a, b).astype(np.result_type(a, b)),
+    samples=[Sample([_T((3, 4), "bool"), _T((3, 4), "float32"), _T((3, 4), "float32")]),
+             Sample([_T((3, 1), "bool"), _T((4,), "float64"), _T((), "float64")]),
+             Sample([_T(("n", 4), "bool"), _T(("n", 4), "int32"), _T((4,), "int32")])],
+    bad_samples=[BadSample([_T((3,), "float32"), _T((3,), "float32"), _T((3,), "float32")], {},
+                           r"condition must have dtype bool, got float32"),
+                 BadSample([_T((3,), "bool"), _T((2,), "float32"), _T((3,), "float32")], {},
+                           r"cannot broadcast shapes \(3,\), \(2,\) and \(3,\)")],
+    doc="``condition ? x1 : x2`` elementwise, with broadcasting of all three."))

@@ -1,0 +1,225 @@
+"""Tensor creation: zeros, ones, full (from a shape attribute, no tensor inputs), their ``*_like``
+variants, triu/tril, and arange."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir.dtype import check_dtype, is_bool, is_int, to_numpy
+from ..ir.struct_info import TensorStructInfo
+from .common import canonical_dtype, fmt, is_int_value, shape_attr
+from .registry import REQUIRED, BadSample, Op, Sample, fail, register
+
+_T = TensorStructInfo
+
+
+def _check_fill(attrs: dict) -> None:
+    value = attrs["fill_value"]
+    if not isinstance(value, (int, float)):  # bool is an int
+        fail(f"fill_value must be a number, got {value!r}")
+
+
+def _fill_dtype(value) -> str:
+    """The dtype ``full`` gives a fill value when none is named: that of ``R.const(value)``."""
+    if isinstance(value, bool):
+        return "bool"
+    return "int64" if isinstance(value, int) else "float32"
+
+
+# -- zeros, ones, full ----------------------------------------------------------------------------------
+
+def _from_shape_canon(attrs: dict) -> dict:
+    # Names in the shape become size variables, so equal shapes compare equal.
+    return canonical_dtype(dict(attrs, shape=shape_attr(attrs["shape"])))
+
+
+def _zeros_ones_canon(attrs: dict) -> dict:
+    # Unlike full's, their dtype cannot be left to a fill value: None is refused.
+    return dict(attrs, shape=shape_attr(attrs["shape"]), dtype=check_dtype(attrs["dtype"], "dtype"))
+
+
+def _from_shape_infer(args, attrs):
+    dtype = attrs["dtype"] or _fill_dtype(attrs["fill_value"])
+    return _T(attrs["shape"], dtype)
+
+
+def _constant_samples(extra: dict) -> list[Sample]:
+    return [Sample([], {"shape": (2, 3), "dtype": "float32", **extra}),
+            Sample([], {"shape": [4], "dtype": "int32", **extra}),
+            Sample([], {"shape": (), "dtype": "float64", **extra}),
+            Sample([], {"shape": (2, 0, 3), "dtype": "bool", **extra}),
+            Sample([], {"shape": ("n", 4), "dtype": "float32", **extra}, sizes={"n": 3}),
+            Sample([], {"shape": ("2 * n", "m"), "dtype": "int64", **extra}, sizes={"n": 2, "m": 5})]
+
+
+def _constant_bad(extra: dict) -> list[BadSample]:
+    return [BadSample([], {"shape": (2, -1), "dtype": "float32", **extra}, r"negative dimension -1"),
+            BadSample([], {"shape": 3, "dtype": "float32", **extra}, r"shape must be a sequence of dimensions"),
+            BadSample([], {"shape": (2,), "dtype": "float8", **extra}, r"unknown dtype 'float8'"),
+            BadSample([], {"shape": ("n +",), "dtype": "float32", **extra}, r"malformed dimension")]
+
+
+_NO_DTYPE = BadSample([], {"shape": (2,), "dtype": None}, r"unknown dtype None")
+
+
+zeros = register(Op(
+    name="relax.zeros", inputs=(), attrs={"shape": REQUIRED, "dtype": REQUIRED},
+    infer=_from_shape_infer, canonicalize=_zeros_ones_canon,
+    reference=lambda shape, dtype: np.zeros(shape, to_numpy(dtype)),
+    samples=_constant_samples({}),
+    bad_samples=_constant_bad({}) + [BadSample([], {"shape": (2,)}, r"missing required attribute 'dtype'"), _NO_DTYPE],
+    doc="A tensor of zeros: ``R.zeros((n, 4), \"float32\")``; the shape may name size variables."))
+
+ones = register(Op(
+    name="relax.ones", inputs=(), attrs={"shape": REQUIRED, "dtype": REQUIRED},
+    infer=_from_shape_infer, canonicalize=_zeros_ones_canon,
+    reference=lambda shape, dtype: np.ones(shape, to_numpy(dtype)),
+    samples=_constant_samples({}),
+    bad_samples=_constant_bad({}) + [_NO_DTYPE],
+    doc="A tensor of ones: ``R.ones((), \"float32\")``; the shape may name size variables."))
+
+full = register(Op(
+    name="relax.full", inputs=(), attrs={"shape": REQUIRED, "fill_value": REQUIRED, "dtype": None},
+    infer=_from_shape_infer, canonicalize=_from_shape_canon, check_attrs=_check_fill,
+    reference=lambda shape, fill_value, dtype: np.full(shape, fill_value, to_numpy(dtype or _fill_dtype(fill_value))),
+    samples=_constant_samples({"fill_value": 1})
+    + [Sample([], {"shape": (2, 2), "fill_value": 2.5}), Sample([], {"shape": (3,), "fill_value": -7}),
+       Sample([], {"shape": (1,), "fill_value": True}),
+       Sample([], {"shape": (2,), "fill_value": 0.5, "dtype": "float16"})],
+    bad_samples=_constant_bad({"fill_value": 0})
+    + [BadSample([], {"shape": (2,), "fill_value": "one"}, r"fill_value must be a number, got 'one'")],
+    doc="A tensor filled with ``fill_value``; ``dtype`` defaults to the fill value's (bool, int64 or "
+        "float32, as ``R.const``)."))
+
+
+# -- zeros_like, ones_like, full_like -------------------------------------------------------------------
+
+def _like_infer(args, attrs):
+    (x,) = args
+    return _T(x.shape, attrs["dtype"] or x.dtype, x.ndim if x.shape is None else -1)
+
+
+def _like_samples(extra: dict) -> list[Sample]:
+    return [Sample([_T((2, 3), "float32")], dict(extra)),
+            Sample([_T(("n", 4), "float64")], dict(extra)),
+            Sample([_T((3,), "int32")], {**extra, "dtype": "float32"}),
+            Sample([_T((), "float32")], {**extra, "dtype": "bool"})]
+
+
+def _like_bad(extra: dict) -> list[BadSample]:
+    return [BadSample([_T((2,), "float32")], {**extra, "dtype": "complex64"}, r"unknown dtype 'complex64'"),
+            BadSample([[_T((2,), "float32")]], dict(extra), r"argument 'x' must be a tensor")]
+
+
+zeros_like = register(Op(
+    name="relax.zeros_like", inputs=("x",), attrs={"dtype": None}, infer=_like_infer, canonicalize=canonical_dtype,
+    reference=lambda x, dtype: np.zeros(x.shape, to_numpy(dtype) if dtype else x.dtype),
+    samples=_like_samples({}), bad_samples=_like_bad({}),
+    doc="Zeros with the shape of ``x`` and its dtype unless ``dtype`` is given."))
+
+ones_like = register(Op(
+    name="relax.ones_like", inputs=("x",), attrs={"dtype": None}, infer=_like_infer, canonicalize=canonical_dtype,
+    reference=lambda x, dtype: np.ones(x.shape, to_numpy(dtype) if dtype else x.dtype),
+    samples=_like_samples({}), bad_samples=_like_bad({}),
+    doc="Ones with the shape of ``x`` and its dtype unless ``dtype`` is given."))
+
+full_like = register(Op(
+    name="relax.full_like", inputs=("x",), attrs={"fill_value": REQUIRED, "dtype": None}, infer=_like_infer,
+    canonicalize=canonical_dtype, check_attrs=_check_fill,
+    reference=lambda x, fill_value, dtype: np.full(x.shape, fill_value, to_numpy(dtype) if dtype else x.dtype),
+    samples=_like_samples({"fill_value": 3}) + [Sample([_T((2, 2), "float16")], {"fill_value": -0.25})],
+    bad_samples=_like_bad({"fill_value": 0})
+    + [BadSample([_T((2,), "float32")], {"fill_value": None}, r"fill_value must be a number, got None")],
+    doc="``fill_value`` everywhere, with the shape of ``x`` and its dtype unless ``dtype`` is given "
+        "(as TVM, the dtype of ``x``, not of the fill value)."))
+
+
+# -- triu, tril -----------------------------------------------------------------------------------------
+
+def _tri_check(attrs: dict) -> None:
+    if not is_int_value(attrs["k"]):
+        fail(f"k must be an int, got {attrs['k']!r}")
+
+
+def _tri_infer(args, attrs):
+    (x,) = args
+    if x.ndim != -1 and x.ndim < 2:
+        fail(f"input must have rank >= 2 (the last two dims form the matrix), got rank {x.ndim} "
+             f"(shape {fmt(x.shape)})")
+    return x
+
+
+def _triangle(name: str, fn, side: str) -> Op:
+    return register(Op(
+        name=f"relax.{name}", inputs=("x",), attrs={"k": 0}, infer=_tri_infer, check_attrs=_tri_check,
+        reference=lambda x, k: fn(x, k),
+        samples=[Sample([_T((4, 4), "float32")]), Sample([_T((3, 5), "float64")], {"k": 1}),
+                 Sample([_T((2, 4, 3), "int32")], {"k": -1}), Sample([_T(("n", 4), "float32")], {"k": 2}),
+                 Sample([_T((3, 3), "bool")], {"k": -5})],
+        bad_samples=[BadSample([_T((4,), "float32")], {}, r"must have rank >= 2 .* got rank 1"),
+                     BadSample([_T((4, 4), "float32")], {"k": 0.5}, r"k must be an int, got 0.5")],
+        doc=f"Keep the {side} triangle of the last two dims (on and {'above' if side == 'upper' else 'below'} "
+            f"diagonal ``k``; ``k > 0`` is above the main diagonal) and zero the rest."))
+
+
+triu = _triangle("triu", np.triu, "upper")
+tril = _triangle("tril", np.tril, "lower")
+
+
+# -- arange ---------------------------------------------------------------------------------------------
+
+def _integral(attrs: dict) -> bool:
+    return all(is_int_value(attrs[k]) for k in ("start", "end", "step"))
+
+
+def _arange_canon(attrs: dict) -> dict:
+    if attrs["end"] is None:  # arange(stop), as NumPy
+        attrs = dict(attrs, start=0, end=attrs["start"])
+    if attrs["dtype"] is None:
+        attrs = dict(attrs, dtype="int64" if _integral(attrs) else "float32")
+    return canonical_dtype(attrs)
+
+
+def _arange_check(attrs: dict) -> None:
+    for key in ("start", "end", "step"):
+        value = attrs[key]
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            fail(f"{key} must be a static int or float, got {value!r}")
+    if attrs["step"] == 0:
+        fail("step must be non-zero")
+    if is_bool(attrs["dtype"]):
+        fail("dtype must be numeric, got bool")
+    if is_int(attrs["dtype"]) and not _integral(attrs):
+        fail(f"integer dtype {attrs['dtype']} needs integer start, end and step, "
+             f"got {attrs['start']}, {attrs['end']}, {attrs['step']}")
+
+
+def _arange_len(start, end, step) -> int:
+    if all(isinstance(v, int) for v in (start, end, step)):
+        return max(0, -((start - end) // step))  # exact ceil division on ints
+    return max(0, math.ceil((end - start) / step))
+
+
+def _arange_ref(start, end, step, dtype):
+    n = _arange_len(start, end, step)
+    wide = np.int64 if is_int(dtype) else np.float64
+    return (wide(start) + np.arange(n, dtype=wide) * wide(step)).astype(to_numpy(dtype))
+
+
+arange = register(Op(
+    name="relax.arange", inputs=(), attrs={"start": REQUIRED, "end": None, "step": 1, "dtype": None},
+    infer=lambda args, attrs: _T((_arange_len(attrs["start"], attrs["end"], attrs["step"]),), attrs["dtype"]),
+    canonicalize=_arange_canon, check_attrs=_arange_check, reference=_arange_ref,
+    samples=[Sample([], {"start": 5}), Sample([], {"start": 2, "end": 11, "step": 3}),
+             Sample([], {"start": 10, "end": 0, "step": -4, "dtype": "int32"}),
+             Sample([], {"start": 0.0, "end": 1.0, "step": 0.3}),
+             Sample([], {"start": 0, "end": 4, "dtype": "float64"}),
+             Sample([], {"start": 3, "end": 1})],
+    bad_samples=[BadSample([], {"start": 0, "end": 4, "step": 0}, r"step must be non-zero"),
+                 BadSample([], {"start": 0, "end": "n"}, r"end must be a static int or float, got 'n'"),
+                 BadSample([], {"start": 0.5, "end": 4, "dtype": "int32"}, r"integer dtype int32 needs integer"),
+                 BadSample([], {"start": 0, "end": 4, "dtype": "bool"}, r"dtype must be numeric")],
+    doc="``[start, start + step, ...)`` up to ``end`` (exclusive): ``ceil((end - start) / step)`` values; "
+        "``arange(n)`` counts from 0. ``dtype`` defaults to int64 for int arguments, else float32."))

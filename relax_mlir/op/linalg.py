@@ -1,0 +1,79 @@
+"""Linear algebra: ``matmul`` with NumPy's semantics (1-D operands, batched broadcasting)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.dtype import is_bool, is_float, to_numpy
+from ..ir.struct_info import TensorStructInfo
+from .common import broadcast_shapes, canonical_dtype, check_dims_match, fmt, require_same_dtype
+from .registry import BadSample, InferError, Op, Sample, fail, register
+
+_T = TensorStructInfo
+
+
+def _matmul_infer(args, attrs):
+    a, b = args
+    if is_bool(a.dtype) or is_bool(b.dtype):
+        fail(f"operands must be numeric, got x1: {a.dtype}, x2: {b.dtype}")
+    # As TVM: without out_dtype the operands must agree; with it they may differ (mixed precision).
+    dtype = attrs["out_dtype"] or require_same_dtype([a, b], ["x1", "x2"])
+    if 0 in (a.ndim, b.ndim):
+        fail(f"operands must have rank >= 1, got x1 rank {a.ndim}, x2 rank {b.ndim}")
+    if -1 in (a.ndim, b.ndim):
+        return _T(None, dtype, -1)
+    # NumPy: a 1-D x1 is a row (1, k), a 1-D x2 a column (k, 1); the added dim is dropped again.
+    out_ndim = max(a.ndim, b.ndim, 2) - (a.ndim == 1) - (b.ndim == 1)
+    if a.shape is None or b.shape is None:
+        return _T(None, dtype, out_ndim)
+    sa = (1,) + a.shape if a.ndim == 1 else a.shape
+    sb = b.shape + (1,) if b.ndim == 1 else b.shape
+    check_dims_match(sa[-1], sb[-2], f"reduction dims differ: x1 {fmt(a.shape)} has {sa[-1]}, "
+                                     f"x2 {fmt(b.shape)} has {sb[-2]}")
+    try:
+        batch = broadcast_shapes(sa[:-2], sb[:-2])
+    except InferError as exc:
+        fail(f"batch dims of x1 {fmt(a.shape)} and x2 {fmt(b.shape)} do not broadcast: {exc}")
+    rows = (sa[-2],) if a.ndim > 1 else ()
+    cols = (sb[-1],) if b.ndim > 1 else ()
+    return _T(batch + rows + cols, dtype)
+
+
+def _matmul_ref(x1, x2, out_dtype):
+    out = to_numpy(out_dtype) if out_dtype else x1.dtype
+    # Accumulate wide; integer results wrap to the output width as native integer arithmetic does.
+    wide = np.float64 if is_float(str(x1.dtype)) or is_float(str(x2.dtype)) else np.int64
+    return np.asarray(np.matmul(x1.astype(wide), x2.astype(wide))).astype(out)
+
+
+matmul = register(Op(
+    name="relax.matmul", inputs=("x1", "x2"), attrs={"out_dtype": None}, infer=_matmul_infer,
+    canonicalize=lambda attrs: canonical_dtype(attrs, "out_dtype"), reference=_matmul_ref,
+    samples=[Sample([_T((2, 3), "float32"), _T((3, 4), "float32")]),
+             Sample([_T((2, 3), "float64"), _T((3, 4), "float64")]),
+             Sample([_T((2, 3), "float16"), _T((3, 4), "float16")]),
+             Sample([_T((2, 3), "int32"), _T((3, 4), "int32")], low=-5, high=5),
+             Sample([_T(("n", 784), "float32"), _T((784, 128), "float32")]),
+             Sample([_T((5, 2, 3), "float32"), _T((3, 4), "float32")]),
+             Sample([_T((2, 1, 2, 3), "float32"), _T((5, 3, 4), "float32")]),
+             Sample([_T((3,), "float32"), _T((3, 4), "float32")]),
+             Sample([_T((2, 2, 3), "float32"), _T((3,), "float32")]),
+             Sample([_T((3,), "float32"), _T((3,), "float32")]),
+             Sample([_T(("b", "n", "k"), "float32"), _T(("k", "m"), "float32")]),
+             Sample([_T(("n", 3), "float16"), _T((3, 2), "float16")], {"out_dtype": "float32"}),
+             Sample([_T((2, 3), "int32"), _T((3, 2), "float32")], {"out_dtype": "float32"}, low=-5, high=5)],
+    bad_samples=[BadSample([_T((2, 3), "float32"), _T((4, 5), "float32")], {},
+                           r"reduction dims differ: x1 \(2, 3\) has 3, x2 \(4, 5\) has 4"),
+                 BadSample([_T((3,), "float32"), _T((4,), "float32")], {},
+                           r"reduction dims differ: x1 \(3,\) has 3, x2 \(4,\) has 4"),
+                 BadSample([_T((2, 2, 3), "float32"), _T((3, 3, 4), "float32")], {},
+                           r"batch dims of x1 \(2, 2, 3\) and x2 \(3, 3, 4\) do not broadcast"),
+                 BadSample([_T((2, 3), "float32"), _T((3, 4), "int32")], {}, r"same dtype, got x1: float32"),
+                 BadSample([_T((), "float32"), _T((3,), "float32")], {}, r"rank >= 1, got x1 rank 0"),
+                 BadSample([_T((2, 3), "bool"), _T((3, 2), "bool")], {}, r"must be numeric"),
+                 BadSample([_T((2, 3), "float32"), _T((3, 2), "float32")], {"out_dtype": "f32"},
+                           r"unknown dtype 'f32'")],
+    doc="Matrix product with NumPy's semantics: leading (batch) dims broadcast, a 1-D ``x1`` is a row and a "
+        "1-D ``x2`` a column whose added dim is dropped. ``out_dtype`` names the result's dtype (then the "
+        "operands may differ), else both operands' dtype. ``R.matmul(x: (n, 784), w: (784, 128))`` is "
+        "``(n, 128)``."))

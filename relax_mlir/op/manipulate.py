@@ -1,0 +1,460 @@
+"""Shape manipulation: reshape, permute_dims, expand_dims, squeeze, flatten, broadcast_to, concat, split,
+take and strided_slice. Output dtypes equal the input's; shapes follow TVM Relax (NumPy where TVM does)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..ir import sym
+from ..ir.struct_info import TensorStructInfo, TupleStructInfo
+from ..ir.sym import Dim, SymDim
+from .common import (canonical_int_tuple, check_dims_match, fmt, int_tuple, is_int_value, normalize_axes,
+                     normalize_axis, require_int, require_same_dtype, shape_attr)
+from .registry import REQUIRED, BadSample, Op, Sample, fail, register
+
+_T = TensorStructInfo
+# An end (or begin) at least this large means "to the end of the axis", as TVM users write 2**31 - 1.
+_BIG = 2**31 - 1
+
+
+def _tensor_like(x: TensorStructInfo, shape: Optional[tuple], ndim: int) -> TensorStructInfo:
+    return _T(shape, x.dtype, ndim if shape is None else -1)
+
+
+# -- reshape ------------------------------------------------------------------------------------------
+
+def _reshape_canon(attrs: dict) -> dict:
+    return dict(attrs, shape=shape_attr(attrs["shape"], allow_infer=True))
+
+
+def _reshape_check(attrs: dict) -> None:
+    if sum(1 for d in attrs["shape"] if isinstance(d, int) and d == -1) > 1:
+        fail(f"shape {fmt(attrs['shape'])} has more than one -1")
+
+
+def _reshape_infer(args, attrs):
+    (x,) = args
+    target = attrs["shape"]
+    infer_at = [i for i, d in enumerate(target) if isinstance(d, int) and d == -1]
+    if x.shape is None:
+        return _tensor_like(x, None if infer_at else target, len(target))
+    size = sym.product(x.shape)
+    if not infer_at:
+        # As TVM, only sizes that provably differ are refused; (3, 28, 28) -> (n, 784) holds when n == 3.
+        if isinstance(sym.product(target) - size, int) and sym.product(target) != size:
+            fail(f"cannot reshape {fmt(x.shape)} ({size} elements) to {fmt(target)} "
+                 f"({sym.product(target)} elements)")
+        return _T(target, x.dtype)
+    known = sym.product(d for i, d in enumerate(target) if i != infer_at[0])
+    inferred = sym.exact_div(size, known)
+    if inferred is None:
+        fail(f"cannot reshape {fmt(x.shape)} ({size} elements) to {fmt(target)}: "
+             f"{size} is not an exact multiple of {known}")
+    return _T(tuple(inferred if i == infer_at[0] else d for i, d in enumerate(target)), x.dtype)
+
+
+reshape = register(Op(
+    name="relax.reshape", inputs=("x",), attrs={"shape": REQUIRED}, infer=_reshape_infer,
+    canonicalize=_reshape_canon, check_attrs=_reshape_check, reference=lambda x, shape: x.reshape(shape),
+    samples=[Sample([_T((2, 3), "float32")], {"shape": (3, 2)}),
+             Sample([_T((2, 3, 4), "int32")], {"shape": (-1, 4)}),
+             Sample([_T(("n", 28, 28), "float32")], {"shape": (-1, 784)}),
+             Sample([_T(("n", 28, 28), "float64")], {"shape": (-1, 28, 2, 14)}),
+             Sample([_T(("n", 6), "float32")], {"shape": (-1, 2, 3)}),
+             Sample([_T(("n", "m"), "float32")], {"shape": (-1,)}),
+             Sample([_T((), "float32")], {"shape": (1, 1)}),
+             Sample([_T((4,), "bool")], {"shape": [2, 2]}),
+             Sample([_T(("n", 6), "float32")], {"shape": ("n", 2, 3)}),
+             Sample([_T(("n", 2, 3), "int32")], {"shape": ("n", -1)}),
+             Sample([_T(("n", "m"), "float32")], {"shape": ("m", "n")}),
+             Sample([_T((2, 3, 4), "float32")], {"shape": ("k", 12)}, sizes={"k": 2})],
+    bad_samples=[BadSample([_T((2, 3), "float32")], {"shape": (4, 2)},
+                           r"cannot reshape \(2, 3\) \(6 elements\) to \(4, 2\) \(8 elements\)"),
+                 BadSample([_T(("n", 28, 28), "float32")], {"shape": (-1, 785)},
+                           r"cannot reshape \(n, 28, 28\) .* not an exact multiple of 785"),
+                 BadSample([_T((2, 3), "float32")], {"shape": (-1, -1)}, r"more than one -1"),
+                 BadSample([_T((2, 3), "float32")], {"shape": (-2, -3)}, r"negative dimension -2"),
+                 BadSample([_T((2, 3), "float32")], {"shape": 6}, r"must be a sequence of dimensions")],
+    doc="Reshape to ``shape`` (same number of elements); one dim may be -1 and is inferred, symbolically "
+        "too: ``reshape(x: (n, 28, 28), (-1, 784))`` has shape ``(n, 784)``."))
+
+
+# -- permute_dims, expand_dims, squeeze, flatten -------------------------------------------------------
+
+def _permute_infer(args, attrs):
+    (x,) = args
+    axes = attrs["axes"]
+    if x.ndim == -1:
+        return _T(None, x.dtype, -1 if axes is None else len(axes))
+    if axes is None:
+        axes = tuple(reversed(range(x.ndim)))
+    elif len(axes) != x.ndim:
+        fail(f"axes {axes} is not a permutation of the {x.ndim} axes of {fmt(x.shape)}")
+    axes = normalize_axes(axes, x.ndim, "axes")
+    return _tensor_like(x, None if x.shape is None else tuple(x.shape[a] for a in axes), x.ndim)
+
+
+permute_dims = register(Op(
+    name="relax.permute_dims", inputs=("x",), attrs={"axes": None}, infer=_permute_infer,
+    canonicalize=lambda attrs: canonical_int_tuple(attrs, "axes"),
+    reference=lambda x, axes: np.transpose(x, axes).copy(),
+    samples=[Sample([_T((2, 3), "float32")]),
+             Sample([_T((2, 3, 4), "float64")], {"axes": (1, 0, 2)}),
+             Sample([_T(("n", 3, 4), "int32")], {"axes": (2, -3, 1)}),
+             Sample([_T((), "float32")], {"axes": ()})],
+    bad_samples=[BadSample([_T((2, 3, 4), "float32")], {"axes": (0, 1)}, r"axes \(0, 1\) is not a permutation"),
+                 BadSample([_T((2, 3), "float32")], {"axes": (0, 0)}, r"repeats an axis"),
+                 BadSample([_T((2, 3), "float32")], {"axes": (0, 2)}, r"axes 2 is out of range")],
+    doc="Permute the axes: output axis ``i`` is input axis ``axes[i]``; ``axes=None`` reverses them."))
+
+
+def _expand_dims_infer(args, attrs):
+    (x,) = args
+    if x.ndim == -1:
+        return _T(None, x.dtype, -1)
+    out_ndim = x.ndim + len(attrs["axis"])
+    axes = normalize_axes(attrs["axis"], out_ndim)
+    if x.shape is None:
+        return _T(None, x.dtype, out_ndim)
+    rest = iter(x.shape)
+    return _T(tuple(1 if i in axes else next(rest) for i in range(out_ndim)), x.dtype)
+
+
+expand_dims = register(Op(
+    name="relax.expand_dims", inputs=("x",), attrs={"axis": REQUIRED}, infer=_expand_dims_infer,
+    canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"),
+    reference=lambda x, axis: np.expand_dims(x, axis),
+    samples=[Sample([_T((2, 3), "float32")], {"axis": 0}),
+             Sample([_T((2, 3), "int64")], {"axis": -1}),
+             Sample([_T(("n", 3), "float32")], {"axis": (0, 3)}),
+             Sample([_T((), "float16")], {"axis": (0, 1)})],
+    bad_samples=[BadSample([_T((2, 3), "float32")], {"axis": 3}, r"axis 3 is out of range .* rank 3"),
+                 BadSample([_T((2, 3), "float32")], {"axis": (1, -3)}, r"repeats an axis"),
+                 BadSample([_T((2, 3), "float32")], {"axis": 1.5}, r"axis must be an int or a sequence")],
+    doc="Insert size-1 axes at the positions ``axis`` (an int or a tuple), counted in the output's rank."))
+
+
+def _squeeze_infer(args, attrs):
+    (x,) = args
+    axis = attrs["axis"]
+    if x.ndim == -1 or (axis is None and (x.shape is None or not all(isinstance(d, int) for d in x.shape))):
+        # As in TVM: which symbolic dims are 1 is only known at run time.
+        return _T(None, x.dtype, -1)
+    if axis is None:
+        return _T(tuple(d for d in x.shape if d != 1), x.dtype)
+    axes = normalize_axes(axis, x.ndim)
+    if x.shape is None:
+        return _T(None, x.dtype, x.ndim - len(axes))
+    for a in axes:
+        check_dims_match(x.shape[a], 1, f"cannot squeeze axis {a} of {fmt(x.shape)}: its size is "
+                                        f"{x.shape[a]}, expected 1")
+    return _T(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
+
+
+squeeze = register(Op(
+    name="relax.squeeze", inputs=("x",), attrs={"axis": None}, infer=_squeeze_infer,
+    canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"), reference=lambda x, axis: np.squeeze(x, axis),
+    samples=[Sample([_T((1, 3, 1), "float32")]),
+             Sample([_T((1, 3, 1), "int32")], {"axis": 2}),
+             Sample([_T(("n", 1, 1), "float32")], {"axis": (1, -1)}),
+             Sample([_T((2, 3), "float64")], {"axis": ()}),
+             Sample([_T((), "float32")]),
+             Sample([_T(("n", 1, 3), "float32")])],  # which of n is 1 is unknown: the rank is unknown
+    bad_samples=[BadSample([_T((2, 3), "float32")], {"axis": 1}, r"cannot squeeze axis 1 of \(2, 3\).* size is 3"),
+                 BadSample([_T((1, 3), "float32")], {"axis": 2}, r"axis 2 is out of range"),
+                 BadSample([_T((), "float32")], {"axis": 0}, r"axis 0 is out of range for a tensor of rank 0")],
+    doc="Remove the size-1 axes ``axis`` (an int or a tuple), or all size-1 axes when ``axis`` is None "
+        "(then a symbolic input shape gives an output of unknown rank, as in TVM)."))
+
+
+def _flatten_infer(args, attrs):
+    (x,) = args
+    return _T(None if x.shape is None else (sym.product(x.shape),), x.dtype, 1)
+
+
+flatten = register(Op(
+    name="relax.flatten", inputs=("x",), infer=_flatten_infer, reference=lambda x: x.reshape(-1),
+    samples=[Sample([_T((2, 3, 4), "float32")]), Sample([_T(("n", 784), "float32")]),
+             Sample([_T(("n", "m"), "int32")]), Sample([_T((), "float64")])],
+    bad_samples=[BadSample([[_T((2,), "float32")]], {}, r"argument 'x' must be a tensor")],
+    doc="Flatten all dimensions into one (TVM's ``relax.flatten``): ``(n, 28, 28)`` -> ``(n * 784,)``; "
+        "a 0-d tensor becomes ``(1,)``."))
+
+
+# -- broadcast_to --------------------------------------------------------------------------------------
+
+def _broadcast_to_infer(args, attrs):
+    (x,) = args
+    target = attrs["shape"]
+    if x.ndim != -1 and x.ndim > len(target):
+        fail(f"cannot broadcast {fmt(x.shape) if x.shape else f'rank {x.ndim}'} to {fmt(target)}: "
+             f"the target has lower rank")
+    if x.shape is not None:
+        offset = len(target) - len(x.shape)
+        for i, d in enumerate(x.shape):
+            t = target[offset + i]
+            if d != 1:
+                check_dims_match(d, t, f"cannot broadcast {fmt(x.shape)} to {fmt(target)}: "
+                                       f"dim {i} is {d}, expected 1 or {t}")
+    return _T(target, x.dtype)
+
+
+broadcast_to = register(Op(
+    name="relax.broadcast_to", inputs=("x",), attrs={"shape": REQUIRED}, infer=_broadcast_to_infer,
+    canonicalize=lambda attrs: dict(attrs, shape=shape_attr(attrs["shape"])),
+    reference=lambda x, shape: np.array(np.broadcast_to(x, shape)),
+    samples=[Sample([_T((3, 1), "float32")], {"shape": (2, 3, 4)}),
+             Sample([_T((), "float32")], {"shape": (3, 3)}),
+             Sample([_T((4,), "int64")], {"shape": (2, 4)}),
+             Sample([_T((1, 4), "bool")], {"shape": (3, 4)}),
+             Sample([_T(("n", 1), "float32")], {"shape": ("n", 5)}),
+             Sample([_T((3, 1), "float64")], {"shape": ("k", 3, "m")}, sizes={"k": 2, "m": 4})],
+    bad_samples=[BadSample([_T((2, 3), "float32")], {"shape": (4, 3)},
+                           r"cannot broadcast \(2, 3\) to \(4, 3\): dim 0 is 2, expected 1 or 4"),
+                 BadSample([_T((2, 3), "float32")], {"shape": (3,)}, r"the target has lower rank"),
+                 BadSample([_T((3,), "float32")], {"shape": (2, -1)}, r"negative dimension -1")],
+    doc="Broadcast ``x`` to ``shape`` with NumPy's rules (input dims align right; each is 1 or equal)."))
+
+
+# -- concat, split ---------------------------------------------------------------------------------------
+
+def _concat_infer(args, attrs):
+    (tensors,) = args
+    if not tensors:
+        fail("needs at least one tensor to concatenate")
+    names = [f"tensors[{i}]" for i in range(len(tensors))]
+    dtype = require_same_dtype(tensors, names)
+    axis = attrs["axis"]
+    if axis is None:  # NumPy and TVM: flatten every tensor, then join
+        if any(t.shape is None for t in tensors):
+            return _T(None, dtype, 1)
+        return _T((sum((sym.product(t.shape) for t in tensors), 0),), dtype)
+    ranks = {t.ndim for t in tensors if t.ndim != -1}
+    if len(ranks) > 1:
+        fail("tensors must have the same rank, got " + ", ".join(f"{n}: rank {t.ndim}" for n, t in zip(names, tensors)))
+    if not ranks:
+        return _T(None, dtype, -1)
+    ndim = ranks.pop()
+    axis = normalize_axis(axis, ndim)
+    if any(t.shape is None for t in tensors):
+        return _T(None, dtype, ndim)
+    out = list(tensors[0].shape)
+    for name, t in zip(names[1:], tensors[1:]):
+        for i, d in enumerate(t.shape):
+            if i == axis:
+                out[i] = out[i] + d
+                continue
+            check_dims_match(out[i], d, f"{name} has shape {fmt(t.shape)} but tensors[0] has "
+                                        f"{fmt(tensors[0].shape)}: dims other than axis {axis} must match")
+            if not isinstance(out[i], int):  # keep the static size when one tensor knows it
+                out[i] = d
+    return _T(tuple(out), dtype)
+
+
+concat = register(Op(
+    name="relax.concat", inputs=("tensors",), tuple_input=True, attrs={"axis": 0}, infer=_concat_infer,
+    reference=lambda tensors, axis: np.concatenate(tensors, axis=axis),
+    samples=[Sample([[_T((2, 3), "float32"), _T((4, 3), "float32")]]),
+             Sample([[_T((2, 3), "int32"), _T((2, 1), "int32"), _T((2, 2), "int32")]], {"axis": -1}),
+             Sample([[_T(("n", 3), "float32"), _T(("m", 3), "float32")]], {"axis": 0}),
+             Sample([[_T(("n", 3), "float64"), _T((3, 3), "float64")]], {"axis": 1}),
+             Sample([[_T((2, 3), "float32"), _T((5,), "float32")]], {"axis": None}),
+             Sample([[_T((), "float32"), _T((), "float32")]], {"axis": None}),
+             Sample([[_T((4,), "bool")]])],
+    bad_samples=[BadSample([[_T((2, 3), "float32"), _T((2, 4), "float32")]], {},
+                           r"tensors\[1\] has shape \(2, 4\) but tensors\[0\] has \(2, 3\): dims other than axis 0"),
+                 BadSample([[_T((2, 3), "float32"), _T((2,), "float32")]], {},
+                           r"same rank, got tensors\[0\]: rank 2, tensors\[1\]: rank 1"),
+                 BadSample([[_T((2,), "float32"), _T((2,), "int32")]], {}, r"same dtype"),
+                 BadSample([[]], {}, r"needs at least one tensor"),
+                 BadSample([[_T((2,), "float32")]], {"axis": 1}, r"axis 1 is out of range"),
+                 BadSample([[_T((), "float32")] * 2], {}, r"axis 0 is out of range for a tensor of rank 0"),
+                 BadSample([_T((2,), "float32")], {}, r"must be a tuple of tensors")],
+    doc="Join a tuple of tensors along ``axis`` (``None``: flatten them first, as NumPy does)."))
+
+
+def _split_canon(attrs: dict) -> dict:
+    spec = attrs["indices_or_sections"]
+    return attrs if is_int_value(spec) else dict(attrs, indices_or_sections=int_tuple(spec, "indices_or_sections"))
+
+
+def _split_check(attrs: dict) -> None:
+    spec = attrs["indices_or_sections"]
+    if isinstance(spec, int):
+        if spec < 1:
+            fail(f"the number of sections must be positive, got {spec}")
+    elif any(i < 0 for i in spec) or list(spec) != sorted(spec):
+        fail(f"split indices {spec} must be non-negative and ascending")
+
+
+def _split_infer(args, attrs):
+    (x,) = args
+    spec = attrs["indices_or_sections"]
+    count = spec if isinstance(spec, int) else len(spec) + 1
+    if x.ndim == -1 or x.shape is None:
+        return TupleStructInfo([_T(None, x.dtype, x.ndim)] * count)
+    axis = normalize_axis(attrs["axis"], x.ndim)
+    d = x.shape[axis]
+    if isinstance(spec, int):
+        size = sym.exact_div(d, spec)
+        if size is None:
+            fail(f"cannot split axis {axis} of {fmt(x.shape)} (size {d}) into {spec} equal sections")
+        sizes = [size] * spec
+    else:
+        bounds = [0, *spec]
+        if isinstance(d, int):  # Python slicing clamps indices past the end
+            bounds = [min(b, d) for b in bounds] + [d]
+            sizes = [bounds[i + 1] - bounds[i] for i in range(count)]
+        else:  # a symbolic size is assumed to reach past the last index
+            sizes = [bounds[i + 1] - bounds[i] for i in range(count - 1)] + [d - bounds[-1]]
+    return TupleStructInfo([_T(x.shape[:axis] + (s,) + x.shape[axis + 1:], x.dtype) for s in sizes])
+
+
+split = register(Op(
+    name="relax.split", inputs=("x",), attrs={"indices_or_sections": REQUIRED, "axis": 0},
+    infer=_split_infer, canonicalize=_split_canon, check_attrs=_split_check,
+    reference=lambda x, indices_or_sections, axis: tuple(np.split(
+        x, indices_or_sections if isinstance(indices_or_sections, int) else list(indices_or_sections), axis)),
+    samples=[Sample([_T((4, 3), "float32")], {"indices_or_sections": 2}),
+             Sample([_T((2, 6), "int32")], {"indices_or_sections": 3, "axis": -1}),
+             Sample([_T((2, 7), "float32")], {"indices_or_sections": (2, 5), "axis": 1}),
+             Sample([_T((5,), "float64")], {"indices_or_sections": (2, 9)}),
+             Sample([_T(("n", 6), "float32")], {"indices_or_sections": (1, 4), "axis": 1}),
+             Sample([_T(("n", 6), "float32")], {"indices_or_sections": (1,)}),
+             Sample([_T(("n", 4), "float32")], {"indices_or_sections": 1})],
+    bad_samples=[BadSample([_T((5, 3), "float32")], {"indices_or_sections": 2},
+                           r"cannot split axis 0 of \(5, 3\) \(size 5\) into 2 equal sections"),
+                 BadSample([_T(("n",), "float32")], {"indices_or_sections": 2}, r"size n\) into 2 equal"),
+                 BadSample([_T((5,), "float32")], {"indices_or_sections": 0}, r"must be positive, got 0"),
+                 BadSample([_T((5,), "float32")], {"indices_or_sections": (3, 1)}, r"non-negative and ascending"),
+                 BadSample([_T((5,), "float32")], {"indices_or_sections": 2, "axis": 1}, r"axis 1 is out of range"),
+                 BadSample([_T((), "float32")], {"indices_or_sections": 1}, r"out of range for a tensor of rank 0")],
+    doc="Split along ``axis`` into ``indices_or_sections`` equal parts (an int that must divide the size) "
+        "or at the ascending indices given (a tuple); returns a tuple of tensors."))
+
+
+# -- take, strided_slice -------------------------------------------------------------------------------------
+
+def _take_infer(args, attrs):
+    x, indices = args
+    require_int(indices, "indices")
+    axis = attrs["axis"]
+    if axis is None:  # index the flattened tensor
+        return _T(indices.shape, x.dtype, indices.ndim)
+    if x.ndim == -1:
+        return _T(None, x.dtype, -1)
+    axis = normalize_axis(axis, x.ndim)
+    if indices.ndim == -1:
+        return _T(None, x.dtype, -1)
+    if x.shape is None or indices.shape is None:
+        return _T(None, x.dtype, x.ndim - 1 + indices.ndim)
+    return _T(x.shape[:axis] + indices.shape + x.shape[axis + 1:], x.dtype)
+
+
+def _take_make(rng, sinfos, attrs):
+    """Inputs whose indices are valid for ``axis``, negatives included (they count from the end)."""
+    x, ind = sinfos
+    data = rng.uniform(-2, 2, size=x.shape).astype(x.dtype)
+    n = int(np.prod(x.shape)) if attrs["axis"] is None else x.shape[attrs["axis"]]
+    return [data, rng.integers(-n, n, size=ind.shape).astype(ind.dtype)]
+
+
+take = register(Op(
+    name="relax.take", inputs=("x", "indices"), attrs={"axis": None}, infer=_take_infer,
+    reference=lambda x, indices, axis: np.take(x, indices, axis=axis),
+    samples=[Sample([_T((5, 3), "float32"), _T((4,), "int64")], {"axis": 0}, make=_take_make),
+             Sample([_T((2, 5, 3), "float64"), _T((2, 2), "int32")], {"axis": 1}, make=_take_make),
+             Sample([_T((4, 3), "float32"), _T((), "int64")], {"axis": -1}, make=_take_make),
+             Sample([_T((3, 4), "float32"), _T((5,), "int64")], make=_take_make),
+             Sample([_T((10, "n"), "float32"), _T(("m",), "int64")], {"axis": 0}, make=_take_make)],
+    bad_samples=[BadSample([_T((5, 3), "float32"), _T((4,), "float32")], {"axis": 0},
+                           r"indices must have an integer dtype, got float32"),
+                 BadSample([_T((5, 3), "float32"), _T((4,), "int64")], {"axis": 2}, r"axis 2 is out of range"),
+                 BadSample([_T((), "float32"), _T((4,), "int64")], {"axis": 0}, r"0-d tensor")],
+    doc="Gather along ``axis`` (``None``: of the flattened tensor) as ``numpy.take``: the output shape is "
+        "``x.shape[:axis] + indices.shape + x.shape[axis+1:]``. Indices must lie in ``[-d, d)``; negative "
+        "ones count from the end."))
+
+
+def _slice_canon(attrs: dict) -> dict:
+    keys = ("axes", "begin", "end") + (("strides",) if attrs["strides"] is not None else ())
+    return dict(attrs, **{key: int_tuple(attrs[key], key) for key in keys})
+
+
+def _slice_check(attrs: dict) -> None:
+    n = len(attrs["axes"])
+    if attrs["strides"] is not None and 0 in attrs["strides"]:
+        fail(f"strides {attrs['strides']} must be non-zero")
+    lengths = {key: len(attrs[key]) for key in ("begin", "end", "strides") if attrs[key] is not None}
+    if any(v != n for v in lengths.values()):
+        fail(f"axes, begin, end and strides must have the same length, got axes: {n}, "
+             + ", ".join(f"{k}: {v}" for k, v in lengths.items()))
+
+
+def _sym_slice_len(d: SymDim, begin: int, end: int, stride: int) -> Optional[Dim]:
+    """Slice length on a symbolic axis, assuming in-bound indices (TVM's default); None if not expressible."""
+    def resolve(i: int) -> Dim:
+        # The sentinels mean "past the end" and "before the start", clamped as Python does per direction.
+        if i >= _BIG:
+            return d if stride > 0 else d - 1
+        if i <= -_BIG:
+            return 0 if stride > 0 else -1
+        return d + i if i < 0 else i
+    b, e = resolve(begin), resolve(end)
+    diff, step = (e - b, stride) if stride > 0 else (b - e, -stride)
+    if isinstance(diff, int):
+        return max(0, -(-diff // step))
+    return diff if step == 1 else sym.exact_div(diff, step)
+
+
+def _slice_infer(args, attrs):
+    (x,) = args
+    if x.ndim == -1:
+        return _T(None, x.dtype, -1)
+    axes = normalize_axes(attrs["axes"], x.ndim, "axes")
+    if x.shape is None:
+        return _T(None, x.dtype, x.ndim)
+    strides = attrs["strides"] or (1,) * len(axes)
+    out = list(x.shape)
+    for a, b, e, s in zip(axes, attrs["begin"], attrs["end"], strides):
+        d = x.shape[a]
+        out[a] = len(range(*slice(b, e, s).indices(d))) if isinstance(d, int) else _sym_slice_len(d, b, e, s)
+        if out[a] is None:
+            return _T(None, x.dtype, x.ndim)
+    return _T(tuple(out), x.dtype)
+
+
+def _slice_ref(x, axes, begin, end, strides):
+    index = [slice(None)] * x.ndim
+    for a, b, e, s in zip(axes, begin, end, strides or (1,) * len(axes)):
+        index[a] = slice(b, e, s)
+    return x[tuple(index)].copy()
+
+
+strided_slice = register(Op(
+    name="relax.strided_slice", inputs=("x",),
+    attrs={"axes": REQUIRED, "begin": REQUIRED, "end": REQUIRED, "strides": None},
+    infer=_slice_infer, canonicalize=_slice_canon, check_attrs=_slice_check, reference=_slice_ref,
+    samples=[Sample([_T((5, 6), "float32")], {"axes": (0,), "begin": (1,), "end": (4,)}),
+             Sample([_T((5, 6), "int32")], {"axes": (1, 0), "begin": (0, -2), "end": (100, 5), "strides": (2, 1)}),
+             Sample([_T((7,), "float64")], {"axes": (0,), "begin": (-1,), "end": (-100,), "strides": (-2,)}),
+             Sample([_T((4, 3), "float32")], {"axes": (0,), "begin": (3,), "end": (1,)}),
+             Sample([_T(("n", 6), "float32")], {"axes": (1,), "begin": (1,), "end": (5,), "strides": (3,)}),
+             Sample([_T(("n", 6), "float32")], {"axes": (0,), "begin": (1,), "end": (_BIG,)}),
+             Sample([_T(("n", 2), "float32")], {"axes": (0,), "begin": (-1,), "end": (-_BIG,), "strides": (-1,)}),
+             Sample([_T(("m", 2), "float32")], {"axes": (0,), "begin": (-4,), "end": (-1,)}),
+             # n // 2 is no SymDim: the sliced axis, hence the shape, is unknown (the rank is known)
+             Sample([_T(("n", 3), "float32")], {"axes": (0,), "begin": (0,), "end": (_BIG,), "strides": (2,)})],
+    bad_samples=[BadSample([_T((5,), "float32")], {"axes": (0,), "begin": (0,), "end": (3,), "strides": (0,)},
+                           r"strides \(0,\) must be non-zero"),
+                 BadSample([_T((5,), "float32")], {"axes": (0,), "begin": (0, 1), "end": (3,)},
+                           r"same length, got axes: 1, begin: 2, end: 1"),
+                 BadSample([_T((5,), "float32")], {"axes": (1,), "begin": (0,), "end": (3,)},
+                           r"axes 1 is out of range"),
+                 BadSample([_T((5, 2), "float32")], {"axes": (0, 0), "begin": (0, 0), "end": (3, 3)},
+                           r"repeats an axis")],
+    doc="Slice ``x[begin:end:stride]`` along each of ``axes``, with Python's clamping of out-of-range "
+        "indices and negative strides; on a symbolic axis the indices are assumed in bounds (as TVM's "
+        "``assume_inbound``), and an end of at least 2**31 - 1 means the end of the axis."))

@@ -1,0 +1,17 @@
+"""Neural-network ops (``relax.nn.*``): ``relax_mlir.op.nn.relu(x)``, as TVM Relax's ``relax.op.nn``.
+
+Semantics and attribute names follow TVM Relax. One module per concern:
+
+* :mod:`.activation`: relu, silu, gelu, gelu_tanh, leakyrelu, softmax, log_softmax;
+* :mod:`.loss`: cross_entropy_with_logits, nll_loss;
+* :mod:`.conv`: conv2d, max_pool2d, avg_pool2d (NCHW);
+* :mod:`.norm`: batch_norm, layer_norm, dropout.
+"""
+
+from .activation import gelu, gelu_tanh, leakyrelu, log_softmax, relu, silu, softmax
+from .loss import cross_entropy_with_logits, nll_loss
+from .conv import avg_pool2d, conv2d, max_pool2d
+from .norm import batch_norm, dropout, layer_norm
+
+__all__ = ["relu", "silu", "gelu", "gelu_tanh", "leakyrelu", "softmax", "log_softmax", "cross_entropy_with_logits",
+           "nll_loss", "conv2d", "max_pool2d", "avg_pool2d", "batch_norm", "layer_norm", "dropout"]

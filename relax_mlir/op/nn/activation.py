@@ -1,0 +1,69 @@
+"""Activations (``relax.nn.relu`` ... ``leakyrelu``, one line each through :func:`unary`) and softmax."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir.struct_info import TensorStructInfo
+from ..common import check_number, normalize_axis, np_erf, require_float
+from ..registry import BadSample, Op, Sample, register
+from ..unary import unary
+
+_T = TensorStructInfo
+_F64 = np.float64
+
+
+relu = unary("nn.relu", lambda x: np.maximum(x, 0).astype(x.dtype), float_only=False, input_name="data",
+             doc="``max(x, 0)`` elementwise; integers allowed. Its gradient is ``where(x < 0, 0, g)`` (relu'(0) = 1).")
+silu = unary("nn.silu", lambda x: x * 0.5 * (1.0 + np.tanh(0.5 * x)),  # = x * sigmoid(x), without exp overflow
+             input_name="data", doc="``x * sigmoid(x)`` elementwise.")
+gelu = unary("nn.gelu", lambda x: 0.5 * x * (1.0 + np_erf(x / math.sqrt(2.0))), input_name="data",
+             doc="GELU, exact erf form: ``0.5 * x * (1 + erf(x / sqrt(2)))``.")
+gelu_tanh = unary("nn.gelu_tanh",
+                  lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
+                  input_name="data",
+                  doc="GELU, tanh approximation: ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``.")
+leakyrelu = unary(
+    "nn.leakyrelu", lambda x, alpha: np.where(x >= 0, x, alpha * x), input_name="data", attrs={"alpha": 0.01},
+    check_attrs=lambda attrs: check_number(attrs, "alpha"),
+    samples=[Sample([_T(("n", 5), "float64")], {"alpha": 0.2}), Sample([_T((2, 2, 2), "float16")], {"alpha": 0.5})],
+    bad_samples=[BadSample([_T((3,), "int32")], {}, r"data must have a float dtype, got int32"),
+                 BadSample([_T((3,), "float32")], {"alpha": "big"}, r"'alpha' must be a number")],
+    doc="``x if x >= 0 else alpha * x`` elementwise (float only).")
+
+
+# -- Softmax ----------------------------------------------------------------------------------------------------------
+
+def _softmax_infer(args, attrs):
+    (x,) = args
+    require_float(x, "data")
+    if x.ndim != -1:
+        normalize_axis(attrs["axis"], x.ndim)
+    return x
+
+
+def _log_softmax64(x: np.ndarray, axis: int) -> np.ndarray:
+    # Subtracting the max keeps exp() from overflowing; the result is exact in exact arithmetic.
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def _softmax_op(name: str, fn, doc: str) -> Op:
+    samples = [Sample([_T((2, 5), "float32")]), Sample([_T(("n", 4), "float32")], {"axis": 0}),
+               Sample([_T((2, 3, 4), "float64")], {"axis": 1}), Sample([_T((3, "m"), "float16")], {"axis": -1}),
+               Sample([_T((4,), "bfloat16")]), Sample([_T((2, 3), "float32")], low=-80.0, high=80.0)]
+    bad = [BadSample([_T((2, 3), "int32")], {}, r"data must have a float dtype, got int32"),
+           BadSample([_T((2, 3), "float32")], {"axis": 2}, r"axis 2 is out of range for a tensor of rank 2"),
+           BadSample([_T((), "float32")], {}, r"axis -1 is out of range for a tensor of rank 0")]
+    return register(Op(name=f"relax.nn.{name}", inputs=("data",), attrs={"axis": -1}, infer=_softmax_infer,
+                       reference=lambda x, axis: np.asarray(fn(x.astype(_F64), axis)).astype(x.dtype),
+                       samples=samples, bad_samples=bad, doc=doc))
+
+
+softmax = _softmax_op("softmax", lambda v, axis: np.exp(_log_softmax64(v, axis)),
+                      "``exp(x) / sum(exp(x), axis)``, computed stably (the max along ``axis`` is subtracted).")
+log_softmax = _softmax_op("log_softmax", _log_softmax64,
+                          "``x - log(sum(exp(x), axis))``, computed stably; the input of ``nll_loss``.")
+

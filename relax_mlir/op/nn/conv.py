@@ -1,0 +1,288 @@
+"""conv2d and 2-D pooling (``relax.nn.conv2d``, ``max_pool2d``, ``avg_pool2d``), NCHW only.
+
+Window attributes are stored canonically, as TVM does (``padding=1`` is kept as ``(1, 1, 1, 1)``); pooling
+follows PyTorch for padding and ``ceil_mode``. References compute in float64 (int64 for integer convolution).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ...ir.dtype import from_numpy, is_bool, is_float, to_numpy
+from ...ir.struct_info import TensorStructInfo
+from ...ir.sym import Dim, exact_div
+from ..common import (canonical_dtype, check_bool, check_dims_match, is_int_value, require_float, require_ndim,
+                      require_same_dtype)
+from ..registry import BadSample, Op, Sample, fail, register
+
+_T = TensorStructInfo
+_F64 = np.float64
+
+
+def _window_tuple(value, what: str, lengths: tuple[int, ...], minimum: int) -> tuple[int, ...]:
+    vals = (value,) if is_int_value(value) else value
+    if not (isinstance(vals, tuple) and len(vals) in lengths and all(is_int_value(v) for v in vals)):
+        counts = ", ".join(map(str, lengths[:-1])) + " or " * (len(lengths) > 1) + str(lengths[-1])
+        fail(f"{what} must be an int or a tuple of {counts} ints, got {value!r}")
+    if any(v < minimum for v in vals):
+        fail(f"{what} must be {'positive' if minimum > 0 else 'non-negative'}, got {value!r}")
+    return vals
+
+
+def _pair(value, what: str) -> tuple[int, int]:
+    vals = _window_tuple(value, what, (1, 2), 1)
+    return vals * 2 if len(vals) == 1 else vals
+
+
+def _padding(value) -> tuple[int, int, int, int]:
+    """TVM's spellings: ``p`` or ``(p,)`` on all sides, ``(h, w)`` symmetric, or ``(top, left, bottom, right)``."""
+    vals = _window_tuple(value, "padding", (1, 2, 4), 0)
+    return vals * 4 if len(vals) == 1 else vals * 2 if len(vals) == 2 else vals
+
+
+def _canonical_window(attrs: dict, layouts: dict[str, str]) -> dict:
+    attrs = dict(attrs, strides=_pair(attrs["strides"], "strides"), padding=_padding(attrs["padding"]),
+                 dilation=_pair(attrs["dilation"], "dilation"))
+    if attrs.get("out_layout", "") is None:
+        attrs["out_layout"] = attrs[next(iter(layouts))]
+    for key, want in layouts.items():
+        if attrs[key] != want:
+            fail(f"only {key} {want!r} is supported, got {attrs[key]!r}")
+    return attrs
+
+
+def _out_dim(size: Dim, before: int, after: int, kernel: Dim, stride: int, dilation: int, ceil: bool,
+             where: str) -> Optional[Dim]:
+    """Output length of a sliding window (PyTorch's rule), or ``None`` when a symbolic size makes it a floor
+    division that a ``SymDim`` cannot express."""
+    span = dilation * (kernel - 1) + 1
+    num = size + before + after - span
+    if isinstance(num, int):
+        if num < 0:
+            fail(f"the {where} window (extent {span}) is larger than the padded input ({size + before + after})")
+        q = -(-num // stride) if ceil else num // stride
+    else:
+        q = exact_div(num, stride)
+        if q is None:
+            return None
+    if ceil:
+        # The last window starts at q * stride (padded coordinates); PyTorch drops it when that is at or past
+        # the right padding, i.e. when q * stride >= size + before = num + span - after.
+        gap = span - after
+        if not isinstance(gap, int):
+            return None
+        if q * stride - num >= gap:
+            q = q - 1
+    return q + 1
+
+
+def _spatial_out(data: TensorStructInfo, kernel, attrs: dict, ceil: bool) -> Optional[tuple[Dim, Dim]]:
+    pt, pl, pb, pr = attrs["padding"]
+    (sh, sw), (dh, dw) = attrs["strides"], attrs["dilation"]
+    oh = _out_dim(data.shape[2], pt, pb, kernel[0], sh, dh, ceil, "height")
+    ow = _out_dim(data.shape[3], pl, pr, kernel[1], sw, dw, ceil, "width")
+    return None if oh is None or ow is None else (oh, ow)
+
+
+def _windows(x: np.ndarray, kernel, strides, dilation, out_hw) -> np.ndarray:
+    """The strided slices of ``x`` (N, C, H, W) seen by each kernel offset: shape (KH, KW, N, C, OH, OW)."""
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, strides, dilation, out_hw
+    return np.stack([np.stack([x[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+                               for j in range(kw)]) for i in range(kh)])
+
+
+# conv2d ----------------------------------------------------------------------------------------------------
+
+def _conv2d_canon(attrs: dict) -> dict:
+    attrs = _canonical_window(attrs, {"data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "NCHW"})
+    if not is_int_value(attrs["groups"]) or attrs["groups"] < 1:
+        fail(f"groups must be a positive int, got {attrs['groups']!r}")
+    return canonical_dtype(attrs, "out_dtype")
+
+
+def _conv2d_infer(args, attrs):
+    data, weight = args
+    for s, what in ((data, "data"), (weight, "weight")):
+        require_ndim(s, 4, what)
+        if is_bool(s.dtype):
+            fail(f"{what} must be numeric, got bool")
+    require_same_dtype([data, weight], ["data", "weight"])
+    out_dtype = attrs["out_dtype"] or data.dtype
+    if data.shape is None or weight.shape is None:
+        return _T(None, out_dtype, 4)
+    (n, c, _, _), (o, i, kh, kw), g = data.shape, weight.shape, attrs["groups"]
+    check_dims_match(c, i * g, f"data has {c} channels but weight expects {i} per group x {g} group(s) = {i * g} "
+                               "(data channels must equal weight.shape[1] * groups)")
+    if isinstance(o, int) and o % g:
+        fail(f"the {o} output channels (weight.shape[0]) must be divisible by groups {g}")
+    hw = _spatial_out(data, (kh, kw), attrs, ceil=False)
+    return _T(None, out_dtype, 4) if hw is None else _T((n, o) + hw, out_dtype)
+
+
+def _conv2d_ref(data, weight, *, strides, padding, dilation, groups, out_dtype, **layouts):
+    out_dt = to_numpy(out_dtype or from_numpy(data.dtype))
+    acc = _F64 if is_float(from_numpy(data.dtype)) or is_float(from_numpy(out_dt)) else np.int64
+    pt, pl, pb, pr = padding
+    x = np.pad(data.astype(acc), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    (n, c, h, w), (o, _, kh, kw), g = data.shape, weight.shape, groups
+    oh = _out_dim(h, pt, pb, kh, strides[0], dilation[0], False, "height")
+    ow = _out_dim(w, pl, pr, kw, strides[1], dilation[1], False, "width")
+    win = _windows(x, (kh, kw), strides, dilation, (oh, ow)).reshape(kh, kw, n, g, c // g, oh, ow)
+    wgt = weight.astype(acc).reshape(g, o // g, c // g, kh, kw)
+    return np.einsum("ijngchw,gocij->ngohw", win, wgt).reshape(n, o, oh, ow).astype(out_dt)
+
+
+_CONV_ATTRS = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1, "data_layout": "NCHW",
+               "kernel_layout": "OIHW", "out_layout": None, "out_dtype": None}
+_CONV_X = [_T((2, 3, 6, 6), "float32"), _T((4, 3, 3, 3), "float32")]
+
+conv2d = register(Op(
+    name="relax.nn.conv2d", inputs=("data", "weight"), attrs=_CONV_ATTRS, infer=_conv2d_infer,
+    canonicalize=_conv2d_canon, reference=_conv2d_ref,
+    samples=[Sample([_T((2, 3, 6, 6), "float32"), _T((4, 3, 3, 3), "float32")]),
+             Sample([_T(("n", 3, 7, 8), "float32"), _T((4, 3, 3, 2), "float32")],
+                    {"strides": (2, 3), "padding": (1, 0, 2, 1), "dilation": 1}),
+             Sample([_T(("n", 4, "h", "w"), "float64"), _T((6, 2, 3, 3), "float64")], {"padding": 1, "groups": 2}),
+             Sample([_T((1, 4, 9, 9), "float32"), _T((4, 1, 3, 3), "float32")],
+                    {"groups": 4, "dilation": (2, 2), "strides": 2, "padding": (1, 2)}),
+             Sample([_T((2, 2, 5, 5), "float16"), _T((3, 2, 1, 1), "float16")]),
+             Sample([_T((1, 2, 4, 4), "int8"), _T((2, 2, 2, 2), "int8")], {"out_dtype": "int32"}, low=-4, high=4),
+             Sample([_T((1, 3, "2 * h", 4), "float32"), _T((2, 3, 2, 2), "float32")], {"strides": 2}),
+             # (h - 3) // 2 + 1 is no SymDim: the output shape is unknown (rank 4)
+             Sample([_T((1, 3, "h", 8), "float32"), _T((2, 3, 3, 3), "float32")], {"strides": 2})],
+    bad_samples=[BadSample([_T((2, 3, 6, 6), "float32"), _T((4, 2, 3, 3), "float32")], {},
+                           r"data has 3 channels but weight expects 2 per group x 1 group\(s\) = 2"),
+                 BadSample([_T((2, 4, 6, 6), "float32"), _T((3, 2, 3, 3), "float32")], {"groups": 2},
+                           r"3 output channels .* must be divisible by groups 2"),
+                 BadSample([_T((2, 3, 6), "float32"), _T((4, 3, 3, 3), "float32")], {}, r"data must have rank 4"),
+                 BadSample([_T((2, 3, 2, 2), "float32"), _T((4, 3, 3, 3), "float32")], {},
+                           r"height window \(extent 3\) is larger than the padded input \(2\)"),
+                 BadSample([_CONV_X[0], _T((4, 3, 3, 3), "float64")], {}, r"same dtype"),
+                 BadSample([_T((2, 6, 6, 3), "float32"), _T((4, 3, 3, 3), "float32")], {"data_layout": "NHWC"},
+                           r"only data_layout 'NCHW' is supported, got 'NHWC'"),
+                 BadSample(_CONV_X, {"kernel_layout": "HWIO"}, r"only kernel_layout 'OIHW' is supported"),
+                 BadSample(_CONV_X, {"padding": (1, 1, 1)}, r"padding must be an int or a tuple of 1, 2 or 4 ints"),
+                 BadSample(_CONV_X, {"strides": 0}, r"strides must be positive"),
+                 BadSample(_CONV_X, {"groups": 0}, r"groups must be a positive int"),
+                 BadSample(_CONV_X, {"out_dtype": "f32"}, r"unknown dtype 'f32'")],
+    doc="2-D convolution (cross-correlation), NCHW data and OIHW weight only. ``padding`` is "
+        "``(top, left, bottom, right)``; ``p`` and ``(h, w)`` are accepted and stored as 4 values; ``strides`` and "
+        "``dilation`` are stored as pairs. ``data.shape[1] == weight.shape[1] * groups``. "
+        "``out = (in + pad_before + pad_after - dilation * (k - 1) - 1) // stride + 1``; a symbolic size whose "
+        "division is not exact leaves the output shape unknown (rank 4). ``out_dtype`` defaults to the input's."))
+
+
+# pooling ---------------------------------------------------------------------------------------------------
+
+def _pool_canon(attrs: dict) -> dict:
+    attrs = _canonical_window(attrs, {"layout": "NCHW", "out_layout": "NCHW"})
+    attrs["pool_size"] = _pair(attrs["pool_size"], "pool_size")
+    check_bool(attrs, *(k for k in ("ceil_mode", "count_include_pad") if k in attrs))
+    pt, pl, pb, pr = attrs["padding"]
+    spans = [d * (k - 1) + 1 for k, d in zip(attrs["pool_size"], attrs["dilation"])]
+    # PyTorch's rule: with at most half a window of padding, every window overlaps the input.
+    if max(pt, pb) > spans[0] // 2 or max(pl, pr) > spans[1] // 2:
+        fail(f"padding {attrs['padding']} must be at most half the (dilated) window {tuple(spans)}")
+    return attrs
+
+
+def _pool_infer(float_only: bool):
+    def infer(args, attrs):
+        (data,) = args
+        require_ndim(data, 4, "data")
+        if float_only:
+            require_float(data, "data")
+        elif is_bool(data.dtype):
+            fail("data must be numeric, got bool")
+        if data.shape is None:
+            return _T(None, data.dtype, 4)
+        hw = _spatial_out(data, attrs["pool_size"], attrs, attrs["ceil_mode"])
+        return _T(None, data.dtype, 4) if hw is None else _T(tuple(data.shape[:2]) + hw, data.dtype)
+    return infer
+
+
+def _pool_windows(x: np.ndarray, attrs: dict, fill, pad_fill=None) -> np.ndarray:
+    """Windows of ``x`` padded with ``pad_fill`` (default ``fill``), plus ``fill`` past the right padding where a
+    ceil-mode window overhangs it: shape (KH, KW, N, C, OH, OW)."""
+    (h, w), (kh, kw) = x.shape[2:], attrs["pool_size"]
+    pt, pl, pb, pr = attrs["padding"]
+    (sh, sw), (dh, dw), ceil = attrs["strides"], attrs["dilation"], attrs["ceil_mode"]
+    oh = _out_dim(h, pt, pb, kh, sh, dh, ceil, "height")
+    ow = _out_dim(w, pl, pr, kw, sw, dw, ceil, "width")
+    extra_h = max(0, sh * (oh - 1) + dh * (kh - 1) + 1 - (h + pt + pb))
+    extra_w = max(0, sw * (ow - 1) + dw * (kw - 1) + 1 - (w + pl + pr))
+    x = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill if pad_fill is None else pad_fill)
+    x = np.pad(x, ((0, 0), (0, 0), (0, extra_h), (0, extra_w)), constant_values=fill)
+    return _windows(x, (kh, kw), (sh, sw), (dh, dw), (oh, ow))
+
+
+def _max_pool_ref(data, **attrs):
+    lowest = -np.inf if is_float(from_numpy(data.dtype)) else np.iinfo(data.dtype).min
+    return _pool_windows(data, attrs, lowest).max(axis=(0, 1)).astype(data.dtype)
+
+
+def _avg_pool_ref(data, **attrs):
+    total = _pool_windows(data.astype(_F64), attrs, 0.0).sum(axis=(0, 1))
+    # Count the window positions on the input (and on the padding with count_include_pad), never past it.
+    ones = np.ones((1, 1) + data.shape[2:])
+    count = _pool_windows(ones, attrs, 0.0, 1.0 if attrs["count_include_pad"] else 0.0).sum(axis=(0, 1))
+    return (total / count).astype(data.dtype)
+
+
+def _pool_attrs(avg: bool) -> dict:
+    # TVM's positional order; count_include_pad (avg only) sits between ceil_mode and layout.
+    attrs = {"pool_size": (1, 1), "strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "ceil_mode": False}
+    return dict(attrs, **({"count_include_pad": False} if avg else {}), layout="NCHW", out_layout=None)
+
+
+_POOL_DOC = ("2-D {kind} pooling over NCHW data. ``padding`` is ``(top, left, bottom, right)`` (``p`` and "
+             "``(h, w)`` accepted and stored as 4 values), at most half the dilated window, as in PyTorch. "
+             "``out = (in + pads - dilation * (k - 1) - 1) // stride + 1``, rounded up with ``ceil_mode``, where "
+             "a last window starting in the right padding is dropped (PyTorch). {extra}")
+
+
+def _pool_samples(dtypes: tuple[str, ...], avg: bool) -> list[Sample]:
+    out = [Sample([_T((2, 3, 6, 6), dtypes[0])], {"pool_size": 2, "strides": 2}),
+           Sample([_T(("n", 2, 7, 8), dtypes[0])], {"pool_size": (3, 2), "strides": (2, 1), "padding": (1, 1, 0, 1)}),
+           Sample([_T((1, 2, 5, 5), dtypes[1])], {"pool_size": 2, "strides": 3, "padding": 1, "ceil_mode": True}),
+           Sample([_T((1, 1, 6, 7), dtypes[0])], {"pool_size": 3, "strides": 2, "padding": 1, "ceil_mode": True}),
+           Sample([_T(("n", "c", "h", "w"), dtypes[0])], {"pool_size": 3, "padding": 1}),
+           Sample([_T((1, 2, 9, 9), dtypes[0])], {"pool_size": 2, "dilation": 2, "strides": 2, "padding": (1, 0)}),
+           Sample([_T((2, 1, 8, 8), dtypes[-1])], {"pool_size": (2, 2), "strides": 2, "ceil_mode": True},
+                  low=-9, high=9),
+           Sample([_T(("n", 2, "h", 6), dtypes[0])], {"pool_size": 2, "strides": 2})]  # h // 2: unknown shape
+    if avg:
+        out += [Sample([_T((1, 2, 5, 5), "float32")],
+                       {"pool_size": 3, "strides": 2, "padding": 1, "ceil_mode": True, "count_include_pad": True}),
+                Sample([_T(("n", 2, 6, 6), "float64")], {"pool_size": 3, "padding": 1, "count_include_pad": True})]
+    return out
+
+
+def _pool_bad(avg: bool) -> list[BadSample]:
+    x = [_T((1, 2, 6, 6), "float32")]
+    out = [BadSample([_T((2, 6, 6), "float32")], {"pool_size": 2}, r"data must have rank 4"),
+           BadSample(x, {"pool_size": 2, "padding": 2}, r"padding \(2, 2, 2, 2\) must be at most half the"),
+           BadSample(x, {"pool_size": 0}, r"pool_size must be positive"),
+           BadSample(x, {"pool_size": 2, "layout": "NHWC"}, r"only layout 'NCHW' is supported, got 'NHWC'"),
+           BadSample(x, {"pool_size": 7}, r"height window \(extent 7\) is larger than the padded input \(6\)"),
+           BadSample(x, {"pool_size": 2, "ceil_mode": 1}, r"'ceil_mode' must be a bool")]
+    out.append(BadSample([_T((1, 2, 6, 6), "int32")], {"pool_size": 2}, r"data must have a float dtype, got int32")
+               if avg else BadSample([_T((1, 2, 6, 6), "bool")], {"pool_size": 2}, r"data must be numeric, got bool"))
+    return out
+
+
+max_pool2d = register(Op(
+    name="relax.nn.max_pool2d", inputs=("data",), attrs=_pool_attrs(avg=False), infer=_pool_infer(False),
+    canonicalize=_pool_canon, reference=_max_pool_ref,
+    samples=_pool_samples(("float32", "float64", "int32"), avg=False), bad_samples=_pool_bad(avg=False),
+    doc=_POOL_DOC.format(kind="max", extra="Padding never wins the max. Integer data allowed.")))
+
+avg_pool2d = register(Op(
+    name="relax.nn.avg_pool2d", inputs=("data",), attrs=_pool_attrs(avg=True),
+    infer=_pool_infer(True), canonicalize=_pool_canon, reference=_avg_pool_ref,
+    samples=_pool_samples(("float32", "float16", "float64"), avg=True), bad_samples=_pool_bad(avg=True),
+    doc=_POOL_DOC.format(kind="average", extra="The divisor counts the window's positions on the input, plus those "
+                         "on the padding with ``count_include_pad`` (never those past it in ceil mode). Float only.")))
+

@@ -1,0 +1,190 @@
+"""Reductions (one line each through :func:`reduction`): sum, mean, variance, max, min, prod; argmax and
+argmin; cumsum. ``axis=None`` reduces every axis; ``keepdims`` keeps reduced axes as size 1."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import sym
+from ..ir.dtype import is_bool, is_float, to_numpy
+from ..ir.struct_info import TensorStructInfo
+from .common import canonical_dtype, canonical_int_tuple, is_int_value, normalize_axes, normalize_axis
+from .registry import NOT_DIFFERENTIABLE, BadSample, Op, Sample, fail, register
+
+_T = TensorStructInfo
+# This module defines ops named sum, max and min: its functions must not use those builtins
+# (tests/py/op/test_modules.py checks that none of them is called here).
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    """Accumulate in float64/int64 and cast back, so the reference is not limited by float16 sums."""
+    if x.dtype.kind == "f" or str(x.dtype) == "bfloat16":
+        return x.astype(np.float64)
+    return x.astype(np.uint64 if x.dtype.kind == "u" else np.int64)
+
+
+def _check_numeric(x: TensorStructInfo, float_only: bool) -> None:
+    if float_only and not is_float(x.dtype):
+        fail(f"input must have a float dtype, got {x.dtype}")
+    if is_bool(x.dtype):
+        fail("input must be numeric, got bool")
+
+
+def reduced(x: TensorStructInfo, axis, keepdims: bool, dtype: str) -> TensorStructInfo:
+    """The struct info of reducing ``x`` over ``axis`` (None, an int or a tuple)."""
+    if x.ndim == -1:
+        return _T((), dtype) if axis is None and not keepdims else _T(None, dtype, -1)
+    axes = normalize_axes(axis, x.ndim)
+    out_ndim = x.ndim if keepdims else x.ndim - len(axes)
+    if x.shape is None:
+        return _T(None, dtype, out_ndim)
+    if keepdims:
+        return _T(tuple(1 if i in axes else d for i, d in enumerate(x.shape)), dtype)
+    return _T(tuple(d for i, d in enumerate(x.shape) if i not in axes), dtype)
+
+
+def _keepdims_check(attrs: dict) -> None:
+    if not isinstance(attrs["keepdims"], bool):
+        fail(f"keepdims must be a bool, got {attrs['keepdims']!r}")
+
+
+def _samples(float_only: bool, low: float, high: float) -> list[Sample]:
+    dtypes = ("float32", "float64", "float16") if float_only else ("float32", "float64", "int32", "int64")
+    out = [Sample([_T((2, 3, 4), d)], low=low, high=high) for d in dtypes]
+    out += [Sample([_T((2, 3, 4), "float32")], {"axis": 1}, low=low, high=high),
+            Sample([_T((2, 3, 4), "float64")], {"axis": (0, 2), "keepdims": True}, low=low, high=high),
+            Sample([_T((2, 3, 4), "float32")], {"axis": [-1, 0]}, low=low, high=high),
+            Sample([_T((2, 3), "float32")], {"keepdims": True}, low=low, high=high),
+            Sample([_T(("n", 4), "float32")], {"axis": 0}, low=low, high=high),
+            Sample([_T(("n", "m"), "float32")], {"axis": -1, "keepdims": True}, low=low, high=high),
+            Sample([_T((3,), "float32")], {"axis": ()}, low=low, high=high),
+            Sample([_T((), "float32")], low=low, high=high),
+            Sample([_T((), "float32")], {"axis": (), "keepdims": True}, low=low, high=high)]
+    return out
+
+
+def _bad(float_only: bool) -> list[BadSample]:
+    out = [BadSample([_T((2, 3), "float32")], {"axis": 2}, r"axis 2 is out of range for a tensor of rank 2"),
+           BadSample([_T((2, 3), "float32")], {"axis": (1, -1)}, r"axis \(1, -1\) repeats an axis"),
+           BadSample([_T((2, 3), "float32")], {"axis": "x"}, r"axis must be an int or a sequence of ints"),
+           BadSample([_T((2, 3), "float32")], {"keepdims": 1}, r"keepdims must be a bool"),
+           BadSample([_T((2,), "bool")], {}, r"must (be numeric|have a float dtype), got bool"),
+           BadSample([_T((), "float32")], {"axis": 0}, r"axis 0 is out of range for a tensor of rank 0")]
+    if float_only:
+        out.append(BadSample([_T((2, 3), "int32")], {}, r"must have a float dtype, got int32"))
+    return out
+
+
+def reduction(name: str, fn, *, float_only: bool = False, widen: bool = True, low: float = -2.0,
+              high: float = 2.0, doc: str = "") -> Op:
+    """Register ``relax.<name>(x, axis=None, keepdims=False)`` computing ``fn(x, axis=, keepdims=)``,
+    with the input's dtype. ``float_only`` refuses integer inputs (mean, variance); ``widen`` computes in
+    float64/int64 before casting back (integer results wrap as the native reduction does)."""
+    def infer(args, attrs):
+        (x,) = args
+        _check_numeric(x, float_only)
+        return reduced(x, attrs["axis"], attrs["keepdims"], x.dtype)
+
+    def ref(x, axis, keepdims):
+        out = fn(_wide(x) if widen else x, axis=axis, keepdims=keepdims)
+        return np.asarray(out).astype(x.dtype)
+
+    return register(Op(
+        name=f"relax.{name}", inputs=("x",), attrs={"axis": None, "keepdims": False}, infer=infer,
+        canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"), check_attrs=_keepdims_check,
+        reference=ref, samples=_samples(float_only, low, high), bad_samples=_bad(float_only), doc=doc))
+
+
+sum = reduction("sum", np.sum, doc="Sum over ``axis``.")  # noqa: A001 - the op is called sum, as in TVM
+mean = reduction("mean", np.mean, float_only=True, doc="Arithmetic mean over ``axis`` (float inputs).")
+variance = reduction("variance", np.var, float_only=True,
+                     doc="Population variance ``mean((x - mean(x))**2)`` over ``axis`` (float inputs), as TVM.")
+max = reduction("max", np.max, widen=False, doc="Maximum over ``axis``.")  # noqa: A001
+min = reduction("min", np.min, widen=False, doc="Minimum over ``axis``.")  # noqa: A001
+prod = reduction("prod", np.prod, low=0.5, high=1.5, doc="Product over ``axis``.")
+
+
+# -- argmax, argmin ----------------------------------------------------------------------------------------
+
+def _arg_check(attrs: dict) -> None:
+    if attrs["axis"] is not None and not is_int_value(attrs["axis"]):
+        fail(f"axis must be None or an int, got {attrs['axis']!r}")
+    _keepdims_check(attrs)
+
+
+def _arg_infer(args, attrs):
+    (x,) = args
+    _check_numeric(x, float_only=False)
+    return reduced(x, attrs["axis"], attrs["keepdims"], "int64")
+
+
+def _arg_reduction(name: str, fn, doc: str) -> Op:
+    def ref(x, axis, keepdims):
+        return np.asarray(fn(x, axis=axis, keepdims=keepdims)).astype(np.int64)
+
+    return register(Op(
+        name=f"relax.{name}", inputs=("x",), attrs={"axis": None, "keepdims": False}, infer=_arg_infer,
+        check_attrs=_arg_check, reference=ref, gradient=NOT_DIFFERENTIABLE,
+        samples=[Sample([_T((3, 4), "float32")]), Sample([_T((3, 4), "float64")], {"axis": 1}),
+                 Sample([_T((2, 3, 4), "int32")], {"axis": -2, "keepdims": True}, low=-50, high=50),
+                 Sample([_T((2, 3), "float16")], {"keepdims": True}),
+                 Sample([_T(("n", 5), "float32")], {"axis": 0}), Sample([_T((), "float32")])],
+        bad_samples=[BadSample([_T((3, 4), "float32")], {"axis": (0, 1)}, r"axis must be None or an int"),
+                     BadSample([_T((3, 4), "float32")], {"axis": -3}, r"axis -3 is out of range"),
+                     BadSample([_T((), "float32")], {"axis": 0}, r"axis 0 is out of range for a tensor of rank 0"),
+                     BadSample([_T((3,), "bool")], {}, r"must be numeric, got bool")],
+        doc=doc))
+
+
+argmax = _arg_reduction("argmax", np.argmax, "Index (int64) of the first maximum along ``axis`` "
+                                             "(``None``: of the flattened tensor).")
+argmin = _arg_reduction("argmin", np.argmin, "Index (int64) of the first minimum along ``axis`` "
+                                             "(``None``: of the flattened tensor).")
+
+
+# -- cumsum ---------------------------------------------------------------------------------------------------
+
+def _cumsum_check(attrs: dict) -> None:
+    if attrs["axis"] is not None and not is_int_value(attrs["axis"]):
+        fail(f"axis must be None or an int, got {attrs['axis']!r}")
+    if not isinstance(attrs["exclusive"], bool):
+        fail(f"exclusive must be a bool, got {attrs['exclusive']!r}")
+
+
+def _cumsum_infer(args, attrs):
+    (x,) = args
+    dtype = attrs["dtype"] or x.dtype
+    if is_bool(dtype):
+        fail(f"cannot sum {x.dtype} into bool; give a numeric dtype" if attrs["dtype"]
+             else "input must be numeric, got bool (give dtype to count booleans)")
+    if attrs["axis"] is None:  # TVM: the flattened tensor is scanned
+        return _T(None if x.shape is None else (sym.product(x.shape),), dtype, 1)
+    if x.ndim != -1:
+        normalize_axis(attrs["axis"], x.ndim)
+    return _T(x.shape, dtype, x.ndim if x.shape is None else -1)
+
+
+def _cumsum_ref(x, axis, dtype, exclusive):
+    dtype = to_numpy(dtype) if dtype else x.dtype
+    data = _wide(x.astype(dtype))  # as TVM: cast first, then sum in the output dtype
+    if axis is None:
+        data, axis = data.reshape(-1), 0
+    out = np.cumsum(data, axis=axis)
+    return (out - data if exclusive else out).astype(dtype)
+
+
+cumsum = register(Op(
+    name="relax.cumsum", inputs=("x",), attrs={"axis": None, "dtype": None, "exclusive": False},
+    infer=_cumsum_infer, canonicalize=canonical_dtype, check_attrs=_cumsum_check, reference=_cumsum_ref,
+    samples=[Sample([_T((2, 3), "float32")]), Sample([_T((2, 3), "float64")], {"axis": 1}),
+             Sample([_T((3, 4), "int32")], {"axis": 0, "exclusive": True}, low=-9, high=9),
+             Sample([_T(("n", 4), "float32")], {"axis": -1, "dtype": "float64"}),
+             Sample([_T(("n", 4), "float16")], {"exclusive": True}),
+             Sample([_T((5,), "bool")], {"dtype": "int32"})],
+    bad_samples=[BadSample([_T((5,), "bool")], {}, r"must be numeric, got bool"),
+                 BadSample([_T((2, 3), "float32")], {"axis": 2}, r"axis 2 is out of range"),
+                 BadSample([_T((2, 3), "float32")], {"axis": (0, 1)}, r"axis must be None or an int"),
+                 BadSample([_T((), "float32")], {"axis": 0}, r"0-d tensor"),
+                 BadSample([_T((3,), "float32")], {"dtype": "bool"}, r"cannot sum float32 into bool")],
+    doc="Running sum along ``axis`` (``None``: of the flattened tensor, as TVM), in ``dtype`` (default the "
+        "input's; the input is cast first). ``exclusive`` sums the elements before each position only."))

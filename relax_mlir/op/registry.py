@@ -1,0 +1,269 @@
+"""The op registry: one :class:`Op` record per op, holding everything about it.
+
+A record has the op's name, its tensor inputs and attributes with defaults, struct-info inference, the NumPy
+reference, and slots for the gradient rule and the MLIR lowering. Calling a record builds a ``Call``:
+``relax_mlir.op.add(a, b)``. Nothing outside the record matches on the op's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..ir import sym
+from ..ir.expr import Call, Expr, Tuple
+from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..ir.sym import Dim, SymDim
+
+REQUIRED = object()  # attribute default meaning "must be given"
+NOT_DIFFERENTIABLE = "not differentiable"  # gradient slot value for ops with integer/boolean outputs
+
+
+class InferError(ValueError):
+    """Raised by inference helpers; the op record prefixes its name to the message."""
+
+
+def fail(message: str):
+    raise InferError(message)
+
+
+@dataclass
+class Sample:
+    """An example call for the registry tests.
+
+    * ``args``: the inputs' struct info (a list for a tuple input); ``attrs``: the attributes given.
+    * ``low``/``high``: the range of the random inputs.
+    * ``make(rng, sinfos, attrs) -> arrays``: makes the inputs instead, from a NumPy ``rng``, the inputs'
+      concrete struct info and the call's completed attributes with size variables bound (``take``'s indices
+      must be valid for its ``axis``).
+    * ``sizes``: bindings for size variables that only the attributes mention (``zeros(("n", 4))`` has
+      no inputs to bind ``n``), added to those the test picks for the inputs' size variables.
+    """
+
+    args: Sequence[Any]
+    attrs: dict = field(default_factory=dict)
+    low: float = -2.0
+    high: float = 2.0
+    make: Optional[Callable[[Any, list, dict], list]] = None
+    sizes: dict = field(default_factory=dict)
+
+
+@dataclass
+class BadSample:
+    """A call the op must refuse, with a regular expression its error message matches."""
+
+    args: Sequence[Any]
+    attrs: dict
+    error: str
+
+
+@dataclass(eq=False)
+class Op:
+    """One op: name, tensor inputs, attributes, inference, reference and the later-filled slots.
+
+    * ``inputs``: names of the tensor arguments; the last ``num_optional`` may be left out.
+      With ``tuple_input`` the (single) first input is a tuple of tensors (``concat``).
+    * ``attrs``: attribute names in positional order with their defaults (``REQUIRED`` if none).
+    * ``canonicalize(attrs) -> attrs``: rewrites the attributes into the one form the call stores (conv2d's
+      ``padding=1`` becomes ``(1, 1, 1, 1)``, a shape's ``"n"`` a size variable), so equal calls compare
+      equal and inference, gradient and lowering see one spelling. It must be idempotent.
+    * ``check_attrs(attrs)``: validates the canonical attributes. Both raise via :func:`fail` (or
+      ``ValueError``); the record prefixes its name.
+    * ``infer(args_sinfo, attrs) -> StructInfo``: raises via :func:`fail` with a message that says what was
+      expected; the record prefixes its name.
+    * ``reference(*arrays, **attrs)``: NumPy semantics, returning arrays of exactly the inferred dtype. Its
+      attributes hold no size variables: callers bind them first with :func:`substitute_attrs`.
+    * ``gradient``: filled by the autodiff issue (``NOT_DIFFERENTIABLE`` for integer/boolean outputs).
+    * ``legalize``: filled by the MLIR backend issue; ``decompose``: for composites lowered through other ops.
+    """
+
+    name: str
+    inputs: tuple[str, ...]
+    infer: Callable[[list, dict], StructInfo]
+    reference: Callable[..., Any]
+    attrs: dict = field(default_factory=dict)
+    num_optional: int = 0
+    tuple_input: bool = False
+    canonicalize: Optional[Callable[[dict], dict]] = None
+    check_attrs: Optional[Callable[[dict], None]] = None
+    gradient: Any = None
+    legalize: Any = None
+    decompose: Any = None
+    pure: bool = True
+    samples: list = field(default_factory=list)
+    bad_samples: list = field(default_factory=list)
+    doc: str = ""
+
+    @property
+    def short_name(self) -> str:
+        """The name without the ``relax.`` prefix: ``nn.relu``; the text format writes ``R.nn.relu``."""
+        return self.name[len("relax."):] if self.name.startswith("relax.") else self.name
+
+    def bind_arguments(self, args: Sequence[Any], kwargs: dict) -> tuple[list, dict]:
+        """Split positional/keyword arguments into tensor arguments and a full attribute dict."""
+        args = list(args)
+        n_in = len(self.inputs)
+        tensors, rest = args[:n_in], args[n_in:]
+        # Optional tensor inputs may also be given by keyword, or be None.
+        for i, name in enumerate(self.inputs):
+            if name in kwargs:
+                if i < len(tensors):
+                    raise TypeError(f"{self.name}: input {name!r} given twice")
+                while len(tensors) < i:
+                    tensors.append(None)
+                tensors.append(kwargs.pop(name))
+        while tensors and tensors[-1] is None:
+            tensors.pop()
+        required = n_in - self.num_optional
+        if len(tensors) < required or None in tensors:
+            got = len([t for t in tensors if t is not None])
+            raise TypeError(f"{self.name}: expected {required} tensor argument(s) "
+                            f"({', '.join(self.inputs[:required])}), got {got}")
+        names = list(self.attrs)
+        if len(rest) > len(names):
+            raise TypeError(f"{self.name}: too many arguments: got {len(args)}, takes at most "
+                            f"{n_in + len(names)} ({', '.join(self.inputs + tuple(names))})")
+        attrs = dict(zip(names, rest))
+        for key, value in kwargs.items():
+            if key in attrs:
+                raise TypeError(f"{self.name}: attribute {key!r} given twice")
+            attrs[key] = value
+        return tensors, self.complete_attrs(attrs)
+
+    def complete_attrs(self, attrs: dict) -> dict:
+        """Check attribute names, fill in defaults, and validate the values."""
+        for key in attrs:
+            if key not in self.attrs:
+                raise TypeError(f"{self.name}: unknown attribute {key!r}; expected one of "
+                                f"{', '.join(self.attrs) or 'no attributes'}")
+        attrs = dict(attrs)
+        for key, default in self.attrs.items():
+            if key not in attrs:
+                if default is REQUIRED:
+                    raise TypeError(f"{self.name}: missing required attribute {key!r}")
+                attrs[key] = default
+        return self.normalize_attrs(attrs)
+
+    def normalize_attrs(self, attrs: dict) -> dict:
+        """Freeze the values (lists become tuples, NumPy scalars Python ones), canonicalize, then validate."""
+        attrs = {k: _freeze(v) for k, v in attrs.items()}
+        try:
+            if self.canonicalize is not None:
+                attrs = self.canonicalize(attrs)
+            if self.check_attrs is not None:
+                self.check_attrs(attrs)
+        except ValueError as exc:  # InferError included
+            raise ValueError(f"{self.name}: {exc}") from None
+        return attrs
+
+    def infer_struct_info(self, args: Sequence[Expr], attrs: dict) -> Optional[StructInfo]:
+        """Infer the call's struct info from its arguments', or ``None`` if some argument's is unknown."""
+        sinfos = [a.struct_info for a in args]
+        if any(s is None for s in sinfos):
+            return None
+        for i, s in enumerate(sinfos):
+            want_tuple = self.tuple_input and i == 0
+            if want_tuple and not (isinstance(s, TupleStructInfo)
+                                   and all(isinstance(f, TensorStructInfo) for f in s.fields)):
+                raise TypeError(f"{self.name}: argument {self.inputs[i]!r} must be a tuple of tensors, got {s}")
+            if not want_tuple and not isinstance(s, TensorStructInfo):
+                raise TypeError(f"{self.name}: argument {self.inputs[i]!r} must be a tensor, got {s}")
+        args_sinfo = [list(s.fields) if self.tuple_input and i == 0 else s for i, s in enumerate(sinfos)]
+        try:
+            return self.infer(args_sinfo, attrs)
+        except InferError as exc:
+            raise ValueError(f"{self.name}: {exc}") from None
+
+    def __call__(self, *args, **kwargs) -> Call:
+        tensors, attrs = self.bind_arguments(args, kwargs)
+        exprs = []
+        for i, t in enumerate(tensors):
+            if self.tuple_input and i == 0 and isinstance(t, (list, tuple)):
+                t = Tuple([_as_expr(x, self.name) for x in t])
+            exprs.append(_as_expr(t, self.name))
+        return Call(self, exprs, attrs, self.infer_struct_info(exprs, attrs))
+
+    def __repr__(self) -> str:
+        return f"Op({self.name})"
+
+
+def _as_expr(value, op_name: str) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, (np.ndarray, np.generic, float, int, bool)):
+        from ..ir.expr import const
+
+        return const(value)
+    raise TypeError(f"{op_name}: expected a Relax expression, got {type(value).__name__}")
+
+
+def _freeze(value):
+    """Attributes are compared structurally: sequences become tuples and NumPy scalars Python ones, nested too."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _freeze(v) for k, v in value.items()}
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
+def substitute_attrs(attrs: dict, env: Mapping[str, Dim]) -> dict:
+    """``attrs`` with the size variables bound in ``env`` replaced, inside tuples and dicts too.
+
+    A dim whose variables are all bound to ints becomes an int (``sym.evaluate``); a partly bound one keeps
+    its free variables. References run on the result: ``reshape(x, ("n", 4))`` with ``n = 3`` gets ``(3, 4)``.
+    """
+    return {k: _substitute_value(v, env) for k, v in attrs.items()}
+
+
+def _substitute_value(value, env: Mapping[str, Dim]):
+    if isinstance(value, SymDim):
+        return _substitute_dim(value, env)
+    if isinstance(value, tuple):
+        return tuple(_substitute_value(v, env) for v in value)
+    if isinstance(value, dict):
+        return {k: _substitute_value(v, env) for k, v in value.items()}
+    return value
+
+
+def _substitute_dim(d: SymDim, env: Mapping[str, Dim]) -> Dim:
+    if d.free_vars() <= env.keys() and all(isinstance(env[v], int) for v in d.free_vars()):
+        return sym.evaluate(d, env)
+    out: Dim = 0
+    for mono, coef in d.terms:
+        term: Dim = coef
+        for v in mono:
+            term = term * env.get(v, sym.SizeVar(v))
+        out = out + term
+    return out
+
+
+_REGISTRY: dict[str, Op] = {}
+
+
+def register(op: Op) -> Op:
+    """Add an op record to the registry (its name must be new) and return it."""
+    if op.name in _REGISTRY:
+        raise ValueError(f"op {op.name} is registered twice")
+    _REGISTRY[op.name] = op
+    return op
+
+
+def get_op(name: str) -> Op:
+    """The record of ``name`` (``"relax.add"`` or ``"add"``)."""
+    key = name if name.startswith("relax.") else "relax." + name
+    if key not in _REGISTRY:
+        raise KeyError(f"no op named {name!r} is registered")
+    return _REGISTRY[key]
+
+
+def list_ops() -> list[Op]:
+    """All registered op records, in registration order."""
+    return list(_REGISTRY.values())

@@ -1,0 +1,604 @@
+"""The parser of the text format: TVMScript-style Python read with ``ast``, so variable names are kept.
+
+It reads what the printer writes and what users write by hand: ``@I.ir_module`` classes of ``@R.function``s,
+``with R.dataflow():`` blocks closed by ``R.output(...)``, op calls ``R.matmul(x, w)`` (tensor arguments first,
+then attributes by position or keyword), ``cls.f(...)`` calls between functions, tuples and ``t[i]``,
+``R.const``, ``R.shape``, ``R.prim_value``, ``R.match_cast``, ``R.func_attr``, ``I.module_attrs``. Errors give the
+line and column and say what was expected.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Callable, Mapping, Optional
+
+import numpy as np
+
+from ..ir import sym
+from ..ir.block_builder import call_return_struct_info
+from ..ir.dtype import check_dtype, to_numpy
+from ..ir.expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, MatchCast,
+                       PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple, TupleGetItem, Var, VarBinding, const)
+from ..ir.module import IRModule
+from ..ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
+                              TensorStructInfo, TupleStructInfo, is_base_of)
+from ..op.registry import Op, get_op
+
+
+class ParseError(ValueError):
+    """Malformed text: the message starts with ``source:line:column``."""
+
+
+class _Scope:
+    """Function-local names: Relax variables (innermost wins) and nothing else."""
+
+    def __init__(self):
+        self.vars: dict[str, Var] = {}
+
+
+class Parser:
+    """Parses one module or function. ``env`` resolves free Python names (``batch_size``)."""
+
+    def __init__(self, source: str, filename: str = "<string>", line_offset: int = 0,
+                 env: Optional[Mapping[str, Any]] = None):
+        self.source = source
+        self.filename = filename
+        self.line_offset = line_offset
+        self.env = dict(env or {})
+        self.signatures: dict[str, FuncStructInfo] = {}
+        self.function_nodes: dict[str, ast.FunctionDef] = {}
+        self.parsed: dict[str, Function] = {}
+        self.in_progress: set[str] = set()
+        self.in_module = False
+
+    # -- errors -------------------------------------------------------------------------------------
+    def span(self, node: ast.AST) -> Span:
+        return Span(getattr(node, "lineno", 0) + self.line_offset, getattr(node, "col_offset", -1) + 1,
+                    self.filename)
+
+    def error(self, node: ast.AST, message: str) -> ParseError:
+        return ParseError(f"{self.span(node)}: {message}")
+
+    def guard(self, node: ast.AST, fn: Callable[[], Any]) -> Any:
+        """Run ``fn``; an inference or value error inside it is reported at ``node``."""
+        try:
+            return fn()
+        except ParseError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            raise self.error(node, message) from None
+
+    # -- entry points -------------------------------------------------------------------------------
+    def parse(self) -> "IRModule | Function":
+        try:
+            tree = ast.parse(self.source, filename=self.filename)
+        except SyntaxError as exc:
+            raise ParseError(f"{self.filename}:{(exc.lineno or 0) + self.line_offset}:{exc.offset or 0}: "
+                             f"invalid syntax: {exc.msg}") from None
+        defs = [n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
+        if not defs:
+            raise ParseError(f"{self.filename}:1:1: expected an @I.ir_module class or an @R.function definition")
+        node = defs[0]
+        if isinstance(node, ast.ClassDef):
+            return self.parse_module(node)
+        return self.parse_standalone(node)
+
+    def parse_module(self, node: ast.ClassDef) -> IRModule:
+        self.in_module = True
+        attrs: dict[str, Any] = {}
+        for stmt in node.body:
+            if isinstance(stmt, ast.FunctionDef):
+                if stmt.name in self.function_nodes:
+                    raise self.error(stmt, f"function {stmt.name!r} is defined twice")
+                self.function_nodes[stmt.name] = stmt
+            elif _is_call_to(stmt, "I.module_attrs"):
+                attrs.update(self.literal_dict(stmt.value, "I.module_attrs"))
+            elif isinstance(stmt, ast.Pass) or _is_docstring(stmt):
+                continue
+            else:
+                raise self.error(stmt, "expected an @R.function definition or I.module_attrs({...}) "
+                                       "in the module class")
+        for name in self.function_nodes:
+            self.function(name)
+        return IRModule({name: self.parsed[name] for name in self.function_nodes}, attrs)
+
+    def parse_standalone(self, node: ast.FunctionDef) -> Function:
+        self.function_nodes[node.name] = node
+        return self.function(node.name)
+
+    # -- functions ----------------------------------------------------------------------------------
+    def signature(self, name: str, at: ast.AST) -> FuncStructInfo:
+        """The callee's struct info: from its annotations, or by parsing it first when its return is not
+        annotated."""
+        if name not in self.function_nodes:
+            known = ", ".join(self.function_nodes) or "none"
+            raise self.error(at, f"call to unknown function cls.{name} (the module defines: {known})")
+        node = self.function_nodes[name]
+        if node.returns is None:
+            if name in self.in_progress:
+                raise self.error(at, f"function {name!r} is called recursively: annotate its return type")
+            return self.function(name).struct_info
+        params = [self.struct_info(a.annotation, _Sizes()) if a.annotation else ObjectStructInfo()
+                  for a in node.args.args]
+        return FuncStructInfo(params, self.struct_info(node.returns, _Sizes()))
+
+    def function(self, name: str) -> Function:
+        if name in self.parsed:
+            return self.parsed[name]
+        node = self.function_nodes[name]
+        self.in_progress.add(name)
+        pure = self.decorator(node)
+        scope, sizes = _Scope(), _Sizes()
+        params = []
+        for arg in node.args.args:
+            if arg.annotation is None:
+                raise self.error(arg, f"parameter {arg.arg!r} of {name} needs a struct info annotation, "
+                                      'e.g. R.Tensor((2, 3), "float32")')
+            var = Var(arg.arg, self.struct_info(arg.annotation, sizes), span=self.span(arg))
+            scope.vars[arg.arg] = var
+            params.append(var)
+        if node.args.vararg or node.args.kwarg or node.args.kwonlyargs or node.args.defaults:
+            raise self.error(node, f"function {name}: only plain positional parameters are supported")
+        attrs, blocks, result = self.body(node, scope, sizes)
+        ret = self.struct_info(node.returns, sizes) if node.returns is not None else result.struct_info
+        if node.returns is not None and result.struct_info is not None and \
+                not is_base_of(ret, result.struct_info):
+            raise self.error(node.returns, f"function {name} returns {_fmt(result.struct_info)} but is annotated "
+                                           f"to return {_fmt(ret)}")
+        func = Function(params, SeqExpr(blocks, result), ret, attrs, pure, span=self.span(node))
+        self.parsed[name] = func
+        self.in_progress.discard(name)
+        return func
+
+    def decorator(self, node: ast.FunctionDef) -> bool:
+        pure = True
+        for dec in node.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            if _dotted(target) not in ("R.function", "relax.function"):
+                raise self.error(dec, f"function {node.name}: expected the decorator @R.function")
+            if isinstance(dec, ast.Call):
+                for kw in dec.keywords:
+                    if kw.arg == "pure":
+                        pure = bool(self.literal(kw.value))
+                    elif kw.arg != "private":
+                        raise self.error(kw, f"@R.function: unknown option {kw.arg!r} (expected pure or private)")
+        return pure
+
+    def body(self, node: ast.FunctionDef, scope: _Scope, sizes: "_Sizes"):
+        attrs: dict[str, Any] = {}
+        blocks: list[BindingBlock] = []
+        pending: list = []
+        stmts = list(node.body)
+        if stmts and _is_docstring(stmts[0]):
+            stmts = stmts[1:]
+        for i, stmt in enumerate(stmts):
+            if _is_call_to(stmt, "R.func_attr"):
+                attrs.update(self.literal_dict(stmt.value, "R.func_attr"))
+            elif isinstance(stmt, ast.With):
+                if pending:
+                    blocks.append(BindingBlock(pending))
+                    pending = []
+                blocks.append(self.dataflow(stmt, scope, sizes))
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                pending += self.assignment(stmt, scope, sizes, dataflow=False, outputs=set())
+            elif isinstance(stmt, ast.Return):
+                if i != len(stmts) - 1:
+                    raise self.error(stmts[i + 1], "statements after return")
+                if stmt.value is None:
+                    raise self.error(stmt, "a Relax function must return a value")
+                result = self.expr(stmt.value, scope, sizes)
+                if isinstance(result, (Call, TupleGetItem)):
+                    var = Var("gv", result.struct_info, span=self.span(stmt))
+                    pending.append(VarBinding(var, result, span=self.span(stmt)))
+                    result = var
+                if pending:
+                    blocks.append(BindingBlock(pending))
+                return attrs, blocks, result
+            elif isinstance(stmt, ast.Pass) or _is_docstring(stmt):
+                continue
+            else:
+                raise self.error(stmt, f"unsupported statement in a Relax function: {_kind(stmt)}; expected an "
+                                       "assignment, `with R.dataflow():` or `return`")
+        raise self.error(node, f"function {node.name} has no return statement")
+
+    def dataflow(self, stmt: ast.With, scope: _Scope, sizes: "_Sizes") -> DataflowBlock:
+        if len(stmt.items) != 1 or not _is_call_expr(stmt.items[0].context_expr, "R.dataflow"):
+            raise self.error(stmt, "expected `with R.dataflow():`")
+        body = list(stmt.body)
+        if not body or not _is_call_to(body[-1], "R.output"):
+            raise self.error(body[-1] if body else stmt, "a dataflow block must end with R.output(...) naming "
+                                                         "the variables used after it")
+        out_call = body[-1].value
+        outputs = set()
+        for arg in out_call.args:
+            if not isinstance(arg, ast.Name):
+                raise self.error(arg, "R.output takes variable names")
+            outputs.add(arg.id)
+        defined: set[str] = set()
+        bindings: list = []
+        for s in body[:-1]:
+            if not isinstance(s, (ast.Assign, ast.AnnAssign)):
+                raise self.error(s, f"unsupported statement in a dataflow block: {_kind(s)}; expected an assignment")
+            new = self.assignment(s, scope, sizes, dataflow=True, outputs=outputs)
+            defined.update(b.var.name_hint for b in new)
+            bindings += new
+        for arg in out_call.args:
+            if arg.id not in defined:
+                raise self.error(arg, f"R.output({arg.id}): {arg.id} is not defined in this dataflow block")
+        return DataflowBlock(bindings)
+
+    def assignment(self, stmt, scope: _Scope, sizes: "_Sizes", dataflow: bool, outputs: set) -> list:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if len(targets) != 1:
+            raise self.error(stmt, "chained assignment is not supported")
+        target = targets[0]
+        annotation = self.struct_info(stmt.annotation, sizes) if isinstance(stmt, ast.AnnAssign) else None
+        if isinstance(stmt, ast.AnnAssign) and stmt.value is None:
+            raise self.error(stmt, "an annotated name needs a value")
+
+        def make_var(name: str, sinfo, node) -> Var:
+            cls = DataflowVar if dataflow and name not in outputs else Var
+            return cls(name, sinfo, span=self.span(node))
+
+        if _is_call_expr(stmt.value, "R.match_cast"):
+            if not isinstance(target, ast.Name):
+                raise self.error(target, "R.match_cast binds one name")
+            args = stmt.value.args
+            if len(args) != 2:
+                raise self.error(stmt.value, "R.match_cast(value, struct_info) takes 2 arguments")
+            value = self.expr(args[0], scope, sizes)
+            sinfo = self.struct_info(args[1], sizes, define=True)
+            var = make_var(target.id, sinfo, target)
+            scope.vars[target.id] = var
+            return [MatchCast(var, value, sinfo, span=self.span(stmt))]
+        value = self.expr(stmt.value, scope, sizes)
+        if isinstance(target, ast.Name):
+            sinfo = self.check_annotation(stmt, annotation, value.struct_info)
+            var = make_var(target.id, sinfo, target)
+            scope.vars[target.id] = var
+            return [VarBinding(var, value, span=self.span(stmt))]
+        if isinstance(target, ast.Tuple) and annotation is None:
+            # `a, b = f(x)`: bind the tuple, then each field.
+            if not isinstance(value.struct_info, TupleStructInfo) or \
+                    len(value.struct_info.fields) != len(target.elts):
+                raise self.error(target, f"cannot unpack {_fmt(value.struct_info)} into {len(target.elts)} names")
+            tmp = make_var("_".join(_name_of(e) for e in target.elts) + "_tuple", value.struct_info, target)
+            out = [VarBinding(tmp, value, span=self.span(stmt))]
+            for i, elt in enumerate(target.elts):
+                item = TupleGetItem(tmp, i)
+                var = make_var(_name_of(elt), item.struct_info, elt)
+                scope.vars[var.name_hint] = var
+                out.append(VarBinding(var, item, span=self.span(stmt)))
+            return out
+        raise self.error(target, "expected a variable name on the left of `=`")
+
+    def check_annotation(self, stmt, annotation: Optional[StructInfo], inferred: Optional[StructInfo]):
+        if annotation is None:
+            if inferred is None:
+                raise self.error(stmt, "cannot infer the struct info of this value: annotate it")
+            return inferred
+        if inferred is None or isinstance(inferred, ObjectStructInfo):
+            return annotation
+        if is_base_of(annotation, inferred) or is_base_of(inferred, annotation):
+            return annotation
+        raise self.error(stmt.annotation, f"annotation {_fmt(annotation)} does not match the value's struct "
+                                          f"info {_fmt(inferred)}")
+
+    # -- expressions --------------------------------------------------------------------------------
+    def expr(self, node: ast.AST, scope: _Scope, sizes: "_Sizes") -> Expr:
+        if isinstance(node, ast.Name):
+            if node.id in scope.vars:
+                return scope.vars[node.id]
+            if node.id in self.env:
+                return self.guard(node, lambda: _to_expr(self.env[node.id], node.id))
+            raise self.error(node, f"undefined variable {node.id!r}")
+        if isinstance(node, ast.Tuple):
+            return Tuple([self.expr(e, scope, sizes) for e in node.elts], span=self.span(node))
+        if isinstance(node, ast.Subscript):
+            base = self.expr(node.value, scope, sizes)
+            index = self.literal(node.slice)
+            if not isinstance(index, int):
+                raise self.error(node.slice, "a tuple index must be an integer")
+            return self.guard(node, lambda: TupleGetItem(base, index, span=self.span(node)))
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
+            return const(node.value)
+        if isinstance(node, ast.Call):
+            return self.call(node, scope, sizes)
+        raise self.error(node, f"unsupported expression {_kind(node)}; expected a variable, a tuple, t[i], "
+                               "or a call of an R. op or cls. function")
+
+    def call(self, node: ast.Call, scope: _Scope, sizes: "_Sizes") -> Expr:
+        name = _dotted(node.func)
+        if name is None:
+            raise self.error(node.func, "expected a call of an R. op or a cls. function")
+        if name.startswith("cls."):
+            return self.call_function(node, name[4:], scope, sizes)
+        if not name.startswith(("R.", "relax.")):
+            raise self.error(node.func, f"unknown callee {name}: expected R.<op> or cls.<function>")
+        short = name.split(".", 1)[1]
+        special = _SPECIAL.get(short)
+        if special is not None:
+            return special(self, node, scope, sizes)
+        try:
+            op = get_op(short)
+        except KeyError:
+            raise self.error(node.func, f"unknown op R.{short}") from None
+        return self.call_op(op, node, scope, sizes)
+
+    def call_op(self, op: Op, node: ast.Call, scope: _Scope, sizes: "_Sizes") -> Call:
+        n_in = len(op.inputs)
+        args: list = []
+        for i, a in enumerate(node.args):
+            if i < n_in:
+                if op.tuple_input and i == 0 and isinstance(a, (ast.Tuple, ast.List)):
+                    args.append(Tuple([self.expr(e, scope, sizes) for e in a.elts], span=self.span(a)))
+                else:
+                    args.append(self.expr(a, scope, sizes))
+            else:
+                args.append(self.literal(a, sizes))
+        kwargs = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.error(kw, "**kwargs are not supported in op calls")
+            kwargs[kw.arg] = self.expr(kw.value, scope, sizes) if kw.arg in op.inputs else self.literal(kw.value, sizes)
+
+        def build():
+            tensors, attrs = op.bind_arguments(args, kwargs)
+            call = Call(op, tensors, attrs, span=self.span(node))
+            return Call(op, tensors, attrs, op.infer_struct_info(tensors, attrs), span=call.span)
+        return self.guard(node, build)
+
+    def call_function(self, node: ast.Call, name: str, scope: _Scope, sizes: "_Sizes") -> Call:
+        if not self.in_module:
+            raise self.error(node.func, f"cls.{name}: calls between functions need an @I.ir_module class")
+        if node.keywords:
+            raise self.error(node, f"cls.{name}: keyword arguments are not supported")
+        args = [self.expr(a, scope, sizes) for a in node.args]
+        sig = self.signature(name, node.func)
+        gvar = GlobalVar(name, sig)
+        sinfo = self.guard(node, lambda: call_return_struct_info(name, sig, [a.struct_info for a in args]))
+        return Call(gvar, args, {}, sinfo, span=self.span(node))
+
+    # -- struct info --------------------------------------------------------------------------------
+    def struct_info(self, node: ast.AST, sizes: "_Sizes", define: bool = True) -> StructInfo:
+        name = _dotted(node.func if isinstance(node, ast.Call) else node)
+        short = name.split(".", 1)[1] if name and name.startswith(("R.", "relax.")) else None
+        if short == "Object":
+            return ObjectStructInfo()
+        if not isinstance(node, ast.Call) or short not in _SINFO:
+            raise self.error(node, "expected struct info: R.Tensor(shape, dtype), R.Tuple(...), R.Shape(...), "
+                                   "R.Prim(dtype) or R.Object")
+        return _SINFO[short](self, node, sizes)
+
+    def sinfo_tensor(self, node: ast.Call, sizes: "_Sizes") -> TensorStructInfo:
+        bound = _bind_args(self, node, ["shape", "dtype", "ndim"])
+        shape = self.shape(bound["shape"], sizes) if "shape" in bound else None
+        if isinstance(bound.get("shape"), ast.Constant) and bound["shape"].value is None:
+            shape = None
+        dtype = self.literal(bound["dtype"]) if "dtype" in bound else "float32"
+        ndim = self.literal(bound["ndim"]) if "ndim" in bound else -1
+        return self.guard(node, lambda: TensorStructInfo(shape, dtype, ndim))
+
+    def sinfo_tuple(self, node: ast.Call, sizes: "_Sizes") -> TupleStructInfo:
+        if node.keywords:
+            raise self.error(node, "R.Tuple takes struct infos as positional arguments")
+        return TupleStructInfo([self.struct_info(a, sizes) for a in node.args])
+
+    def sinfo_shape(self, node: ast.Call, sizes: "_Sizes") -> ShapeStructInfo:
+        bound = _bind_args(self, node, ["values", "ndim"])
+        if "values" in bound:
+            return ShapeStructInfo(self.shape(bound["values"], sizes))
+        return ShapeStructInfo(None, self.literal(bound["ndim"]) if "ndim" in bound else -1)
+
+    def sinfo_prim(self, node: ast.Call, sizes: "_Sizes") -> PrimStructInfo:
+        bound = _bind_args(self, node, ["dtype", "value"])
+        if "value" in bound and "dtype" in bound and isinstance(self.literal(bound["value"]), str):
+            bound["dtype"], bound["value"] = bound["value"], bound["dtype"]  # R.Prim(value=..., dtype=...)
+        dtype = self.literal(bound["dtype"]) if "dtype" in bound else "int64"
+        value = self.literal(bound["value"], sizes) if "value" in bound else None
+        return self.guard(node, lambda: PrimStructInfo(dtype, value))
+
+    def sinfo_callable(self, node: ast.Call, sizes: "_Sizes") -> FuncStructInfo:
+        if len(node.args) != 2 or not isinstance(node.args[0], (ast.Tuple, ast.List)):
+            raise self.error(node, "expected R.Callable((param struct infos...), return struct info)")
+        return FuncStructInfo([self.struct_info(a, sizes) for a in node.args[0].elts],
+                              self.struct_info(node.args[1], sizes))
+
+    def shape(self, node: ast.AST, sizes: "_Sizes") -> tuple:
+        if not isinstance(node, (ast.Tuple, ast.List)):
+            raise self.error(node, "expected a shape: a tuple of ints or size-variable names, e.g. (\"n\", 784)")
+        return tuple(self.dim(e, sizes) for e in node.elts)
+
+    def dim(self, node: ast.AST, sizes: "_Sizes"):
+        def lookup(name: str):
+            if name in self.env and not isinstance(self.env[name], sym.SymDim):
+                value = self.env[name]
+                if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+                    return int(value)
+                raise self.error(node, f"dimension {name!r} is a {type(value).__name__}, expected an int")
+            return sym.SizeVar(name)
+
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return self.guard(node, lambda: sym.parse_dim(node.value))
+        return self.guard(node, lambda: sym.dim_from_ast(node, lookup))
+
+    # -- literals (attributes) ----------------------------------------------------------------------
+    def literal(self, node: ast.AST, sizes: Optional["_Sizes"] = None) -> Any:
+        """Evaluate an attribute value: numbers, strings, None, tuples, lists, dicts, names of Python
+        values, ``float("inf")``, ``R.const([...], dtype)`` (an array) and struct info."""
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return tuple(self.literal(e, sizes) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            if any(k is None for k in node.keys):
+                raise self.error(node, "dict unpacking is not supported in attributes")
+            return {self.literal(k, sizes): self.literal(v, sizes) for k, v in zip(node.keys, node.values)}
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            value = self.literal(node.operand, sizes)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return -value if isinstance(node.op, ast.USub) else value
+        if isinstance(node, ast.Name):
+            if node.id in self.env:
+                return self.env[node.id]
+            raise self.error(node, f"undefined name {node.id!r} in an attribute")
+        if isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            if name == "float" and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
+                return self.guard(node, lambda: float(node.args[0].value))
+            if name in ("R.const", "relax.const"):
+                return _const_array(self, node).data
+            if name and name.split(".", 1)[-1] in _SINFO or name in ("R.Object",):
+                return self.struct_info(node, sizes or _Sizes())
+        if isinstance(node, ast.Attribute) and _dotted(node) == "R.Object":
+            return ObjectStructInfo()
+        raise self.error(node, f"unsupported attribute value {_kind(node)}; expected a literal "
+                               "(number, string, None, tuple, list or dict)")
+
+    def literal_dict(self, call: ast.Call, what: str) -> dict:
+        if len(call.args) != 1 or call.keywords:
+            raise self.error(call, f"{what} takes one dict")
+        value = self.literal(call.args[0])
+        if not isinstance(value, dict):
+            raise self.error(call.args[0], f"{what} takes a dict, got {type(value).__name__}")
+        return value
+
+
+class _Sizes:
+    """Placeholder for per-function size-variable bookkeeping (size vars are identified by name)."""
+
+
+# -- special forms ------------------------------------------------------------------------------------
+
+def _bind_args(p: Parser, node: ast.Call, names: list[str]) -> dict[str, ast.AST]:
+    if len(node.args) > len(names):
+        raise p.error(node, f"{_dotted(node.func)} takes at most {len(names)} positional arguments "
+                            f"({', '.join(names)})")
+    bound = dict(zip(names, node.args))
+    for kw in node.keywords:
+        if kw.arg not in names:
+            raise p.error(kw, f"{_dotted(node.func)}: unknown argument {kw.arg!r}; expected {', '.join(names)}")
+        if kw.arg in bound:
+            raise p.error(kw, f"{_dotted(node.func)}: argument {kw.arg!r} given twice")
+        bound[kw.arg] = kw.value
+    return bound
+
+
+def _const_array(p: Parser, node: ast.Call) -> Constant:
+    bound = _bind_args(p, node, ["value", "dtype"])
+    if "value" not in bound:
+        raise p.error(node, "R.const(value, dtype) needs a value")
+    value = p.literal(bound["value"])
+    dtype = p.literal(bound["dtype"]) if "dtype" in bound else None
+    if isinstance(value, np.ndarray):
+        return Constant(value if dtype is None else value.astype(to_numpy(dtype)))
+    return p.guard(node, lambda: const(_nested_lists(value), dtype))
+
+
+def _nested_lists(value):
+    return [_nested_lists(v) for v in value] if isinstance(value, tuple) else value
+
+
+def _sp_const(p: Parser, node, scope, sizes):
+    return _const_array(p, node)
+
+
+def _sp_shape(p: Parser, node, scope, sizes):
+    if len(node.args) != 1 or node.keywords:
+        raise p.error(node, "R.shape([dims...]) takes one list")
+    return ShapeExpr(p.shape(node.args[0], sizes), span=p.span(node))
+
+
+def _sp_prim_value(p: Parser, node, scope, sizes):
+    bound = _bind_args(p, node, ["value", "dtype"])
+    value = p.dim(bound["value"], sizes) if not isinstance(bound.get("value"), ast.Constant) or \
+        isinstance(bound["value"].value, str) else p.literal(bound["value"])
+    dtype = p.literal(bound["dtype"]) if "dtype" in bound else ("float64" if isinstance(value, float) else "int64")
+    return p.guard(node, lambda: PrimValue(value, check_dtype(dtype, "R.prim_value")))
+
+
+def _sp_str(p: Parser, node, scope, sizes):
+    if len(node.args) != 1 or not isinstance(node.args[0], ast.Constant) or not isinstance(node.args[0].value, str):
+        raise p.error(node, "R.str takes one string literal")
+    return StringImm(node.args[0].value)
+
+
+def _sp_tuple(p: Parser, node, scope, sizes):
+    return Tuple([p.expr(a, scope, sizes) for a in node.args], span=p.span(node))
+
+
+def _sp_misplaced(what: str):
+    def handler(p: Parser, node, scope, sizes):
+        raise p.error(node, f"{what}")
+    return handler
+
+
+_SPECIAL = {
+    "const": _sp_const, "shape": _sp_shape, "prim_value": _sp_prim_value, "str": _sp_str, "tuple": _sp_tuple,
+    "match_cast": _sp_misplaced("R.match_cast must be the whole right-hand side of an assignment"),
+    "output": _sp_misplaced("R.output(...) must be the last statement of a dataflow block"),
+    "dataflow": _sp_misplaced("R.dataflow() is used as `with R.dataflow():`"),
+    "func_attr": _sp_misplaced("R.func_attr({...}) is a statement of its own"),
+}
+_SINFO = {"Tensor": Parser.sinfo_tensor, "Tuple": Parser.sinfo_tuple, "Shape": Parser.sinfo_shape,
+          "Prim": Parser.sinfo_prim, "Callable": Parser.sinfo_callable}
+
+
+# -- small AST helpers --------------------------------------------------------------------------------
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _is_call_expr(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Call) and _dotted(node.func) in (name, name.replace("R.", "relax.", 1))
+
+
+def _is_call_to(stmt: ast.stmt, name: str) -> bool:
+    return isinstance(stmt, ast.Expr) and _is_call_expr(stmt.value, name)
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+def _kind(node: ast.AST) -> str:
+    try:
+        text = ast.unparse(node).splitlines()[0]
+    except Exception:  # pragma: no cover - unparse handles every node ast.parse makes
+        text = type(node).__name__
+    return f"`{text[:60]}`"
+
+
+def _name_of(node: ast.AST) -> str:
+    if not isinstance(node, ast.Name):
+        raise ParseError(f"<string>:{getattr(node, 'lineno', 0)}:{getattr(node, 'col_offset', 0) + 1}: "
+                         "expected a variable name")
+    return node.id
+
+
+def _fmt(sinfo) -> str:
+    from ..ir.printer import format_struct_info
+
+    return format_struct_info(sinfo)
+
+
+def _to_expr(value, name: str) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, (int, float, bool, np.ndarray, np.generic)):
+        return const(value)
+    raise TypeError(f"Python name {name!r} is a {type(value).__name__}, not a Relax value")
+
+
+def from_source(text: str, filename: str = "<string>", env: Optional[Mapping[str, Any]] = None):
+    """Parse a module (``@I.ir_module class ...``) or a function (``@R.function def ...``) from text."""
+    return Parser(text, filename, env=env).parse()

@@ -1,0 +1,103 @@
+"""``R``: the Relax namespace of the text format (``from relax_mlir.script import relax as R``).
+
+In Python source, ``@R.function`` parses the decorated function into a ``relax_mlir.ir.Function`` (inside an
+``@I.ir_module`` class it only marks it; the class decorator parses the whole class). ``R.Tensor(...)`` and
+friends are struct info; ``R.matmul``, ``R.nn.relu``, ... are the op constructors, so they also build calls
+directly, as ``relax_mlir.op`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from .. import op as _op
+from ..ir.expr import MatchCast, PrimValue, ShapeExpr, StringImm, Tuple as _TupleExpr, const
+from ..ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
+                              TensorStructInfo, TupleStructInfo)
+from ._source import caller_env, in_class_body, source_of
+
+nn = _op.nn
+grad = _op.grad
+Object = ObjectStructInfo()
+
+
+def Tensor(shape: Optional[Sequence] = None, dtype: str = "float32", ndim: int = -1) -> TensorStructInfo:
+    """``R.Tensor((n, 784), "float32")``: tensor struct info; dims are ints or size-variable names."""
+    return TensorStructInfo(shape, dtype, ndim)
+
+
+def Tuple(*fields: StructInfo) -> TupleStructInfo:  # noqa: N802 - TVMScript spelling
+    """``R.Tuple(R.Tensor(...), ...)``: tuple struct info."""
+    return TupleStructInfo(fields)
+
+
+def Shape(values: Optional[Sequence] = None, ndim: int = -1) -> ShapeStructInfo:  # noqa: N802
+    return ShapeStructInfo(values, ndim)
+
+
+def Prim(dtype: str = "int64", value: Any = None) -> PrimStructInfo:  # noqa: N802
+    return PrimStructInfo(dtype, value)
+
+
+def Callable(params: Sequence[StructInfo], ret: StructInfo) -> FuncStructInfo:  # noqa: N802
+    return FuncStructInfo(params, ret)
+
+
+def function(fn=None, *, pure: bool = True, private: bool = False):
+    """Decorator: parse a Python function written in the text format into a Relax ``Function``."""
+    def wrap(f):
+        if in_class_body(depth=3 if fn is None else 3):
+            f.__relax_function__ = True  # parsed with its @I.ir_module class
+            return f
+        from .parser import Parser
+
+        text, filename, offset = source_of(f)
+        env = {**f.__globals__, **caller_env(depth=3)}
+        return Parser(text, filename, offset, env).parse()
+    return wrap(fn) if fn is not None else wrap
+
+
+def dataflow():
+    """``with R.dataflow():`` opens a dataflow block (meaningful only inside parsed source)."""
+    raise RuntimeError("R.dataflow() is only meaningful inside an @R.function, which is parsed, not run")
+
+
+def output(*vars) -> None:
+    raise RuntimeError("R.output(...) is only meaningful inside an @R.function, which is parsed, not run")
+
+
+def func_attr(attrs: dict) -> None:
+    raise RuntimeError("R.func_attr(...) is only meaningful inside an @R.function, which is parsed, not run")
+
+
+def shape(values: Sequence) -> ShapeExpr:
+    return ShapeExpr(values)
+
+
+def prim_value(value, dtype: str = "int64") -> PrimValue:
+    return PrimValue(value, dtype)
+
+
+def str(value) -> StringImm:  # noqa: A001 - TVMScript spelling
+    return StringImm(value)
+
+
+def tuple(*fields) -> _TupleExpr:  # noqa: A001 - TVMScript spelling
+    return _TupleExpr(list(fields))
+
+
+def match_cast(value, struct_info):
+    raise RuntimeError("R.match_cast is only meaningful inside an @R.function; with a BlockBuilder use "
+                       "bb.match_cast(value, struct_info)")
+
+
+def __getattr__(name: str):
+    # Every top-level op by its short name: R.matmul, R.add, R.sum, ...
+    try:
+        return getattr(_op, name)
+    except AttributeError:
+        raise AttributeError(f"R.{name}: no such op or script construct") from None
+
+
+__all__ = ["Tensor", "Tuple", "Shape", "Prim", "Object", "Callable", "function", "dataflow", "output",
+           "func_attr", "const", "shape", "prim_value", "str", "tuple", "match_cast", "nn", "grad"]

@@ -1,0 +1,238 @@
+"""Pass infrastructure, with TVM's names: ``Pass``, ``Sequential``, ``PassContext``, ``function_pass``, instruments.
+
+A pass maps an ``IRModule`` to a new one. ``PassContext`` carries the optimisation level, disabled passes and
+instruments (timing, printing the IR after each pass); by default the result of every pass is checked with
+``well_formed`` so a pass that breaks the IR is caught where it does.
+
+    with PassContext(instruments=[PassTimingInstrument()]) as ctx:
+        mod = Sequential([CanonicalizeBindings(), DeadCodeElimination()])(mod)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Iterable, Optional, Sequence, Union
+
+from ..ir.expr import DataflowBlock, Function, SeqExpr
+from ..ir.module import IRModule
+
+
+class PassInstrument:
+    """Hooks around every pass (override what you need), as TVM's ``instrument.PassInstrument``."""
+
+    def enter_pass_ctx(self) -> None: ...
+    def exit_pass_ctx(self) -> None: ...
+    def should_run(self, mod: IRModule, info: "PassInfo") -> bool: return True
+    def run_before_pass(self, mod: IRModule, info: "PassInfo") -> None: ...
+    def run_after_pass(self, mod: IRModule, info: "PassInfo") -> None: ...
+
+
+class PassTimingInstrument(PassInstrument):
+    """Times every pass; ``render()`` gives a table, most expensive first."""
+
+    def __init__(self):
+        self.timings: list[tuple[str, float]] = []
+        self._start: list[float] = []
+
+    def run_before_pass(self, mod, info):
+        self._start.append(time.perf_counter())
+
+    def run_after_pass(self, mod, info):
+        self.timings.append((info.name, time.perf_counter() - self._start.pop()))
+
+    def render(self) -> str:
+        total: dict[str, float] = {}
+        for name, seconds in self.timings:
+            total[name] = total.get(name, 0.0) + seconds
+        rows = sorted(total.items(), key=lambda kv: -kv[1])
+        return "\n".join(f"{seconds * 1e3:10.3f} ms  {name}" for name, seconds in rows)
+
+
+class PrintAfterAll(PassInstrument):
+    """Prints the module after every pass (``print_fn`` defaults to ``print``)."""
+
+    def __init__(self, print_fn: Callable[[str], None] = print):
+        self.print_fn = print_fn
+
+    def run_after_pass(self, mod, info):
+        self.print_fn(f"# IR after {info.name}\n{mod.script()}")
+
+
+class PrintBeforeAll(PrintAfterAll):
+    """Prints the module before every pass."""
+
+    def run_before_pass(self, mod, info):
+        self.print_fn(f"# IR before {info.name}\n{mod.script()}")
+
+    def run_after_pass(self, mod, info):
+        pass
+
+
+class PassContext:
+    """The settings passes run under. Use as a context manager; ``PassContext.current()`` is the innermost."""
+
+    _stack: ClassVar[list["PassContext"]] = []
+
+    def __init__(self, opt_level: int = 2, required_pass: Sequence[str] = (), disabled_pass: Sequence[str] = (),
+                 instruments: Sequence[PassInstrument] = (), config: Optional[dict] = None,
+                 check_well_formed: bool = True):
+        self.opt_level = opt_level
+        self.required_pass = set(required_pass)
+        self.disabled_pass = set(disabled_pass)
+        self.instruments = list(instruments)
+        self.config = dict(config or {})
+        self.check_well_formed = check_well_formed
+
+    @classmethod
+    def current(cls) -> "PassContext":
+        return cls._stack[-1] if cls._stack else _DEFAULT
+
+    def __enter__(self) -> "PassContext":
+        PassContext._stack.append(self)
+        for inst in self.instruments:
+            inst.enter_pass_ctx()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for inst in self.instruments:
+            inst.exit_pass_ctx()
+        PassContext._stack.pop()
+
+
+_DEFAULT = PassContext()
+
+
+@dataclass(frozen=True)
+class PassInfo:
+    """A pass's name (TVM's spelling), the opt level it needs, and the passes it requires."""
+
+    name: str
+    opt_level: int = 0
+    required: tuple[str, ...] = ()
+
+
+class Pass:
+    """A module-to-module transformation. Subclasses implement ``transform_module``."""
+
+    opt_level: ClassVar[int] = 0
+
+    @property
+    def info(self) -> PassInfo:
+        return PassInfo(type(self).__name__, self.opt_level)
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        raise NotImplementedError(f"{type(self).__name__} does not implement transform_module")
+
+    def __call__(self, mod: IRModule) -> IRModule:
+        if not isinstance(mod, IRModule):
+            raise TypeError(f"{self.info.name}: expected an IRModule, got {type(mod).__name__}")
+        ctx = PassContext.current()
+        info = self.info
+        if info.name in ctx.disabled_pass or (info.opt_level > ctx.opt_level and info.name not in ctx.required_pass):
+            return mod
+        if not all(inst.should_run(mod, info) for inst in ctx.instruments):
+            return mod
+        for inst in ctx.instruments:
+            inst.run_before_pass(mod, info)
+        out = self.transform_module(mod, ctx)
+        if ctx.check_well_formed and not isinstance(self, Sequential):
+            from ..ir.well_formed import check_well_formed
+
+            check_well_formed(out, where=f"after {info.name}")
+        for inst in ctx.instruments:
+            inst.run_after_pass(out, info)
+        return out
+
+
+class FunctionPass(Pass):
+    """Applies ``transform_function`` to each function (or only to ``func_name`` when the pass has one)."""
+
+    func_name: Optional[str] = None
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+        raise NotImplementedError(f"{type(self).__name__} does not implement transform_function")
+
+    def transform_module(self, mod, ctx):
+        names = list(mod) if self.func_name is None else [self.func_name]
+        out = mod.copy()
+        for name in names:
+            if name not in mod:
+                raise ValueError(f"{self.info.name}: the module has no function {name!r} "
+                                 f"(it has: {', '.join(mod) or 'none'})")
+            out[name] = self.transform_function(mod[name], out, ctx)
+        return out
+
+
+class DataflowBlockPass(FunctionPass):
+    """Applies ``transform_dataflow_block`` to every dataflow block of every function."""
+
+    def transform_dataflow_block(self, block: DataflowBlock, mod: IRModule, ctx: PassContext) -> DataflowBlock:
+        raise NotImplementedError(f"{type(self).__name__} does not implement transform_dataflow_block")
+
+    def transform_function(self, func, mod, ctx):
+        if not isinstance(func.body, SeqExpr):
+            return func
+        blocks = [self.transform_dataflow_block(b, mod, ctx) if isinstance(b, DataflowBlock) else b
+                  for b in func.body.blocks]
+        if all(a is b for a, b in zip(blocks, func.body.blocks)):
+            return func
+        return Function(func.params, SeqExpr(blocks, func.body.body), func.ret_struct_info, func.attrs, func.is_pure)
+
+
+class Sequential(Pass):
+    """Runs passes in order (TVM's ``tvm.transform.Sequential``)."""
+
+    def __init__(self, passes: Iterable[Pass], opt_level: int = 0, name: str = "sequential"):
+        self.passes = list(passes)
+        for p in self.passes:
+            if not isinstance(p, Pass):
+                raise TypeError(f"Sequential: expected passes, got {type(p).__name__}")
+        self._name, self._opt_level = name, opt_level
+
+    @property
+    def info(self) -> PassInfo:
+        return PassInfo(self._name, self._opt_level)
+
+    def transform_module(self, mod, ctx):
+        for p in self.passes:
+            mod = p(mod)
+        return mod
+
+
+class _FunctionPassFromCallable(FunctionPass):
+    def __init__(self, fn, name: str, opt_level: int):
+        self._fn, self._name, self._level = fn, name, opt_level
+
+    @property
+    def info(self) -> PassInfo:
+        return PassInfo(self._name, self._level)
+
+    def transform_function(self, func, mod, ctx):
+        return self._fn(func, mod, ctx)
+
+
+class _ModulePassFromCallable(Pass):
+    def __init__(self, fn, name: str, opt_level: int):
+        self._fn, self._name, self._level = fn, name, opt_level
+
+    @property
+    def info(self) -> PassInfo:
+        return PassInfo(self._name, self._level)
+
+    def transform_module(self, mod, ctx):
+        return self._fn(mod, ctx)
+
+
+def function_pass(fn=None, *, opt_level: int = 0, name: Optional[str] = None) -> Union[Pass, Callable]:
+    """Decorator: ``fn(func, mod, ctx) -> func`` becomes a pass over every function."""
+    def wrap(f):
+        return _FunctionPassFromCallable(f, name or f.__name__, opt_level)
+    return wrap(fn) if fn is not None else wrap
+
+
+def module_pass(fn=None, *, opt_level: int = 0, name: Optional[str] = None) -> Union[Pass, Callable]:
+    """Decorator: ``fn(mod, ctx) -> mod`` becomes a pass."""
+    def wrap(f):
+        return _ModulePassFromCallable(f, name or f.__name__, opt_level)
+    return wrap(fn) if fn is not None else wrap

@@ -1,0 +1,204 @@
+"""The text format: parsing by hand-written source, printing, round trips and parse errors."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from relax_mlir import op
+from relax_mlir.ir import (BlockBuilder, Constant, DataflowVar, IRModule, ObjectStructInfo, PrimValue, ShapeExpr,
+                           TensorStructInfo, TupleStructInfo, Var)
+from relax_mlir.ir.sym import SizeVar
+from relax_mlir.script import ParseError, from_source
+from relax_mlir.script import ir as I
+from relax_mlir.script import relax as R
+from relax_mlir.testing import roundtrip
+
+batch_size = 8
+
+
+@I.ir_module
+class Tiny:
+    I.module_attrs({"param_num": 2, "state_num": 0})
+
+    @R.function
+    def main(x: R.Tensor((batch_size, 4), "float32"), w: R.Tensor((4, 3), "float32")):
+        R.func_attr({"note": "tiny"})
+        with R.dataflow():
+            lv = R.matmul(x, w)
+            out = R.nn.relu(lv)
+            R.output(out)
+        return out
+
+
+def test_decorated_module_keeps_names_and_python_values():
+    f = Tiny["main"]
+    assert [p.name_hint for p in f.params] == ["x", "w"]
+    assert f.params[0].struct_info == TensorStructInfo((8, 4), "float32")
+    assert f.attrs == {"note": "tiny"}
+    assert Tiny.attrs == {"param_num": 2, "state_num": 0}
+    bindings = f.body.blocks[0].bindings
+    assert [b.var.name_hint for b in bindings] == ["lv", "out"]
+    assert isinstance(bindings[0].var, DataflowVar) and not isinstance(bindings[1].var, DataflowVar)
+    assert f.ret_struct_info == TensorStructInfo((8, 3), "float32")
+    roundtrip(Tiny)
+
+
+def test_standalone_function():
+    @R.function
+    def f(x: R.Tensor(("n", 3), "float32")) -> R.Tensor(("n", 3), "float32"):
+        y = R.exp(x)
+        return y
+
+    assert f.params[0].struct_info.shape == (SizeVar("n"), 3)
+    roundtrip(f)
+
+
+SYMBOLIC = '''
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor(("n", "m"), "float32"), y: R.Tensor(("m",), "float32")):
+        with R.dataflow():
+            a = R.add(x, y)
+            b = R.sum(a, axis=[1], keepdims=True)
+            t = (a, b)
+            c = t[1]
+            R.output(t, c)
+        return (c, t)
+
+    @R.function
+    def caller(z: R.Tensor((5, 7), "float32"), w: R.Tensor((7,), "float32")):
+        r = cls.main(z, w)
+        first = r[0]
+        return first
+'''
+
+
+def test_symbolic_dims_tuples_and_calls_between_functions():
+    mod = from_source(SYMBOLIC)
+    n, m = SizeVar("n"), SizeVar("m")
+    main = mod["main"]
+    assert main.ret_struct_info == TupleStructInfo([
+        TensorStructInfo((n, 1), "float32"),
+        TupleStructInfo([TensorStructInfo((n, m), "float32"), TensorStructInfo((n, 1), "float32")])])
+    # The caller's result binds n=5, m=7 through the callee's signature.
+    assert mod["caller"].ret_struct_info == TensorStructInfo((5, 1), "float32")
+    roundtrip(mod)
+
+
+def test_constants_shapes_prim_values_and_attrs_round_trip():
+    text = '''
+@I.ir_module
+class M:
+    I.module_attrs({"state": R.const([[1.5, -2.0]], "float32"), "names": ("a", "b"), "k": None})
+
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")):
+        c = R.add(x, R.const(0.1, "float32"))
+        d = R.clip(c, min=float("-inf"), max=2.5)
+        s = R.shape([2, 3])
+        p = R.prim_value(7)
+        e = R.match_cast(d, R.Tensor(("a", "b"), "float32"))
+        return (e, s, p)
+'''
+    mod = from_source(text)
+    assert isinstance(mod.attrs["state"], np.ndarray) and mod.attrs["state"].dtype == np.float32
+    body = mod["main"].body
+    c_const = body.blocks[0].bindings[0].value.args[1]
+    assert isinstance(c_const, Constant) and c_const.data.item() == np.float32(0.1)
+    assert isinstance(body.blocks[0].bindings[2].value, ShapeExpr)
+    assert isinstance(body.blocks[0].bindings[3].value, PrimValue)
+    assert body.blocks[0].bindings[4].var.struct_info == TensorStructInfo(("a", "b"), "float32")
+    roundtrip(mod)
+
+
+def test_block_builder_modules_round_trip_with_duplicate_names():
+    x = Var("x", TensorStructInfo((2, 2), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(op.exp(x), "x")  # same name hint as the parameter: printed as x_1
+            b = bb.emit(op.add(a, x), "x")
+            out = bb.emit_output(op.multiply(b, a))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    assert "x_1: " in mod.script() and "x1: " in mod.script()
+    roundtrip(mod)
+
+
+def test_non_dataflow_blocks_and_tuple_unpacking():
+    text = '''
+@R.function
+def f(x: R.Tensor((6,), "float32")):
+    parts = R.split(x, 2)
+    a, b = parts
+    with R.dataflow():
+        c = R.add(a, b)
+        R.output(c)
+    d = R.multiply(c, c)
+    return d
+'''
+    f = from_source(text)
+    assert len(f.body.blocks) == 3
+    roundtrip(f)
+
+
+ERRORS = [
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    return y\n", 2, r"undefined variable 'y'"),
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    y = R.frobnicate(x)\n    return y\n", 2,
+     r"unknown op R.frobnicate"),
+    ("def f(x):\n    return x\n", 1, r"parameter 'x' of f needs a struct info annotation"),
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    with R.dataflow():\n        y = R.exp(x)\n    return y\n", 3,
+     r"must end with R.output"),
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    return x\n    y = x\n", 3, r"statements after return"),
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    y: R.Tensor((3,), \"float32\") = R.exp(x)\n    return y\n", 2,
+     r"annotation R.Tensor\(\(3,\), dtype=\"float32\"\) does not match"),
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    y = R.add(x, R.const([1.0, 2.0, 3.0], \"float32\"))\n"
+     "    return y\n", 2, r"relax.add: cannot broadcast shapes \(2,\) and \(3,\)"),
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    y = R.sum(x, axes=0)\n    return y\n", 2,
+     r"relax.sum: unknown attribute 'axes'"),
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    y = cls.g(x)\n    return y\n", 2, r"need an @I.ir_module"),
+    ("def f(x: R.Tensor((2,), \"floa32\")):\n    return x\n", 1, r"unknown dtype 'floa32'"),
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    y = R.exp(x\n    return y\n", 2, r"invalid syntax"),
+    ("def f(x: R.Tensor((2,), \"float32\")) -> R.Tensor((2,), \"int32\"):\n    return x\n", 1,
+     r"returns R.Tensor\(\(2,\), dtype=\"float32\"\) but is annotated"),
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    if x:\n        y = x\n    return x\n", 2,
+     r"unsupported statement .*expected an assignment"),
+    ("x = 1\n", 1, r"expected an @I.ir_module class or an @R.function"),
+]
+
+
+@pytest.mark.parametrize("text,line,message", ERRORS)
+def test_parse_errors_give_line_and_column_and_what_was_expected(text, line, message):
+    with pytest.raises(ParseError) as info:
+        from_source("@R.function\n" + text if text.startswith("def") else text)
+    msg = str(info.value)
+    expected_line = line + 1 if text.startswith("def") else line
+    assert re.match(rf"<string>:{expected_line}:\d+: ", msg), msg
+    assert re.search(message, msg), msg
+
+
+def test_module_errors():
+    with pytest.raises(ParseError, match=r"call to unknown function cls.g \(the module defines: f\)"):
+        from_source("@I.ir_module\nclass M:\n    @R.function\n    def f(x: R.Tensor((2,), 'float32')):\n"
+                    "        y = cls.g(x)\n        return y\n")
+    with pytest.raises(ParseError, match=r"function 'f' is defined twice"):
+        from_source("@I.ir_module\nclass M:\n    @R.function\n    def f(x: R.Tensor((2,), 'float32')):\n"
+                    "        return x\n    @R.function\n    def f(x: R.Tensor((2,), 'float32')):\n        return x\n")
+
+
+def test_module_interface():
+    mod = IRModule({"main": Tiny["main"]})
+    assert "main" in mod and mod.get_global_var("main").name_hint == "main"
+    mod2 = mod.with_attrs({"param_num": 2})
+    assert mod2.attrs == {"param_num": 2} and mod.attrs == {}
+    mod2["other"] = Tiny["main"]
+    assert list(mod2) == ["main", "other"] and "other" not in mod
+    with pytest.raises(KeyError, match=r"no function 'nope' \(it has: main, other\)"):
+        mod2["nope"]
+    with pytest.raises(TypeError, match="expected a relax Function"):
+        mod2["bad"] = 3
+    assert isinstance(R.Object, ObjectStructInfo)
