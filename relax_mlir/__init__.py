@@ -5,3 +5,29 @@ from .interpreter import interpret
 from .ir import *  # noqa: F401,F403
 
 __version__ = "0.1.0"
+
+
+# The MLIR backend is imported on first use: loading MLIR's bindings costs about 0.4 s.
+def to_mlir(mod, stage: str = "relax", function=None, options=None) -> str:
+    """MLIR text of ``mod`` at ``stage`` (relax, linalg, fused, scheduled, bufferized, llvm); see
+    :mod:`relax_mlir.backend.build`."""
+    from .backend.build import to_mlir as _to_mlir
+
+    return _to_mlir(mod, stage, function, options)
+
+
+def compile(mod, target: str = "cpu", opt_level: int = 2, options=None):  # noqa: A001 - TVM's name (relax.build)
+    """Compile every function of ``mod`` to native code: an ``Executable`` for :class:`VirtualMachine`."""
+    from .backend.build import build
+
+    return build(mod, target, opt_level, options)
+
+
+build = compile  # TVM spells it relax.build
+
+
+def VirtualMachine(ex, device=None):  # noqa: N802 - TVM's name; a function so that MLIR loads lazily
+    """Run an ``Executable``: ``VirtualMachine(ex)["main"](*arrays)``; see :mod:`relax_mlir.backend.build`."""
+    from .backend.build import VirtualMachine as _VM
+
+    return _VM(ex, device)

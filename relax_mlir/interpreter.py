@@ -26,6 +26,7 @@ from .ir.printer import format_struct_info
 from .ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                              TensorStructInfo, TupleStructInfo)
 from .ir.sym import SymDim
+from .op.registry import substitute_attrs
 
 Value = Any  # np.ndarray | tuple | int | float | str | _Closure
 
@@ -231,7 +232,7 @@ class _Frame:
                 raise InterpreterError(f"{self.name}: {callee} is called but is {_describe(closure)}")
             return self.interp._apply(closure.func, closure.name, args, closure.env)
         try:
-            return _as_value(callee.reference(*args, **call.attrs))
+            return _as_value(callee.reference(*args, **substitute_attrs(call.attrs, self.sizes)))
         except Exception as exc:  # name the op and the binding: a bare NumPy error says neither
             raise InterpreterError(f"{self.name}: {callee.name} failed on "
                                    f"{', '.join(_describe(a) for a in args)}: {exc}") from exc

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Optional, Sequence, Union
 
 from . import op
 from .ir import BlockBuilder, IRModule, TensorStructInfo, Var
@@ -36,3 +36,33 @@ def mlp(batch: Union[int, str, Dim] = 64, sizes: Sequence[int] = (64, 128, 128, 
             out = bb.emit_output(h, "out")
         bb.emit_func_output(out)
     return bb.get().with_attrs({"param_num": len(params), "state_num": 0})
+
+
+def deep_mlp(n_layers: int, width: int = 32, batch: int = 16, segments: Optional[int] = None,
+             dtype: str = "float32") -> IRModule:
+    """``f(x, w0, ..., w{N-1}) = sum(relu(...relu(x @ w0)... @ w{N-1}))``, a stack of N equal layers.
+
+    ``segments=0`` builds it plainly; otherwise the layers are checkpointed with ``checkpoint_sequential``
+    (``None``: about sqrt(N) segments). Used to show what gradient checkpointing saves.
+    """
+    from .training.checkpoint import checkpoint_sequential
+
+    x = Var("x", TensorStructInfo((batch, width), dtype))
+    ws = [Var(f"w{i}", TensorStructInfo((width, width), dtype)) for i in range(n_layers)]
+
+    def layer(w: Var):
+        return lambda bb, h: bb.emit(op.nn.relu(op.matmul(h, w)))
+
+    layers = [layer(w) for w in ws]
+    bb = BlockBuilder()
+    with bb.function("f", [x, *ws]):
+        with bb.dataflow():
+            if segments == 0:
+                h = x
+                for fn in layers:
+                    h = fn(bb, h)
+            else:
+                h = checkpoint_sequential(bb, layers, x, segments)
+            out = bb.emit_output(op.sum(h))
+        bb.emit_func_output(out)
+    return bb.get()

@@ -39,6 +39,7 @@ class _FunctionFrame:
         self.pure = pure
         self.blocks: list[BindingBlock] = []
         self.names: dict[str, int] = {}
+        self.emitted: dict[Expr, Var] = {}  # nested expressions already bound, by identity
 
 
 class BlockBuilder:
@@ -128,6 +129,8 @@ class BlockBuilder:
 
     def _begin(self, dataflow: bool) -> None:
         self._bindings, self._dataflow = [], dataflow
+        if self._func is not None:
+            self._func.emitted = {}  # a block's dataflow variables are not visible in the next one
 
     def _end(self) -> BindingBlock:
         bindings = self._bindings or []
@@ -214,10 +217,15 @@ class BlockBuilder:
         raise TypeError(f"BlockBuilder.normalize: unknown expression type {type(expr).__name__}")
 
     def _normalize_arg(self, expr: Expr) -> Expr:
-        expr = self.normalize(expr)
-        if isinstance(expr, (Call, TupleGetItem)) and self._func is not None:
-            return self.emit(expr)
-        return expr
+        # The same nested expression object used twice (a rule reusing a mask, say) is bound once.
+        if self._func is not None and expr in self._func.emitted:
+            return self._func.emitted[expr]
+        normalized = self.normalize(expr)
+        if isinstance(normalized, (Call, TupleGetItem)) and self._func is not None:
+            var = self.emit(normalized)
+            self._func.emitted[expr] = var
+            return var
+        return normalized
 
     def _normalize_call(self, call: Call) -> Call:
         args = [self._normalize_arg(a) for a in call.args]

@@ -6,8 +6,8 @@ sizes)`` binds the size variables of a call's attributes before its reference ru
 """
 
 from . import binary, create, grad, linalg, manipulate, nn, reduce, unary
-from .registry import (NOT_DIFFERENTIABLE, REQUIRED, BadSample, Op, Sample, get_op, list_ops, register,
-                       substitute_attrs)
+from .registry import (NOT_DIFFERENTIABLE, REQUIRED, SECOND_ORDER_UNSUPPORTED, BadSample, Op, Sample, get_op,
+                       list_ops, register, substitute_attrs)
 
 # Re-export the top-level ops (relax.add, relax.sum, ...) by their short names.
 for _family in (unary, binary, create, reduce, manipulate, linalg):

@@ -1,11 +1,20 @@
-"""Binary elementwise ops with NumPy broadcasting (one line each through :func:`binary`), and ``where``."""
+"""Binary elementwise ops with NumPy broadcasting (one line each through :func:`binary`), and ``where``.
+
+Gradient rules are ``grad(a, b, g, y) -> (a_grad, b_grad)`` on the broadcast shape; :func:`binary` sums each
+down to its operand's shape (only where broadcasting made it bigger) and gives integer operands no gradient.
+Ties follow TVM: ``maximum`` gives the gradient to ``x1`` where ``x1 == x2``, ``minimum`` to ``x2``.
+"""
 
 from __future__ import annotations
+
+from typing import Callable, Optional
 
 import numpy as np
 
 from ..ir.dtype import is_bool, is_float
+from ..ir.expr import Constant, const
 from ..ir.struct_info import TensorStructInfo
+from . import grad_utils as gu
 from .common import broadcast_shapes, require_same_dtype
 from .registry import NOT_DIFFERENTIABLE, BadSample, Op, Sample, fail, register
 
@@ -54,13 +63,26 @@ def _arith_ref(fn):
     return ref
 
 
-def binary(name: str, fn, kind: str = "arith", doc: str = "", low: float = -2.0, high: float = 2.0) -> Op:
+def _binary_rule(rule: Callable) -> Callable:
+    def gradient(orig, call, grad):
+        a, b = call.args
+        if not gu.is_float_expr(orig):
+            return [None, None]
+        grads = rule(a, b, grad, orig)
+        return [None if d is None or not gu.is_float_expr(x) else gu.unbroadcast(d, x.struct_info)
+                for x, d in zip((a, b), grads)]
+    return gradient
+
+
+def binary(name: str, fn, kind: str = "arith", doc: str = "", low: float = -2.0, high: float = 2.0,
+           grad: Optional[Callable] = None) -> Op:
     """Register ``relax.<name>``: ``kind`` is ``"arith"`` (numeric, same dtype out), ``"float"`` (float
-    only), or ``"compare"`` (any dtype, bool out, not differentiable). ``low``/``high``: the samples' domain."""
+    only), or ``"compare"`` (any dtype, bool out, not differentiable). ``low``/``high``: the samples' domain.
+    ``grad(a, b, g, y)`` is the gradient rule (see the module docstring)."""
     return register(Op(
         name=f"relax.{name}", inputs=("x1", "x2"), infer=_binary_infer(kind),
         reference=(lambda a, b: np.asarray(fn(a, b))) if kind == "compare" else _arith_ref(fn),
-        gradient=NOT_DIFFERENTIABLE if kind == "compare" else None,
+        gradient=NOT_DIFFERENTIABLE if kind == "compare" else None if grad is None else _binary_rule(grad),
         samples=_samples(kind, low, high), bad_samples=_bad(kind), doc=doc or f"Elementwise {name} with broadcasting."))
 
 
@@ -75,15 +97,35 @@ def _floor_divide(a, b):
     return np.floor_divide(a, b) if np.issubdtype(a.dtype, np.integer) else np.floor(a / b)
 
 
-add = binary("add", np.add)
-subtract = binary("subtract", np.subtract)
-multiply = binary("multiply", np.multiply)
+def _zero(g):
+    return gu.scalar(0, g)
+
+
+def _power_grad(a, b, g, y):
+    """``d/da a^b = b a^(b-1)``, ``d/db a^b = log(a) a^b`` (real only for a > 0). A constant exponent is
+    lowered by one at compile time, and ``a^1`` is ``a``."""
+    from .unary import log
+
+    if isinstance(b, Constant):
+        lowered = np.asarray(b.data) - 1
+        da = b * a if np.all(lowered == 1) else b * power(a, const(lowered, gu.sinfo_of(b).dtype))
+    else:
+        da = b * power(a, b - gu.scalar(1, b))
+    return g * da, g * y * log(a)
+
+
+add = binary("add", np.add, grad=lambda a, b, g, y: (g, g))
+subtract = binary("subtract", np.subtract, grad=lambda a, b, g, y: (g, -g))
+multiply = binary("multiply", np.multiply, grad=lambda a, b, g, y: (g * b, g * a))
 divide = binary("divide", _divide, doc="Elementwise division; on integers it truncates toward zero.",
-                low=0.5, high=3.0)
-floor_divide = binary("floor_divide", _floor_divide, low=0.5, high=3.0)
-power = binary("power", np.power, kind="float", low=0.5, high=2.0)
-maximum = binary("maximum", np.maximum)
-minimum = binary("minimum", np.minimum)
+                low=0.5, high=3.0, grad=lambda a, b, g, y: (g / b, -(g * y / b)))
+# Piecewise constant in both operands: no gradient.
+floor_divide = binary("floor_divide", _floor_divide, low=0.5, high=3.0, grad=lambda a, b, g, y: (None, None))
+power = binary("power", np.power, kind="float", low=0.5, high=2.0, grad=_power_grad)
+maximum = binary("maximum", np.maximum, grad=lambda a, b, g, y: (  # ties go to x1
+    where(less(a, b), _zero(g), g), where(greater_equal(a, b), _zero(g), g)))
+minimum = binary("minimum", np.minimum, grad=lambda a, b, g, y: (  # ties go to x2
+    where(greater_equal(a, b), _zero(g), g), where(less(a, b), _zero(g), g)))
 equal = binary("equal", np.equal, kind="compare")
 not_equal = binary("not_equal", np.not_equal, kind="compare")
 less = binary("less", np.less, kind="compare")
@@ -101,9 +143,19 @@ def _where_infer(args, attrs):
     return TensorStructInfo(broadcast_shapes(cond.shape, a.shape, b.shape), dtype, ndim)
 
 
+def _where_grad(orig, call, grad):
+    cond, a, b = call.args
+    if not gu.is_float_expr(orig):
+        return [None, None, None]
+    zero = _zero(grad)
+    return [None, gu.unbroadcast(where(cond, grad, zero), a.struct_info),
+            gu.unbroadcast(where(cond, zero, grad), b.struct_info)]
+
+
 where = register(Op(
     name="relax.where", inputs=("condition", "x1", "x2"), infer=_where_infer,
-    reference=lambda c, a, b: np.where(c, a, b).astype(np.result_type(a, b)),
+    reference=lambda c, a, b: np.where(c, a, b).astype(np.result_type(a, b)), gradient=_where_grad,
+    no_grad_inputs=("condition",),
     samples=[Sample([_T((3, 4), "bool"), _T((3, 4), "float32"), _T((3, 4), "float32")]),
              Sample([_T((3, 1), "bool"), _T((4,), "float64"), _T((), "float64")]),
              Sample([_T(("n", 4), "bool"), _T(("n", 4), "int32"), _T((4,), "int32")])],

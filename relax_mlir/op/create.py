@@ -1,5 +1,9 @@
 """Tensor creation: zeros, ones, full (from a shape attribute, no tensor inputs), their ``*_like``
-variants, triu/tril, and arange."""
+variants, triu/tril, and arange.
+
+Gradients: the ops without inputs have none to give (``[]``); the ``*_like`` ops' results do not depend on
+the input's values (``[None]``); triu/tril pass the same triangle of the adjoint back.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import numpy as np
 
 from ..ir.dtype import check_dtype, is_bool, is_int, to_numpy
 from ..ir.struct_info import TensorStructInfo
+from . import grad_utils as gu
 from .common import canonical_dtype, fmt, is_int_value, shape_attr
 from .registry import REQUIRED, BadSample, Op, Sample, fail, register
 
@@ -61,11 +66,19 @@ def _constant_bad(extra: dict) -> list[BadSample]:
             BadSample([], {"shape": ("n +",), "dtype": "float32", **extra}, r"malformed dimension")]
 
 
+def _no_inputs(orig, call, grad):
+    return []
+
+
+def _value_independent(orig, call, grad):
+    return [None]
+
+
 _NO_DTYPE = BadSample([], {"shape": (2,), "dtype": None}, r"unknown dtype None")
 
 
 zeros = register(Op(
-    name="relax.zeros", inputs=(), attrs={"shape": REQUIRED, "dtype": REQUIRED},
+    name="relax.zeros", inputs=(), gradient=_no_inputs, attrs={"shape": REQUIRED, "dtype": REQUIRED},
     infer=_from_shape_infer, canonicalize=_zeros_ones_canon,
     reference=lambda shape, dtype: np.zeros(shape, to_numpy(dtype)),
     samples=_constant_samples({}),
@@ -73,7 +86,7 @@ zeros = register(Op(
     doc="A tensor of zeros: ``R.zeros((n, 4), \"float32\")``; the shape may name size variables."))
 
 ones = register(Op(
-    name="relax.ones", inputs=(), attrs={"shape": REQUIRED, "dtype": REQUIRED},
+    name="relax.ones", inputs=(), gradient=_no_inputs, attrs={"shape": REQUIRED, "dtype": REQUIRED},
     infer=_from_shape_infer, canonicalize=_zeros_ones_canon,
     reference=lambda shape, dtype: np.ones(shape, to_numpy(dtype)),
     samples=_constant_samples({}),
@@ -81,7 +94,7 @@ ones = register(Op(
     doc="A tensor of ones: ``R.ones((), \"float32\")``; the shape may name size variables."))
 
 full = register(Op(
-    name="relax.full", inputs=(), attrs={"shape": REQUIRED, "fill_value": REQUIRED, "dtype": None},
+    name="relax.full", inputs=(), gradient=_no_inputs, attrs={"shape": REQUIRED, "fill_value": REQUIRED, "dtype": None},
     infer=_from_shape_infer, canonicalize=_from_shape_canon, check_attrs=_check_fill,
     reference=lambda shape, fill_value, dtype: np.full(shape, fill_value, to_numpy(dtype or _fill_dtype(fill_value))),
     samples=_constant_samples({"fill_value": 1})
@@ -114,20 +127,22 @@ def _like_bad(extra: dict) -> list[BadSample]:
 
 
 zeros_like = register(Op(
-    name="relax.zeros_like", inputs=("x",), attrs={"dtype": None}, infer=_like_infer, canonicalize=canonical_dtype,
+    name="relax.zeros_like", inputs=("x",), gradient=_value_independent, attrs={"dtype": None}, infer=_like_infer,
+    canonicalize=canonical_dtype,
     reference=lambda x, dtype: np.zeros(x.shape, to_numpy(dtype) if dtype else x.dtype),
     samples=_like_samples({}), bad_samples=_like_bad({}),
     doc="Zeros with the shape of ``x`` and its dtype unless ``dtype`` is given."))
 
 ones_like = register(Op(
-    name="relax.ones_like", inputs=("x",), attrs={"dtype": None}, infer=_like_infer, canonicalize=canonical_dtype,
+    name="relax.ones_like", inputs=("x",), gradient=_value_independent, attrs={"dtype": None}, infer=_like_infer,
+    canonicalize=canonical_dtype,
     reference=lambda x, dtype: np.ones(x.shape, to_numpy(dtype) if dtype else x.dtype),
     samples=_like_samples({}), bad_samples=_like_bad({}),
     doc="Ones with the shape of ``x`` and its dtype unless ``dtype`` is given."))
 
 full_like = register(Op(
-    name="relax.full_like", inputs=("x",), attrs={"fill_value": REQUIRED, "dtype": None}, infer=_like_infer,
-    canonicalize=canonical_dtype, check_attrs=_check_fill,
+    name="relax.full_like", inputs=("x",), gradient=_value_independent, attrs={"fill_value": REQUIRED, "dtype": None},
+    infer=_like_infer, canonicalize=canonical_dtype, check_attrs=_check_fill,
     reference=lambda x, fill_value, dtype: np.full(x.shape, fill_value, to_numpy(dtype) if dtype else x.dtype),
     samples=_like_samples({"fill_value": 3}) + [Sample([_T((2, 2), "float16")], {"fill_value": -0.25})],
     bad_samples=_like_bad({"fill_value": 0})
@@ -152,8 +167,12 @@ def _tri_infer(args, attrs):
 
 
 def _triangle(name: str, fn, side: str) -> Op:
-    return register(Op(
+    def gradient(orig, call, grad):
+        return [gu.only_float(orig, op(grad, call.attrs["k"]))]
+
+    op = register(Op(
         name=f"relax.{name}", inputs=("x",), attrs={"k": 0}, infer=_tri_infer, check_attrs=_tri_check,
+        gradient=gradient,
         reference=lambda x, k: fn(x, k),
         samples=[Sample([_T((4, 4), "float32")]), Sample([_T((3, 5), "float64")], {"k": 1}),
                  Sample([_T((2, 4, 3), "int32")], {"k": -1}), Sample([_T(("n", 4), "float32")], {"k": 2}),
@@ -161,7 +180,9 @@ def _triangle(name: str, fn, side: str) -> Op:
         bad_samples=[BadSample([_T((4,), "float32")], {}, r"must have rank >= 2 .* got rank 1"),
                      BadSample([_T((4, 4), "float32")], {"k": 0.5}, r"k must be an int, got 0.5")],
         doc=f"Keep the {side} triangle of the last two dims (on and {'above' if side == 'upper' else 'below'} "
-            f"diagonal ``k``; ``k > 0`` is above the main diagonal) and zero the rest."))
+            f"diagonal ``k``; ``k > 0`` is above the main diagonal) and zero the rest. Its gradient is the "
+            f"same triangle of the adjoint."))
+    return op
 
 
 triu = _triangle("triu", np.triu, "upper")
@@ -209,7 +230,8 @@ def _arange_ref(start, end, step, dtype):
 
 
 arange = register(Op(
-    name="relax.arange", inputs=(), attrs={"start": REQUIRED, "end": None, "step": 1, "dtype": None},
+    name="relax.arange", inputs=(), gradient=_no_inputs,
+    attrs={"start": REQUIRED, "end": None, "step": 1, "dtype": None},
     infer=lambda args, attrs: _T((_arange_len(attrs["start"], attrs["end"], attrs["step"]),), attrs["dtype"]),
     canonicalize=_arange_canon, check_attrs=_arange_check, reference=_arange_ref,
     samples=[Sample([], {"start": 5}), Sample([], {"start": 2, "end": 11, "step": 3}),

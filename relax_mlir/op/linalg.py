@@ -1,4 +1,9 @@
-"""Linear algebra: ``matmul`` with NumPy's semantics (1-D operands, batched broadcasting)."""
+"""Linear algebra: ``matmul`` with NumPy's semantics (1-D operands, batched broadcasting).
+
+Its gradient is ``[g @ x2^T, x1^T @ g]`` on the last two axes, summed over broadcast batch dims; a 1-D
+operand is the row or column NumPy makes of it. With ``out_dtype`` the gradient is computed in the output's
+dtype and cast back to each operand's.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import numpy as np
 
 from ..ir.dtype import is_bool, is_float, to_numpy
 from ..ir.struct_info import TensorStructInfo
+from . import grad_utils as gu
 from .common import broadcast_shapes, canonical_dtype, check_dims_match, fmt, require_same_dtype
 from .registry import BadSample, InferError, Op, Sample, fail, register
 
@@ -46,9 +52,38 @@ def _matmul_ref(x1, x2, out_dtype):
     return np.asarray(np.matmul(x1.astype(wide), x2.astype(wide))).astype(out)
 
 
+def _matmul_vjp(a, b, g):
+    """The adjoints of ``a @ b`` before the batch dims are summed away (operands of ``g``'s dtype)."""
+    from . import expand_dims, multiply
+
+    na, nb = gu.sinfo_of(a).ndim, gu.sinfo_of(b).ndim
+    if na == 1 and nb == 1:  # dot product: g is 0-d
+        return multiply(g, b), multiply(g, a)
+    if na == 1:  # (k,) @ (..., k, m) -> (..., m): an outer product for b
+        row = expand_dims(g, -2)  # one expression object for both uses, should the builder share it
+        da = matmul(b, g) if nb == 2 else matmul(row, gu.transpose_last_two(b))
+        return da, multiply(expand_dims(a, 1), row)
+    if nb == 1:  # (..., n, k) @ (k,) -> (..., n)
+        db = matmul(g, a) if na == 2 else matmul(expand_dims(g, -2), a)
+        return multiply(expand_dims(g, -1), b), db
+    return matmul(g, gu.transpose_last_two(b)), matmul(gu.transpose_last_two(a), g)
+
+
+def _matmul_grad(orig, call, grad):
+    a, b = call.args
+    if not gu.is_float_expr(orig):
+        return [None, None]
+    if -1 in (gu.sinfo_of(a).ndim, gu.sinfo_of(b).ndim):
+        raise TypeError(f"relax.matmul gradient: the operands' ranks must be known, got {a.struct_info} "
+                        f"and {b.struct_info}")
+    grads = _matmul_vjp(gu.cast_like(a, grad), gu.cast_like(b, grad), grad)
+    return [gu.cast_like(gu.unbroadcast(d, x.struct_info), x) if gu.is_float_expr(x) else None
+            for x, d in zip((a, b), grads)]
+
+
 matmul = register(Op(
     name="relax.matmul", inputs=("x1", "x2"), attrs={"out_dtype": None}, infer=_matmul_infer,
-    canonicalize=lambda attrs: canonical_dtype(attrs, "out_dtype"), reference=_matmul_ref,
+    canonicalize=lambda attrs: canonical_dtype(attrs, "out_dtype"), reference=_matmul_ref, gradient=_matmul_grad,
     samples=[Sample([_T((2, 3), "float32"), _T((3, 4), "float32")]),
              Sample([_T((2, 3), "float64"), _T((3, 4), "float64")]),
              Sample([_T((2, 3), "float16"), _T((3, 4), "float16")]),

@@ -1,5 +1,9 @@
 """Shape manipulation: reshape, permute_dims, expand_dims, squeeze, flatten, broadcast_to, concat, split,
-take and strided_slice. Output dtypes equal the input's; shapes follow TVM Relax (NumPy where TVM does)."""
+take and strided_slice. Output dtypes equal the input's; shapes follow TVM Relax (NumPy where TVM does).
+
+Gradients move the adjoint back: reshaped, squeezed, inversely permuted, summed over broadcast axes,
+sliced at concat's boundaries, concatenated for split, scattered into zeros for take and strided_slice.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,13 @@ from typing import Optional
 import numpy as np
 
 from ..ir import sym
+from ..ir.expr import Tuple
 from ..ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..ir.sym import Dim, SymDim
+from . import grad_utils as gu
 from .common import (canonical_int_tuple, check_dims_match, fmt, int_tuple, is_int_value, normalize_axes,
                      normalize_axis, require_int, require_same_dtype, shape_attr)
-from .registry import REQUIRED, BadSample, Op, Sample, fail, register
+from .registry import REQUIRED, BadSample, Op, Sample, fail, get_op, register  # get_op: grad.py builds on us
 
 _T = TensorStructInfo
 # An end (or begin) at least this large means "to the end of the axis", as TVM users write 2**31 - 1.
@@ -58,6 +64,7 @@ def _reshape_infer(args, attrs):
 reshape = register(Op(
     name="relax.reshape", inputs=("x",), attrs={"shape": REQUIRED}, infer=_reshape_infer,
     canonicalize=_reshape_canon, check_attrs=_reshape_check, reference=lambda x, shape: x.reshape(shape),
+    gradient=gu.tensor_rule(lambda x, g, call: gu.reshape_like(g, x)),
     samples=[Sample([_T((2, 3), "float32")], {"shape": (3, 2)}),
              Sample([_T((2, 3, 4), "int32")], {"shape": (-1, 4)}),
              Sample([_T(("n", 28, 28), "float32")], {"shape": (-1, 784)}),
@@ -96,10 +103,15 @@ def _permute_infer(args, attrs):
     return _tensor_like(x, None if x.shape is None else tuple(x.shape[a] for a in axes), x.ndim)
 
 
+def _permute_grad(x, g, call):
+    inverse = call.attrs["axes"] and gu.inverse_permutation(call.attrs["axes"])  # None (reverse) is self-inverse
+    return g if inverse == tuple(range(gu.sinfo_of(x).ndim)) else permute_dims(g, inverse)
+
+
 permute_dims = register(Op(
     name="relax.permute_dims", inputs=("x",), attrs={"axes": None}, infer=_permute_infer,
     canonicalize=lambda attrs: canonical_int_tuple(attrs, "axes"),
-    reference=lambda x, axes: np.transpose(x, axes).copy(),
+    reference=lambda x, axes: np.transpose(x, axes).copy(), gradient=gu.tensor_rule(_permute_grad),
     samples=[Sample([_T((2, 3), "float32")]),
              Sample([_T((2, 3, 4), "float64")], {"axes": (1, 0, 2)}),
              Sample([_T(("n", 3, 4), "int32")], {"axes": (2, -3, 1)}),
@@ -126,6 +138,7 @@ expand_dims = register(Op(
     name="relax.expand_dims", inputs=("x",), attrs={"axis": REQUIRED}, infer=_expand_dims_infer,
     canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"),
     reference=lambda x, axis: np.expand_dims(x, axis),
+    gradient=gu.tensor_rule(lambda x, g, call: squeeze(g, call.attrs["axis"])),
     samples=[Sample([_T((2, 3), "float32")], {"axis": 0}),
              Sample([_T((2, 3), "int64")], {"axis": -1}),
              Sample([_T(("n", 3), "float32")], {"axis": (0, 3)}),
@@ -156,6 +169,7 @@ def _squeeze_infer(args, attrs):
 squeeze = register(Op(
     name="relax.squeeze", inputs=("x",), attrs={"axis": None}, infer=_squeeze_infer,
     canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"), reference=lambda x, axis: np.squeeze(x, axis),
+    gradient=gu.tensor_rule(lambda x, g, call: gu.reshape_like(g, x)),
     samples=[Sample([_T((1, 3, 1), "float32")]),
              Sample([_T((1, 3, 1), "int32")], {"axis": 2}),
              Sample([_T(("n", 1, 1), "float32")], {"axis": (1, -1)}),
@@ -176,6 +190,7 @@ def _flatten_infer(args, attrs):
 
 flatten = register(Op(
     name="relax.flatten", inputs=("x",), infer=_flatten_infer, reference=lambda x: x.reshape(-1),
+    gradient=gu.tensor_rule(lambda x, g, call: gu.reshape_like(g, x)),
     samples=[Sample([_T((2, 3, 4), "float32")]), Sample([_T(("n", 784), "float32")]),
              Sample([_T(("n", "m"), "int32")]), Sample([_T((), "float64")])],
     bad_samples=[BadSample([[_T((2,), "float32")]], {}, r"argument 'x' must be a tensor")],
@@ -205,6 +220,7 @@ broadcast_to = register(Op(
     name="relax.broadcast_to", inputs=("x",), attrs={"shape": REQUIRED}, infer=_broadcast_to_infer,
     canonicalize=lambda attrs: dict(attrs, shape=shape_attr(attrs["shape"])),
     reference=lambda x, shape: np.array(np.broadcast_to(x, shape)),
+    gradient=gu.tensor_rule(lambda x, g, call: gu.unbroadcast(g, x.struct_info)),
     samples=[Sample([_T((3, 1), "float32")], {"shape": (2, 3, 4)}),
              Sample([_T((), "float32")], {"shape": (3, 3)}),
              Sample([_T((4,), "int64")], {"shape": (2, 4)}),
@@ -253,9 +269,20 @@ def _concat_infer(args, attrs):
     return _T(tuple(out), dtype)
 
 
+def _concat_grad(orig, call, grad):
+    """Slice the adjoint at the input boundaries (of the flattened inputs when ``axis`` is None)."""
+    (tensors,), axis = call.args, call.attrs["axis"]
+    if not gu.is_float_expr(orig):
+        return [None]
+    sizes = [sym.product(gu.shape_of(t)) if axis is None else gu.shape_of(t)[axis] for t in tensors]
+    bounds = gu.piece_bounds(sizes, "relax.concat gradient")
+    pieces = [grad if len(bounds) == 1 else strided_slice(grad, (axis or 0,), (b,), (e,)) for b, e in bounds]
+    return [Tuple([gu.reshape_like(p, t) for p, t in zip(pieces, tensors)])]
+
+
 concat = register(Op(
     name="relax.concat", inputs=("tensors",), tuple_input=True, attrs={"axis": 0}, infer=_concat_infer,
-    reference=lambda tensors, axis: np.concatenate(tensors, axis=axis),
+    reference=lambda tensors, axis: np.concatenate(tensors, axis=axis), gradient=_concat_grad,
     samples=[Sample([[_T((2, 3), "float32"), _T((4, 3), "float32")]]),
              Sample([[_T((2, 3), "int32"), _T((2, 1), "int32"), _T((2, 2), "int32")]], {"axis": -1}),
              Sample([[_T(("n", 3), "float32"), _T(("m", 3), "float32")]], {"axis": 0}),
@@ -312,9 +339,16 @@ def _split_infer(args, attrs):
     return TupleStructInfo([_T(x.shape[:axis] + (s,) + x.shape[axis + 1:], x.dtype) for s in sizes])
 
 
+def _split_grad(orig, call, grad):
+    if not gu.is_float_expr(call.args[0]):
+        return [None]
+    pieces = list(grad.fields) if isinstance(grad, Tuple) else list(grad)
+    return [pieces[0] if len(pieces) == 1 else concat(pieces, call.attrs["axis"])]
+
+
 split = register(Op(
     name="relax.split", inputs=("x",), attrs={"indices_or_sections": REQUIRED, "axis": 0},
-    infer=_split_infer, canonicalize=_split_canon, check_attrs=_split_check,
+    infer=_split_infer, canonicalize=_split_canon, check_attrs=_split_check, gradient=_split_grad,
     reference=lambda x, indices_or_sections, axis: tuple(np.split(
         x, indices_or_sections if isinstance(indices_or_sections, int) else list(indices_or_sections), axis)),
     samples=[Sample([_T((4, 3), "float32")], {"indices_or_sections": 2}),
@@ -363,7 +397,9 @@ def _take_make(rng, sinfos, attrs):
 
 take = register(Op(
     name="relax.take", inputs=("x", "indices"), attrs={"axis": None}, infer=_take_infer,
-    reference=lambda x, indices, axis: np.take(x, indices, axis=axis),
+    reference=lambda x, indices, axis: np.take(x, indices, axis=axis), no_grad_inputs=("indices",),
+    gradient=gu.tensor_rule(lambda x, g, call: get_op("relax.grad.take_backward")(
+        g, call.args[1], call.attrs["axis"], gu.shape_of(x, "relax.take gradient"))),
     samples=[Sample([_T((5, 3), "float32"), _T((4,), "int64")], {"axis": 0}, make=_take_make),
              Sample([_T((2, 5, 3), "float64"), _T((2, 2), "int32")], {"axis": 1}, make=_take_make),
              Sample([_T((4, 3), "float32"), _T((), "int64")], {"axis": -1}, make=_take_make),
@@ -437,6 +473,8 @@ strided_slice = register(Op(
     name="relax.strided_slice", inputs=("x",),
     attrs={"axes": REQUIRED, "begin": REQUIRED, "end": REQUIRED, "strides": None},
     infer=_slice_infer, canonicalize=_slice_canon, check_attrs=_slice_check, reference=_slice_ref,
+    gradient=gu.tensor_rule(lambda x, g, call: get_op("relax.grad.strided_slice_backward")(
+        g, **call.attrs, shape=gu.shape_of(x, "relax.strided_slice gradient"))),
     samples=[Sample([_T((5, 6), "float32")], {"axes": (0,), "begin": (1,), "end": (4,)}),
              Sample([_T((5, 6), "int32")], {"axes": (1, 0), "begin": (0, -2), "end": (100, 5), "strides": (2, 1)}),
              Sample([_T((7,), "float64")], {"axes": (0,), "begin": (-1,), "end": (-100,), "strides": (-2,)}),

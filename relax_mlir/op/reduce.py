@@ -1,5 +1,12 @@
 """Reductions (one line each through :func:`reduction`): sum, mean, variance, max, min, prod; argmax and
-argmin; cumsum. ``axis=None`` reduces every axis; ``keepdims`` keeps reduced axes as size 1."""
+argmin; cumsum. ``axis=None`` reduces every axis; ``keepdims`` keeps reduced axes as size 1.
+
+Gradient rules are ``grad(x, y, g, call) -> x_grad`` with ``g`` already reshaped to broadcast against ``x``
+(the reduced axes put back as size 1). Conventions: ``max``/``min`` split the gradient evenly among the
+elements equal to the result (as TVM Relay's ``max`` gradient, JAX and ``torch.amax``); ``prod`` uses
+``y / x``, so it needs non-zero inputs (its samples avoid 0); ``variance`` is the population variance,
+``2/N * g * (x - mean(x))``.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,10 @@ import numpy as np
 from ..ir import sym
 from ..ir.dtype import is_bool, is_float, to_numpy
 from ..ir.struct_info import TensorStructInfo
-from .common import canonical_dtype, canonical_int_tuple, is_int_value, normalize_axes, normalize_axis
-from .registry import NOT_DIFFERENTIABLE, BadSample, Op, Sample, fail, register
+from . import grad_utils as gu
+from .common import (broadcast_shapes, canonical_dtype, canonical_int_tuple, fmt, is_int_value, normalize_axes,
+                     normalize_axis, shape_attr)
+from .registry import NOT_DIFFERENTIABLE, REQUIRED, BadSample, InferError, Op, Sample, fail, register
 
 _T = TensorStructInfo
 # This module defines ops named sum, max and min: its functions must not use those builtins
@@ -75,11 +84,22 @@ def _bad(float_only: bool) -> list[BadSample]:
     return out
 
 
+def _reduction_rule(rule):
+    def gradient(orig, call, grad):
+        (x,) = call.args
+        if not gu.is_float_expr(x):
+            return [None]
+        g = gu.unreduce(grad, x, call.attrs["axis"], call.attrs["keepdims"])
+        return [rule(x, gu.unreduce(orig, x, call.attrs["axis"], call.attrs["keepdims"]), g, call)]
+    return gradient
+
+
 def reduction(name: str, fn, *, float_only: bool = False, widen: bool = True, low: float = -2.0,
-              high: float = 2.0, doc: str = "") -> Op:
+              high: float = 2.0, doc: str = "", grad=None) -> Op:
     """Register ``relax.<name>(x, axis=None, keepdims=False)`` computing ``fn(x, axis=, keepdims=)``,
     with the input's dtype. ``float_only`` refuses integer inputs (mean, variance); ``widen`` computes in
-    float64/int64 before casting back (integer results wrap as the native reduction does)."""
+    float64/int64 before casting back (integer results wrap as the native reduction does). ``grad`` is the
+    gradient rule (see the module docstring)."""
     def infer(args, attrs):
         (x,) = args
         _check_numeric(x, float_only)
@@ -92,16 +112,44 @@ def reduction(name: str, fn, *, float_only: bool = False, widen: bool = True, lo
     return register(Op(
         name=f"relax.{name}", inputs=("x",), attrs={"axis": None, "keepdims": False}, infer=infer,
         canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"), check_attrs=_keepdims_check,
-        reference=ref, samples=_samples(float_only, low, high), bad_samples=_bad(float_only), doc=doc))
+        reference=ref, samples=_samples(float_only, low, high), bad_samples=_bad(float_only), doc=doc,
+        gradient=None if grad is None else _reduction_rule(grad)))
 
 
-sum = reduction("sum", np.sum, doc="Sum over ``axis``.")  # noqa: A001 - the op is called sum, as in TVM
-mean = reduction("mean", np.mean, float_only=True, doc="Arithmetic mean over ``axis`` (float inputs).")
-variance = reduction("variance", np.var, float_only=True,
+def _mean_grad(x, y, g, call):
+    return gu.broadcast_like(gu.scale_by_count(g, 1.0, gu.reduce_count(x, call.attrs["axis"])), x)
+
+
+def _variance_grad(x, y, g, call):
+    from . import subtract
+
+    axis = call.attrs["axis"]
+    centered = subtract(x, mean(x, axis, keepdims=True))
+    return gu.scale_by_count(g, 2.0, gu.reduce_count(x, axis)) * centered
+
+
+def _extremum_grad(x, y, g, call):
+    """Split ``g`` evenly among the elements equal to the result (ties share it)."""
+    from . import astype, equal, sum as reduce_sum
+
+    if gu.reduce_count(x, call.attrs["axis"]) == 1:  # nothing reduced: the identity
+        return gu.broadcast_like(g, x)
+    hit = astype(equal(x, y), gu.sinfo_of(x).dtype)
+    return hit * (g / reduce_sum(hit, call.attrs["axis"], keepdims=True))
+
+
+sum = reduction("sum", np.sum, doc="Sum over ``axis``.",  # noqa: A001 - the op is called sum, as in TVM
+                grad=lambda x, y, g, call: gu.broadcast_like(g, x))
+mean = reduction("mean", np.mean, float_only=True, doc="Arithmetic mean over ``axis`` (float inputs).",
+                 grad=_mean_grad)
+variance = reduction("variance", np.var, float_only=True, grad=_variance_grad,
                      doc="Population variance ``mean((x - mean(x))**2)`` over ``axis`` (float inputs), as TVM.")
-max = reduction("max", np.max, widen=False, doc="Maximum over ``axis``.")  # noqa: A001
-min = reduction("min", np.min, widen=False, doc="Minimum over ``axis``.")  # noqa: A001
-prod = reduction("prod", np.prod, low=0.5, high=1.5, doc="Product over ``axis``.")
+max = reduction("max", np.max, widen=False, grad=_extremum_grad,  # noqa: A001
+                doc="Maximum over ``axis``. Its gradient is shared evenly by the elements equal to the maximum.")
+min = reduction("min", np.min, widen=False, grad=_extremum_grad,  # noqa: A001
+                doc="Minimum over ``axis``. Its gradient is shared evenly by the elements equal to the minimum.")
+prod = reduction("prod", np.prod, low=0.5, high=1.5, grad=lambda x, y, g, call: g * y / x,
+                 doc="Product over ``axis``. Its gradient ``g * y / x`` assumes non-zero elements.")
 
 
 # -- argmax, argmin ----------------------------------------------------------------------------------------
@@ -173,9 +221,25 @@ def _cumsum_ref(x, axis, dtype, exclusive):
     return (out - data if exclusive else out).astype(dtype)
 
 
+def _cumsum_grad(orig, call, grad):
+    """The sum from each position to the end (the reversed running sum), as ``total - running sum``: an
+    inclusive scan's adjoint subtracts the exclusive scan of ``g`` and vice versa. Cast back to the input's
+    dtype; the flattened scan (``axis=None``) is reshaped back."""
+    from . import cumsum as scan, subtract, sum as reduce_sum
+
+    (x,) = call.args
+    if not (gu.is_float_expr(x) and gu.is_float_expr(orig)):
+        return [None]
+    axis = 0 if call.attrs["axis"] is None else call.attrs["axis"]
+    total = reduce_sum(grad, axis, keepdims=True)
+    back = subtract(total, scan(grad, axis, exclusive=not call.attrs["exclusive"]))
+    return [gu.cast_like(gu.reshape_like(back, x), x)]
+
+
 cumsum = register(Op(
     name="relax.cumsum", inputs=("x",), attrs={"axis": None, "dtype": None, "exclusive": False},
     infer=_cumsum_infer, canonicalize=canonical_dtype, check_attrs=_cumsum_check, reference=_cumsum_ref,
+    gradient=_cumsum_grad,
     samples=[Sample([_T((2, 3), "float32")]), Sample([_T((2, 3), "float64")], {"axis": 1}),
              Sample([_T((3, 4), "int32")], {"axis": 0, "exclusive": True}, low=-9, high=9),
              Sample([_T(("n", 4), "float32")], {"axis": -1, "dtype": "float64"}),
@@ -188,3 +252,54 @@ cumsum = register(Op(
                  BadSample([_T((3,), "float32")], {"dtype": "bool"}, r"cannot sum float32 into bool")],
     doc="Running sum along ``axis`` (``None``: of the flattened tensor, as TVM), in ``dtype`` (default the "
         "input's; the input is cast first). ``exclusive`` sums the elements before each position only."))
+
+
+# -- collapse_sum_to: the adjoint of broadcasting --------------------------------------------------------
+
+def collapse_axes(shape, target) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Axes of ``shape`` to sum so that it becomes ``target`` (NumPy broadcasting read backwards): the
+    leading axes ``target`` lacks, and the axes where ``target`` has 1 but ``shape`` does not."""
+    lead = len(shape) - len(target)
+    keep = tuple(i for i, t in enumerate(target) if t == 1 and shape[lead + i] != 1)
+    return tuple(range(lead)), tuple(lead + i for i in keep)
+
+
+def _collapse_infer(args, attrs):
+    (x,) = args
+    target = attrs["shape"]
+    if x.shape is not None:
+        if len(target) > len(x.shape):
+            fail(f"cannot collapse {fmt(x.shape)} to the longer shape {fmt(target)}")
+        try:
+            ok = broadcast_shapes(target, x.shape) == tuple(x.shape)
+        except InferError:
+            ok = False
+        if not ok:
+            fail(f"shape {fmt(target)} does not broadcast to the input's {fmt(x.shape)}")
+    return _T(target, x.dtype)
+
+
+def _collapse_ref(x, shape):
+    lead, ones = collapse_axes(x.shape, shape)
+    out = np.sum(_wide(x), axis=lead + ones, keepdims=True) if lead + ones else _wide(x)
+    return out.reshape(shape).astype(x.dtype)
+
+
+def _collapse_canon(attrs: dict) -> dict:
+    return {**attrs, "shape": shape_attr(attrs["shape"])}
+
+
+collapse_sum_to = register(Op(
+    name="relax.collapse_sum_to", inputs=("x",), attrs={"shape": REQUIRED}, infer=_collapse_infer,
+    canonicalize=_collapse_canon, reference=_collapse_ref,
+    gradient=lambda orig, call, grad: [gu.only_float(orig, gu.broadcast_like(grad, call.args[0]))],
+    samples=[Sample([_T((2, 3, 4), "float32")], {"shape": (3, 1)}),
+             Sample([_T((2, 3, 4), "float64")], {"shape": (4,)}),
+             Sample([_T((2, 3), "float32")], {"shape": (2, 3)}),
+             Sample([_T((2, 3), "float32")], {"shape": ()}),
+             Sample([_T(("n", 5), "float32")], {"shape": (5,)}),
+             Sample([_T(("n", 5), "int32")], {"shape": ("n", 1)})],
+    bad_samples=[BadSample([_T((2, 3), "float32")], {"shape": (4,)}, r"\(4,\) does not broadcast to"),
+                 BadSample([_T((3,), "float32")], {"shape": (1, 3)}, r"cannot collapse \(3,\) to the longer")],
+    doc="Sum ``x`` down to ``shape``, which must broadcast to ``x``'s shape: the adjoint of broadcasting, "
+        "used by gradients of broadcasting ops. Its own gradient broadcasts back."))

@@ -19,6 +19,9 @@ from ..ir.sym import Dim, SymDim
 
 REQUIRED = object()  # attribute default meaning "must be given"
 NOT_DIFFERENTIABLE = "not differentiable"  # gradient slot value for ops with integer/boolean outputs
+# Gradient slot value for ops that only appear inside gradients (``relax.grad.*_backward``): differentiating
+# them again (a second-order gradient) is not supported, and the Gradient pass says so.
+SECOND_ORDER_UNSUPPORTED = "second-order gradient not supported"
 
 
 class InferError(ValueError):
@@ -75,7 +78,14 @@ class Op:
       expected; the record prefixes its name.
     * ``reference(*arrays, **attrs)``: NumPy semantics, returning arrays of exactly the inferred dtype. Its
       attributes hold no size variables: callers bind them first with :func:`substitute_attrs`.
-    * ``gradient``: filled by the autodiff issue (``NOT_DIFFERENTIABLE`` for integer/boolean outputs).
+    * ``gradient(orig, call, grad) -> list``: the vector-Jacobian product. ``orig`` is the variable bound to the
+      call's result and ``grad`` its adjoint (same struct info; a ``Tuple`` expression for a tuple result).
+      It returns one entry per argument of the call: an expression with that argument's struct info (built
+      with op constructors; nested calls are fine, the Gradient pass binds them), a ``Tuple`` of such for a
+      tuple argument, or ``None`` where no gradient flows. ``NOT_DIFFERENTIABLE`` marks ops whose result
+      carries no gradient (integer or boolean outputs); ``None`` means no rule is written yet.
+    * ``no_grad_inputs``: names of inputs gradients never flow into (``where``'s condition, ``take``'s
+      indices); integer and boolean inputs never receive gradients either.
     * ``legalize``: filled by the MLIR backend issue; ``decompose``: for composites lowered through other ops.
     """
 
@@ -89,6 +99,7 @@ class Op:
     canonicalize: Optional[Callable[[dict], dict]] = None
     check_attrs: Optional[Callable[[dict], None]] = None
     gradient: Any = None
+    no_grad_inputs: tuple[str, ...] = ()
     legalize: Any = None
     decompose: Any = None
     pure: bool = True

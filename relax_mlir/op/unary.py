@@ -1,4 +1,10 @@
-"""Unary elementwise ops (one line each through :func:`unary`), ``astype`` and ``clip``."""
+"""Unary elementwise ops (one line each through :func:`unary`), ``astype`` and ``clip``.
+
+Gradient rules are ``grad(y, call, g) -> [x_grad]`` with ``y`` the result, ``call`` the call and ``g`` the
+result's adjoint; :func:`unary` skips them (no gradient) for integer and boolean inputs. Conventions at kinks:
+``abs'(0) = +1`` (TVM: ``where(x < 0, -1, 1)``), ``clip`` passes the gradient on its bounds
+(``min <= x <= max``, as PyTorch's clamp), ``floor``/``ceil`` have zero gradient (None).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import numpy as np
 
 from ..ir.dtype import is_bool, to_numpy
 from ..ir.struct_info import TensorStructInfo
+from . import grad_utils as gu
 from .common import canonical_dtype, np_erf, require_float
 from .registry import BadSample, InferError, Op, Sample, fail, register
 
@@ -55,38 +62,84 @@ def _default_bad(input_name: str, float_only: bool, allow_bool: bool) -> list[Ba
 def unary(name: str, fn, *, float_only: bool = True, allow_bool: bool = False, low: float = -2.0,
           high: float = 2.0, input_name: str = "x", attrs: Optional[dict] = None,
           check_attrs: Optional[Callable[[dict], None]] = None, samples: Sequence[Sample] = (),
-          bad_samples: Sequence[BadSample] = (), doc: str = "") -> Op:
+          bad_samples: Sequence[BadSample] = (), doc: str = "", grad: Optional[Callable] = None) -> Op:
     """Register an elementwise op ``relax.<name>`` whose output has the input's shape and dtype.
 
     ``fn(x, **attrs)`` computes it (in float64 when ``float_only``); ``input_name`` is the input's name
     (TVM's ``nn`` ops call it ``data``); ``attrs`` and ``check_attrs`` declare and validate attributes
-    (``leakyrelu``'s ``alpha``). ``samples``/``bad_samples`` add to the generated ones."""
+    (``leakyrelu``'s ``alpha``). ``samples``/``bad_samples`` add to the generated ones. ``grad(y, call, g)``
+    returns ``[x_grad]`` (see the module docstring); it only runs on float inputs."""
     return register(Op(
         name=f"relax.{name}", inputs=(input_name,), attrs=dict(attrs or {}), check_attrs=check_attrs,
+        gradient=None if grad is None else _float_input_rule(grad),
         infer=_unary_infer(input_name, float_only, allow_bool), reference=_compute(fn) if float_only else fn,
         samples=_default_samples(float_only, low, high) + list(samples),
         bad_samples=_default_bad(input_name, float_only, allow_bool) + list(bad_samples),
         doc=doc or f"Elementwise {name.split('.')[-1]}."))
 
 
+def _float_input_rule(rule: Callable) -> Callable:
+    def gradient(orig, call, grad):
+        return rule(orig, call, grad) if gu.is_float_expr(call.args[0]) else [None]
+    return gradient
+
+
 def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-abs = unary("abs", np.abs, float_only=False)  # noqa: A001 - the op is called abs, as in TVM
-negative = unary("negative", np.negative, float_only=False)
-exp = unary("exp", np.exp)
-log = unary("log", np.log, low=0.1, high=4.0)
-sqrt = unary("sqrt", np.sqrt, low=0.1, high=4.0)
-rsqrt = unary("rsqrt", lambda x: 1.0 / np.sqrt(x), low=0.1, high=4.0)
-sin = unary("sin", np.sin)
-cos = unary("cos", np.cos)
-tanh = unary("tanh", np.tanh)
-sigmoid = unary("sigmoid", _sigmoid)
-square = unary("square", np.square, float_only=False, low=-3, high=3)
-erf = unary("erf", np_erf)
-floor = unary("floor", np.floor)
-ceil = unary("ceil", np.ceil)
+def _abs_grad(y, call, g):
+    from .binary import less, where
+
+    x = call.args[0]
+    return [where(less(x, gu.scalar(0, x)), -g, g)]  # abs'(0) = +1, as TVM
+
+
+def _clip_grad(y, call, g):
+    """Pass ``g`` where ``min <= x <= max`` (on the bounds too, as PyTorch's clamp); an infinite bound
+    masks nothing and emits no comparison."""
+    from .binary import greater, less, where
+
+    x, zero = call.args[0], gu.scalar(0, g)
+    if call.attrs["max"] != math.inf:
+        g = where(greater(x, gu.scalar(call.attrs["max"], x)), zero, g)
+    if call.attrs["min"] != -math.inf:
+        g = where(less(x, gu.scalar(call.attrs["min"], x)), zero, g)
+    return [g]
+
+
+def _astype_grad(y, call, g):
+    """Cast the adjoint back to the input's dtype; no gradient into or out of integer and boolean values."""
+    x = call.args[0]
+    return [gu.cast_like(g, x) if gu.is_float_expr(x) and gu.is_float_expr(y) else None]
+
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def _one(y):
+    return gu.scalar(1, y)
+
+
+abs = unary("abs", np.abs, float_only=False, grad=_abs_grad)  # noqa: A001 - the op is called abs, as in TVM
+negative = unary("negative", np.negative, float_only=False, grad=lambda y, call, g: [-g])
+exp = unary("exp", np.exp, grad=lambda y, call, g: [g * y])
+log = unary("log", np.log, low=0.1, high=4.0, grad=lambda y, call, g: [g / call.args[0]])
+sqrt = unary("sqrt", np.sqrt, low=0.1, high=4.0,  # 1 / (2 sqrt(x)) = 0.5 / y
+             grad=lambda y, call, g: [g * gu.scalar(0.5, y) / y])
+rsqrt = unary("rsqrt", lambda x: 1.0 / np.sqrt(x), low=0.1, high=4.0,  # -0.5 x^(-3/2) = -0.5 y / x
+              grad=lambda y, call, g: [g * (y * gu.scalar(-0.5, y)) / call.args[0]])
+sin = unary("sin", np.sin, grad=lambda y, call, g: [g * cos(call.args[0])])
+cos = unary("cos", np.cos, grad=lambda y, call, g: [-(g * sin(call.args[0]))])
+tanh = unary("tanh", np.tanh, grad=lambda y, call, g: [g * (_one(y) - y * y)])
+sigmoid = unary("sigmoid", _sigmoid, grad=lambda y, call, g: [g * (y * (_one(y) - y))])
+square = unary("square", np.square, float_only=False, low=-3, high=3,
+               grad=lambda y, call, g: [g * (call.args[0] * gu.scalar(2, y))])
+erf = unary("erf", np_erf,  # 2/sqrt(pi) exp(-x^2)
+            grad=lambda y, call, g: [g * (gu.scalar(_TWO_OVER_SQRT_PI, y) * exp(-square(call.args[0])))])
+# Piecewise constant: the derivative is 0 almost everywhere (undefined at the steps), so no gradient flows.
+floor = unary("floor", np.floor, grad=lambda y, call, g: [None])
+ceil = unary("ceil", np.ceil, grad=lambda y, call, g: [None])
 
 
 def _astype_infer(args, attrs):
@@ -96,7 +149,7 @@ def _astype_infer(args, attrs):
 
 astype = register(Op(
     name="relax.astype", inputs=("x",), attrs={"dtype": "float32"}, infer=_astype_infer,
-    canonicalize=canonical_dtype,
+    canonicalize=canonical_dtype, gradient=_astype_grad,
     reference=lambda x, dtype: x.astype(to_numpy(dtype)),
     samples=[Sample([_T((2, 3), "float32")], {"dtype": "float64"}),
              Sample([_T(("n", 3), "float32")], {"dtype": "int32"}, low=-50, high=50),
@@ -125,10 +178,10 @@ def _clip_check(attrs):
 
 clip = register(Op(
     name="relax.clip", inputs=("x",), attrs={"min": -math.inf, "max": math.inf}, infer=_clip_infer,
-    check_attrs=_clip_check,
+    check_attrs=_clip_check, gradient=_float_input_rule(_clip_grad),
     reference=lambda x, min, max: np.clip(x, min, max).astype(x.dtype),
     samples=[Sample([_T((3, 4), "float32")], {"min": -0.5, "max": 1.0}),
              Sample([_T(("n",), "int32")], {"min": -2, "max": 3}, low=-6, high=6)],
     bad_samples=[BadSample([_T((3,), "float32")], {"min": 2.0, "max": 1.0}, r"min \(2.0\) must not exceed max"),
                  BadSample([_T((3,), "bool")], {"min": 0, "max": 1}, r"must be numeric")],
-    doc="Clamp every element to ``[min, max]``."))
+    doc="Clamp every element to ``[min, max]``; the gradient passes where ``min <= x <= max``."))

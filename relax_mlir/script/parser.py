@@ -50,6 +50,10 @@ class Parser:
         self.parsed: dict[str, Function] = {}
         self.in_progress: set[str] = set()
         self.in_module = False
+        # Nested calls in arguments are bound to fresh variables first (A-normal form, as Relax's normaliser
+        # does); they collect here until the statement that needed them is emitted.
+        self.hoisted: list = []
+        self.in_dataflow = False
 
     # -- errors -------------------------------------------------------------------------------------
     def span(self, node: ast.AST) -> Span:
@@ -187,7 +191,10 @@ class Parser:
                     raise self.error(stmts[i + 1], "statements after return")
                 if stmt.value is None:
                     raise self.error(stmt, "a Relax function must return a value")
+                self.hoisted, self.in_dataflow = [], False
                 result = self.expr(stmt.value, scope, sizes)
+                pending += self.hoisted
+                self.hoisted = []
                 if isinstance(result, (Call, TupleGetItem)):
                     var = Var("gv", result.struct_info, span=self.span(stmt))
                     pending.append(VarBinding(var, result, span=self.span(stmt)))
@@ -229,6 +236,12 @@ class Parser:
         return DataflowBlock(bindings)
 
     def assignment(self, stmt, scope: _Scope, sizes: "_Sizes", dataflow: bool, outputs: set) -> list:
+        self.hoisted, self.in_dataflow = [], dataflow
+        bindings = self._assignment(stmt, scope, sizes, dataflow, outputs)
+        hoisted, self.hoisted = self.hoisted, []
+        return hoisted + bindings
+
+    def _assignment(self, stmt, scope: _Scope, sizes: "_Sizes", dataflow: bool, outputs: set) -> list:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         if len(targets) != 1:
             raise self.error(stmt, "chained assignment is not supported")
@@ -294,9 +307,9 @@ class Parser:
                 return self.guard(node, lambda: _to_expr(self.env[node.id], node.id))
             raise self.error(node, f"undefined variable {node.id!r}")
         if isinstance(node, ast.Tuple):
-            return Tuple([self.expr(e, scope, sizes) for e in node.elts], span=self.span(node))
+            return Tuple([self.leaf(e, scope, sizes) for e in node.elts], span=self.span(node))
         if isinstance(node, ast.Subscript):
-            base = self.expr(node.value, scope, sizes)
+            base = self.leaf(node.value, scope, sizes)
             index = self.literal(node.slice)
             if not isinstance(index, int):
                 raise self.error(node.slice, "a tuple index must be an integer")
@@ -307,6 +320,25 @@ class Parser:
             return self.call(node, scope, sizes)
         raise self.error(node, f"unsupported expression {_kind(node)}; expected a variable, a tuple, t[i], "
                                "or a call of an R. op or cls. function")
+
+    def leaf(self, node: ast.AST, scope: _Scope, sizes: "_Sizes") -> Expr:
+        """An argument: a call or tuple item inside it is bound to a fresh variable first."""
+        e = self.expr(node, scope, sizes)
+        if isinstance(e, Tuple):
+            fields = [self.bind_fresh(f, scope) for f in e.fields]
+            return Tuple(fields, span=e.span) if any(a is not b for a, b in zip(fields, e.fields)) else e
+        return self.bind_fresh(e, scope)
+
+    def bind_fresh(self, e: Expr, scope: _Scope) -> Expr:
+        if not isinstance(e, (Call, TupleGetItem)):
+            return e
+        i, name = 0, "lv"
+        while name in scope.vars or any(b.var.name_hint == name for b in self.hoisted):
+            i += 1
+            name = f"lv{i}"
+        var = (DataflowVar if self.in_dataflow else Var)(name, e.struct_info, span=e.span)
+        self.hoisted.append(VarBinding(var, e, span=e.span))
+        return var
 
     def call(self, node: ast.Call, scope: _Scope, sizes: "_Sizes") -> Expr:
         name = _dotted(node.func)
@@ -332,16 +364,17 @@ class Parser:
         for i, a in enumerate(node.args):
             if i < n_in:
                 if op.tuple_input and i == 0 and isinstance(a, (ast.Tuple, ast.List)):
-                    args.append(Tuple([self.expr(e, scope, sizes) for e in a.elts], span=self.span(a)))
+                    args.append(Tuple([self.leaf(e, scope, sizes) for e in a.elts], span=self.span(a)))
                 else:
-                    args.append(self.expr(a, scope, sizes))
+                    args.append(self.leaf(a, scope, sizes))
             else:
                 args.append(self.literal(a, sizes))
         kwargs = {}
         for kw in node.keywords:
             if kw.arg is None:
                 raise self.error(kw, "**kwargs are not supported in op calls")
-            kwargs[kw.arg] = self.expr(kw.value, scope, sizes) if kw.arg in op.inputs else self.literal(kw.value, sizes)
+            kwargs[kw.arg] = self.leaf(kw.value, scope, sizes) if kw.arg in op.inputs \
+                else self.literal(kw.value, sizes)
 
         def build():
             tensors, attrs = op.bind_arguments(args, kwargs)
@@ -354,7 +387,7 @@ class Parser:
             raise self.error(node.func, f"cls.{name}: calls between functions need an @I.ir_module class")
         if node.keywords:
             raise self.error(node, f"cls.{name}: keyword arguments are not supported")
-        args = [self.expr(a, scope, sizes) for a in node.args]
+        args = [self.leaf(a, scope, sizes) for a in node.args]
         sig = self.signature(name, node.func)
         gvar = GlobalVar(name, sig)
         sinfo = self.guard(node, lambda: call_return_struct_info(name, sig, [a.struct_info for a in args]))
@@ -525,7 +558,7 @@ def _sp_str(p: Parser, node, scope, sizes):
 
 
 def _sp_tuple(p: Parser, node, scope, sizes):
-    return Tuple([p.expr(a, scope, sizes) for a in node.args], span=p.span(node))
+    return Tuple([p.leaf(a, scope, sizes) for a in node.args], span=p.span(node))
 
 
 def _sp_misplaced(what: str):

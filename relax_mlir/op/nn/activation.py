@@ -1,4 +1,9 @@
-"""Activations (``relax.nn.relu`` ... ``leakyrelu``, one line each through :func:`unary`) and softmax."""
+"""Activations (``relax.nn.relu`` ... ``leakyrelu``, one line each through :func:`unary`) and softmax.
+
+Gradient rules sit next to each record (``unary``'s ``grad=``, float inputs only); they take ``x`` from the call
+and, where it saves recomputation, the result ``y``: silu' = sigmoid(x) * (1 + x - y), softmax' uses y and
+log_softmax' exp(y).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,10 @@ import math
 
 import numpy as np
 
+from ... import op
 from ...ir.struct_info import TensorStructInfo
 from ..common import check_number, normalize_axis, np_erf, require_float
+from ..grad_utils import scalar
 from ..registry import BadSample, Op, Sample, register
 from ..unary import unary
 
@@ -15,23 +22,60 @@ _T = TensorStructInfo
 _F64 = np.float64
 
 
+def _relu_grad(y, call, g):
+    x = call.args[0]
+    return [op.where(op.less(x, scalar(0, x)), scalar(0, g), g)]  # relu'(0) = 1, as TVM
+
+
+def _silu_grad(y, call, g):
+    # silu' = s + x s (1 - s) = s (1 + x - y), with s = sigmoid(x) and y = x s
+    x = call.args[0]
+    return [g * op.sigmoid(x) * (scalar(1.0, x) + x - y)]
+
+
+def _gelu_grad(y, call, g):
+    # d/dx [x * Phi(x)] = Phi(x) + x * phi(x), with Phi the normal CDF and phi its density.
+    x = call.args[0]
+    cdf = scalar(0.5, x) + scalar(0.5, x) * op.erf(x * scalar(1.0 / math.sqrt(2.0), x))
+    pdf = op.exp(scalar(-0.5, x) * x * x) * scalar(1.0 / math.sqrt(2.0 * math.pi), x)
+    return [g * (cdf + x * pdf)]
+
+
+_C, _K = math.sqrt(2.0 / math.pi), 0.044715
+
+
+def _gelu_tanh_grad(y, call, g):
+    # 0.5 (1 + t) + 0.5 x (1 - t^2) u', with t = tanh(u) and u = C (x + K x^3)
+    x = call.args[0]
+    x2, one = x * x, scalar(1.0, x)
+    t = op.tanh(scalar(_C, x) * (x + scalar(_K, x) * x2 * x))
+    du = scalar(_C, x) * (one + scalar(3 * _K, x) * x2)
+    return [g * (scalar(0.5, x) * (one + t) + scalar(0.5, x) * x * (one - t * t) * du)]
+
+
+def _leakyrelu_grad(y, call, g):
+    x = call.args[0]
+    return [op.where(op.less(x, scalar(0, x)), g * scalar(call.attrs["alpha"], g), g)]  # slope 1 at 0, as relu
+
+
 relu = unary("nn.relu", lambda x: np.maximum(x, 0).astype(x.dtype), float_only=False, input_name="data",
+             grad=_relu_grad,
              doc="``max(x, 0)`` elementwise; integers allowed. Its gradient is ``where(x < 0, 0, g)`` (relu'(0) = 1).")
 silu = unary("nn.silu", lambda x: x * 0.5 * (1.0 + np.tanh(0.5 * x)),  # = x * sigmoid(x), without exp overflow
-             input_name="data", doc="``x * sigmoid(x)`` elementwise.")
-gelu = unary("nn.gelu", lambda x: 0.5 * x * (1.0 + np_erf(x / math.sqrt(2.0))), input_name="data",
+             input_name="data", grad=_silu_grad, doc="``x * sigmoid(x)`` elementwise.")
+gelu = unary("nn.gelu", lambda x: 0.5 * x * (1.0 + np_erf(x / math.sqrt(2.0))), input_name="data", grad=_gelu_grad,
              doc="GELU, exact erf form: ``0.5 * x * (1 + erf(x / sqrt(2)))``.")
 gelu_tanh = unary("nn.gelu_tanh",
                   lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
-                  input_name="data",
+                  input_name="data", grad=_gelu_tanh_grad,
                   doc="GELU, tanh approximation: ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``.")
 leakyrelu = unary(
     "nn.leakyrelu", lambda x, alpha: np.where(x >= 0, x, alpha * x), input_name="data", attrs={"alpha": 0.01},
-    check_attrs=lambda attrs: check_number(attrs, "alpha"),
+    check_attrs=lambda attrs: check_number(attrs, "alpha"), grad=_leakyrelu_grad,
     samples=[Sample([_T(("n", 5), "float64")], {"alpha": 0.2}), Sample([_T((2, 2, 2), "float16")], {"alpha": 0.5})],
     bad_samples=[BadSample([_T((3,), "int32")], {}, r"data must have a float dtype, got int32"),
                  BadSample([_T((3,), "float32")], {"alpha": "big"}, r"'alpha' must be a number")],
-    doc="``x if x >= 0 else alpha * x`` elementwise (float only).")
+    doc="``x if x >= 0 else alpha * x`` elementwise (float only); its gradient at 0 is 1, as relu's.")
 
 
 # -- Softmax ----------------------------------------------------------------------------------------------------------
@@ -50,7 +94,17 @@ def _log_softmax64(x: np.ndarray, axis: int) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
-def _softmax_op(name: str, fn, doc: str) -> Op:
+def _softmax_grad(orig, call, grad):
+    # y = softmax(x): x_grad = (g - sum(g * y, axis)) * y
+    return [(grad - op.sum(grad * orig, call.attrs["axis"], True)) * orig]
+
+
+def _log_softmax_grad(orig, call, grad):
+    # y = log_softmax(x): x_grad = g - exp(y) * sum(g, axis)
+    return [grad - op.exp(orig) * op.sum(grad, call.attrs["axis"], True)]
+
+
+def _softmax_op(name: str, fn, gradient, doc: str) -> Op:
     samples = [Sample([_T((2, 5), "float32")]), Sample([_T(("n", 4), "float32")], {"axis": 0}),
                Sample([_T((2, 3, 4), "float64")], {"axis": 1}), Sample([_T((3, "m"), "float16")], {"axis": -1}),
                Sample([_T((4,), "bfloat16")]), Sample([_T((2, 3), "float32")], low=-80.0, high=80.0)]
@@ -59,11 +113,11 @@ def _softmax_op(name: str, fn, doc: str) -> Op:
            BadSample([_T((), "float32")], {}, r"axis -1 is out of range for a tensor of rank 0")]
     return register(Op(name=f"relax.nn.{name}", inputs=("data",), attrs={"axis": -1}, infer=_softmax_infer,
                        reference=lambda x, axis: np.asarray(fn(x.astype(_F64), axis)).astype(x.dtype),
-                       samples=samples, bad_samples=bad, doc=doc))
+                       gradient=gradient, samples=samples, bad_samples=bad, doc=doc))
 
 
-softmax = _softmax_op("softmax", lambda v, axis: np.exp(_log_softmax64(v, axis)),
+softmax = _softmax_op("softmax", lambda v, axis: np.exp(_log_softmax64(v, axis)), _softmax_grad,
                       "``exp(x) / sum(exp(x), axis)``, computed stably (the max along ``axis`` is subtracted).")
-log_softmax = _softmax_op("log_softmax", _log_softmax64,
+log_softmax = _softmax_op("log_softmax", _log_softmax64, _log_softmax_grad,
                           "``x - log(sum(exp(x), axis))``, computed stably; the input of ``nll_loss``.")
 

@@ -2,6 +2,8 @@
 
 Window attributes are stored canonically, as TVM does (``padding=1`` is kept as ``(1, 1, 1, 1)``); pooling
 follows PyTorch for padding and ``ceil_mode``. References compute in float64 (int64 for integer convolution).
+Gradients: conv2d's data gradient is a ``conv2d_transpose``, its weight gradient a conv2d with the batch as
+the reduced axis (:func:`conv2d_weight_grad`); pooling's are ``relax.grad.*_pool2d_backward`` (backward.py).
 """
 
 from __future__ import annotations
@@ -10,12 +12,16 @@ from typing import Optional
 
 import numpy as np
 
+from ... import op
 from ...ir.dtype import from_numpy, is_bool, is_float, to_numpy
+from ...ir.expr import Expr
 from ...ir.struct_info import TensorStructInfo
 from ...ir.sym import Dim, exact_div
 from ..common import (canonical_dtype, check_bool, check_dims_match, is_int_value, require_float, require_ndim,
                       require_same_dtype)
+from ..grad_utils import sinfo_of
 from ..registry import BadSample, Op, Sample, fail, register
+from .grad_helpers import known_shape
 
 _T = TensorStructInfo
 _F64 = np.float64
@@ -134,13 +140,61 @@ def _conv2d_ref(data, weight, *, strides, padding, dilation, groups, out_dtype, 
     return np.einsum("ijngchw,gocij->ngohw", win, wgt).reshape(n, o, oh, ow).astype(out_dt)
 
 
+def conv2d_weight_grad(data: Expr, out_grad: Expr, weight: Expr, attrs: dict) -> Expr:
+    """conv2d's weight gradient ``dW[o, c, i, j] = sum_{n,y,x} dY[n, o, y, x] * Xpad[n, c, y*s + i*d, x*s + j*d]``
+    (within each group) as a conv2d: the batch becomes the reduced channel axis, ``out_grad`` the kernel, and
+    strides and dilation swap roles. Windows past the kernel's reach (a stride that skips the last rows) are
+    sliced off. With ``data`` and ``out_grad`` swapped it is conv2d_transpose's weight gradient too."""
+    n, _, h, w = known_shape(data, "relax.nn.conv2d")
+    oh, ow = known_shape(out_grad, "relax.nn.conv2d")[2:]
+    wo, wc, kh, kw = known_shape(weight, "relax.nn.conv2d")
+    g = attrs["groups"]
+    if g == 1:
+        x, k = op.permute_dims(data, (1, 0, 2, 3)), op.permute_dims(out_grad, (1, 0, 2, 3))
+    else:  # data (N, G*Cg, H, W) -> (Cg, G*N, H, W); out_grad (N, G*Og, OH, OW) -> (G*Og, N, OH, OW)
+        x = op.reshape(op.permute_dims(op.reshape(data, (n, g, wc, h, w)), (2, 1, 0, 3, 4)), (wc, g * n, h, w))
+        k = op.reshape(op.permute_dims(op.reshape(out_grad, (n, g, -1, oh, ow)), (1, 2, 0, 3, 4)), (wo, n, oh, ow))
+    dw = conv2d(x, k, strides=attrs["dilation"], padding=attrs["padding"], dilation=attrs["strides"], groups=g)
+    dw = op.permute_dims(dw, (1, 0, 2, 3))
+    if tuple(sinfo_of(dw).shape or ())[2:] != (kh, kw):
+        dw = op.strided_slice(dw, (2, 3), (0, 0), (kh, kw))
+    return dw
+
+
+def _output_padding(call, out_shape) -> tuple[int, int]:
+    """The ``output_padding`` that makes conv2d_transpose give back conv2d's input size: the rows (columns)
+    the last window did not reach, ``(in + pads - span) % stride``."""
+    (h, w), (kh, kw) = known_shape(call.args[0], call.op.name)[2:], known_shape(call.args[1], call.op.name)[2:]
+    pt, pl, pb, pr = call.attrs["padding"]
+    (sh, sw), (dh, dw) = call.attrs["strides"], call.attrs["dilation"]
+    rest = (h + pt + pb - dh * (kh - 1) - 1 - (out_shape[2] - 1) * sh,
+            w + pl + pr - dw * (kw - 1) - 1 - (out_shape[3] - 1) * sw)
+    if not all(isinstance(r, int) for r in rest):
+        raise TypeError(f"{call.op.name} gradient: the output padding {rest} depends on size variables")
+    return rest
+
+
+def _conv2d_grad(orig, call, grad):
+    from .conv_transpose import conv2d_transpose  # conv_transpose.py builds on this module
+
+    data, weight = call.args
+    dtype = sinfo_of(data).dtype
+    if not is_float(dtype):
+        return [None, None]
+    g = grad if sinfo_of(grad).dtype == dtype else op.astype(grad, dtype)  # out_dtype may differ
+    a = call.attrs
+    out_padding = _output_padding(call, known_shape(orig, call.op.name))
+    d_data = conv2d_transpose(g, weight, a["strides"], a["padding"], out_padding, a["dilation"], a["groups"])
+    return [d_data, conv2d_weight_grad(data, g, weight, a)]
+
+
 _CONV_ATTRS = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1, "data_layout": "NCHW",
                "kernel_layout": "OIHW", "out_layout": None, "out_dtype": None}
 _CONV_X = [_T((2, 3, 6, 6), "float32"), _T((4, 3, 3, 3), "float32")]
 
 conv2d = register(Op(
     name="relax.nn.conv2d", inputs=("data", "weight"), attrs=_CONV_ATTRS, infer=_conv2d_infer,
-    canonicalize=_conv2d_canon, reference=_conv2d_ref,
+    canonicalize=_conv2d_canon, reference=_conv2d_ref, gradient=_conv2d_grad,
     samples=[Sample([_T((2, 3, 6, 6), "float32"), _T((4, 3, 3, 3), "float32")]),
              Sample([_T(("n", 3, 7, 8), "float32"), _T((4, 3, 3, 2), "float32")],
                     {"strides": (2, 3), "padding": (1, 0, 2, 1), "dilation": 1}),
@@ -273,16 +327,30 @@ def _pool_bad(avg: bool) -> list[BadSample]:
     return out
 
 
+def _pool_grad(backward_name: str):
+    def gradient(orig, call, grad):
+        from . import backward  # backward.py builds on this module
+
+        data = call.args[0]
+        return [getattr(backward, backward_name)(grad, data, **call.attrs) if is_float(sinfo_of(data).dtype)
+                else None]
+    return gradient
+
+
 max_pool2d = register(Op(
     name="relax.nn.max_pool2d", inputs=("data",), attrs=_pool_attrs(avg=False), infer=_pool_infer(False),
-    canonicalize=_pool_canon, reference=_max_pool_ref,
+    canonicalize=_pool_canon, reference=_max_pool_ref, gradient=_pool_grad("max_pool2d_backward"),
     samples=_pool_samples(("float32", "float64", "int32"), avg=False), bad_samples=_pool_bad(avg=False),
-    doc=_POOL_DOC.format(kind="max", extra="Padding never wins the max. Integer data allowed.")))
+    doc=_POOL_DOC.format(kind="max", extra="Padding never wins the max. Integer data allowed. Gradient: each "
+                         "window's output gradient goes to its first maximum in row-major window order "
+                         "(``relax.grad.max_pool2d_backward``).")))
 
 avg_pool2d = register(Op(
     name="relax.nn.avg_pool2d", inputs=("data",), attrs=_pool_attrs(avg=True),
     infer=_pool_infer(True), canonicalize=_pool_canon, reference=_avg_pool_ref,
+    gradient=_pool_grad("avg_pool2d_backward"),
     samples=_pool_samples(("float32", "float16", "float64"), avg=True), bad_samples=_pool_bad(avg=True),
     doc=_POOL_DOC.format(kind="average", extra="The divisor counts the window's positions on the input, plus those "
-                         "on the padding with ``count_include_pad`` (never those past it in ceil mode). Float only.")))
+                         "on the padding with ``count_include_pad`` (never those past it in ceil mode). Float only. "
+                         "Gradient: ``relax.grad.avg_pool2d_backward``.")))
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import op
 from ...ir.dtype import to_numpy
 from ...ir.struct_info import TensorStructInfo
 from ..common import check_dims_match, fmt, is_int_value, require_float, require_int, require_ndim, require_same_dtype
 from ..registry import BadSample, Op, Sample, fail, register
+from .grad_helpers import count, known_shape
 
 _T = TensorStructInfo
 _F64 = np.float64
@@ -34,9 +36,17 @@ def _ce_ref(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.asarray(total / x.shape[0] if x.ndim > 1 else total).astype(x.dtype)
 
 
+def _ce_grad(orig, call, grad):
+    # [-g * y / N, -g * x / N] for rank > 1 (N = x.shape[0]); without the division for rank 1.
+    x, y = call.args
+    shape = known_shape(x, call.op.name)
+    scale = op.negative(grad) if len(shape) < 2 else op.negative(grad) / count(shape[:1], grad)
+    return [scale * y, scale * x]
+
+
 cross_entropy_with_logits = register(Op(
     name="relax.nn.cross_entropy_with_logits", inputs=("predictions", "labels"), infer=_ce_infer,
-    reference=_ce_ref,
+    reference=_ce_ref, gradient=_ce_grad,
     samples=[Sample([_T((4, 3), "float32"), _T((4, 3), "float32")]),
              Sample([_T(("n", 10), "float32"), _T(("n", 10), "float32")]),
              Sample([_T((5,), "float64"), _T((5,), "float64")]),
@@ -122,10 +132,16 @@ def _nll_make(rng, sinfos, attrs):
     return out
 
 
+def _nll_grad(orig, call, grad):
+    from .backward import nll_loss_backward  # backward.py builds on this module's helpers
+
+    return [nll_loss_backward(grad, *call.args, **call.attrs)] + [None] * (len(call.args) - 1)
+
+
 nll_loss = register(Op(
     name="relax.nn.nll_loss", inputs=("predictions", "targets", "weights"), num_optional=1,
     attrs={"reduction": "mean", "ignore_index": -100}, infer=_nll_infer, check_attrs=_nll_check,
-    reference=_nll_ref,
+    reference=_nll_ref, gradient=_nll_grad, no_grad_inputs=("targets", "weights"),
     samples=[Sample([_T((4, 5), "float32"), _T((4,), "int64")], make=_nll_make),
              Sample([_T(("n", 5), "float32"), _T(("n",), "int64"), _T((5,), "float32")], make=_nll_make),
              Sample([_T((2, 3, 4, 2), "float64"), _T((2, 4, 2), "int32"), _T((3,), "float64")],
@@ -147,4 +163,5 @@ nll_loss = register(Op(
         "((N, C, d1..dk) with targets (N, d1..dk), or (C,) with a 0-d target), optional per-class ``weights`` (C,). "
         "``out = -pred[n, t, ...] * weights[t]`` (0 where ``t == ignore_index``); ``reduction`` ``'none'`` keeps "
         "it, ``'sum'`` sums it, ``'mean'`` divides the sum by the sum of the weights of non-ignored targets "
-        "(NaN if all are ignored). Differentiable in ``predictions`` only: targets and weights get no gradient."))
+        "(NaN if all are ignored). Differentiable in ``predictions`` only (``relax.grad.nll_loss_backward``): "
+        "targets and weights get no gradient."))

@@ -1,14 +1,22 @@
 """Normalisation and dropout: ``relax.nn.batch_norm``, ``layer_norm`` (composites, decomposed before lowering)
-and ``dropout``. The batch-norm numerics follow ``shared/reference/training_semantics.md``."""
+and ``dropout``. The batch-norm numerics follow ``shared/reference/training_semantics.md``.
+
+Gradients go through the statistics: with ``xhat = (x - mean) * rstd`` over the reduced axes and
+``dxhat = g * gamma``, ``x_grad = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))``. Inference-mode
+batch norm uses fixed (moving) statistics, so its ``x_grad`` is just ``dxhat * rstd``.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ... import op
 from ...ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..common import (check_bool, check_dims_match, check_number, fmt, is_int_value, normalize_axes, normalize_axis,
                       require_float, require_ndim, require_same_dtype)
+from ..grad_utils import scalar
 from ..registry import BadSample, Op, Sample, fail, register
+from .grad_helpers import along, count, known_shape
 
 _T = TensorStructInfo
 _F64 = np.float64
@@ -61,12 +69,47 @@ def _bn_ref(data, gamma, beta, moving_mean, moving_var, *, axis, epsilon, center
     return y.astype(dt), new_mean.astype(dt), new_var.astype(dt)
 
 
+def _normalized_grad(dxhat, xhat, rstd, axes):
+    """The gradient through ``xhat = (x - mean(x)) * rstd(x)`` over ``axes`` (biased variance)."""
+    def avg(e):
+        return op.mean(e, axes, True)
+    return rstd * (dxhat - avg(dxhat) - xhat * avg(dxhat * xhat))
+
+
+def _bn_grad(orig, call, grad):
+    x, gamma, beta, moving_mean, moving_var = call.args
+    a = call.attrs
+    shape = known_shape(x, call.op.name)
+    axis = a["axis"] % len(shape)
+    others = tuple(i for i in range(len(shape)) if i != axis)
+    g, eps = grad[0], scalar(a["epsilon"], x)
+    if a["training"]:
+        xc = x - op.mean(x, others, True)
+        var = op.mean(xc * xc, others, True)
+    else:
+        xc, var = x - along(moving_mean, axis, shape), along(moving_var, axis, shape)
+    rstd = op.rsqrt(var + eps)
+    xhat = xc * rstd
+    dxhat = g * along(gamma, axis, shape) if a["scale"] else g
+    if a["training"]:
+        # new_mean = (1 - m) * moving_mean + m * mean(x); new_var likewise with the biased var(x)
+        d_stats = (along(grad[1], axis, shape) + scalar(2.0, x) * along(grad[2], axis, shape) * xc) \
+            * (scalar(a["momentum"], x) / count([shape[i] for i in others], x))
+        d_x = _normalized_grad(dxhat, xhat, rstd, others) + d_stats
+    else:
+        d_x = dxhat * rstd
+    d_gamma = op.sum(g * xhat, others) if a["scale"] else None
+    d_beta = op.sum(g, others) if a["center"] else None
+    return [d_x, d_gamma, d_beta, None, None]
+
+
 def _bn_args(data, c, dtype="float32"):
     return [_T(data, dtype)] + [_T((c,), dtype)] * 4
 
 
 batch_norm = register(Op(
-    name="relax.nn.batch_norm", inputs=_BN_INPUTS, infer=_bn_infer, reference=_bn_ref,
+    name="relax.nn.batch_norm", inputs=_BN_INPUTS, infer=_bn_infer, reference=_bn_ref, gradient=_bn_grad,
+    no_grad_inputs=("moving_mean", "moving_var"),
     attrs={"axis": 1, "epsilon": 1e-5, "center": True, "scale": True, "momentum": 0.1, "training": False},
     check_attrs=_norm_attrs_check,
     samples=[Sample(_bn_args((4, 3, 5, 5), 3), low=0.1),
@@ -87,7 +130,9 @@ batch_norm = register(Op(
         "Inference (``training=False``): normalise with the moving statistics and return them unchanged. "
         "Training: normalise with the batch mean and biased variance (``eps`` added before the sqrt) and return "
         "``(1 - momentum) * moving + momentum * batch_stat``. ``scale``/``center`` apply ``gamma``/``beta``. "
-        "Composite: decomposed before lowering."))
+        "Composite: decomposed before lowering. Gradient: ``data`` (through the batch statistics in training, "
+        "including their share in the new moving statistics), ``gamma`` and ``beta``; the moving statistics "
+        "are state and get none (as TVM's trainer, which never asks for them)."))
 
 
 def _ln_canon(attrs: dict) -> dict:
@@ -138,9 +183,37 @@ def _ln_ref(data, gamma, beta, *, axes, epsilon, center, scale):
     return y.astype(data.dtype)
 
 
+def _ln_grad(orig, call, grad):
+    x, gamma, beta = call.args
+    a = call.attrs
+    shape = known_shape(x, call.op.name)
+    listed = tuple(ax % len(shape) for ax in a["axes"])
+    axes = tuple(sorted(listed))
+    others = tuple(i for i in range(len(shape)) if i not in axes)
+    order = tuple(int(i) for i in np.argsort(listed))  # gamma's dims, sorted by the data axis they sit at
+    back = tuple(int(i) for i in np.argsort(order))
+
+    def permute(e, perm):
+        return e if perm == tuple(range(len(perm))) else op.permute_dims(e, perm)
+
+    def spread(p):  # gamma-shaped -> broadcastable against x
+        return op.reshape(permute(p, order), tuple(d if i in axes else 1 for i, d in enumerate(shape)))
+
+    def gather(e):  # x-shaped -> gamma-shaped
+        return permute(op.sum(e, others) if others else e, back)
+
+    xc = x - op.mean(x, axes, True)
+    rstd = op.rsqrt(op.mean(xc * xc, axes, True) + scalar(a["epsilon"], x))
+    xhat = xc * rstd
+    dxhat = grad * spread(gamma) if a["scale"] else grad
+    return [_normalized_grad(dxhat, xhat, rstd, axes), gather(grad * xhat) if a["scale"] else None,
+            gather(grad) if a["center"] else None]
+
+
 _LN_X = [_T((4, 6), "float32"), _T((6,), "float32"), _T((6,), "float32")]
 layer_norm = register(Op(
     name="relax.nn.layer_norm", inputs=("data", "gamma", "beta"), infer=_ln_infer, reference=_ln_ref,
+    gradient=_ln_grad,
     attrs={"axes": -1, "epsilon": 1e-5, "center": True, "scale": True}, canonicalize=_ln_canon, check_attrs=_ln_check,
     samples=[Sample([_T((4, 6), "float32"), _T((6,), "float32"), _T((6,), "float32")]),
              Sample([_T(("n", 3, 4), "float32"), _T((3, 4), "float32"), _T((3, 4), "float32")], {"axes": (-2, -1)}),
@@ -173,9 +246,14 @@ def _dropout_check(attrs: dict) -> None:
         fail("rate must be < 1 (a rate of 1 drops everything), got 1")
 
 
+def _dropout_grad(orig, call, grad):
+    # output = data * mask, whichever form made them; the mask output itself carries no gradient.
+    return [grad[0] * orig[1]]
+
+
 dropout = register(Op(
     name="relax.nn.dropout", inputs=("data",), attrs={"rate": 0.5}, infer=_dropout_infer,
-    check_attrs=_dropout_check,
+    check_attrs=_dropout_check, gradient=_dropout_grad,
     reference=lambda x, rate: (x.copy(), np.ones_like(x)),
     samples=[Sample([_T((3, 4), "float32")]), Sample([_T(("n", 8), "float32")], {"rate": 0.1}),
              Sample([_T((2, 2, 2), "float64")], {"rate": 0.0})],
@@ -183,5 +261,8 @@ dropout = register(Op(
                  BadSample([_T((3,), "float32")], {"rate": -0.1}, r"'rate' must be a number in \[0.0, 1.0\]"),
                  BadSample([_T((3,), "int32")], {}, r"data must have a float dtype, got int32")],
     doc="Dropout with probability ``rate`` (``0 <= rate < 1``); returns ``(output, mask)``, both of the data's "
-        "struct info. This reference is the inference form: the output is the data and the mask all ones. The "
-        "training form (a seeded random mask, output scaled by ``1 / (1 - rate)``) comes with MutateOpsForTraining."))
+        "struct info, with ``output == data * mask``: the mask is each element's factor, ``0`` where dropped and "
+        "``1 / (1 - rate)`` where kept (a kept element is scaled to keep the expected sum). This reference is the "
+        "inference form: the output is the data and the mask all ones. The training form (a seeded random mask) "
+        "comes with MutateOpsForTraining. Gradient: ``grad * mask``, i.e. ``grad * keep / (1 - rate)`` in "
+        "training and ``grad`` in inference; the mask output passes no gradient back."))

@@ -1,0 +1,113 @@
+"""Store booleans one per byte: rewrite ``memref<...xi1>`` to ``memref<...xi8>`` before the LLVM conversion.
+
+Why: in MLIR 22 (22.1.8 wheels, assertions on) ``finalize-memref-to-llvm`` aborts the whole process on any
+``memref.load``/``memref.store`` of ``i1`` (``Assertion `integralElementType.getWidth() >= 8' failed``).
+NumPy stores ``bool`` as one byte holding 0 or 1, which is exactly an ``i8`` memref, so after the linalg ops
+have become loops every ``i1`` memref is retyped to ``i8``, each load of it is followed by ``arith.trunci`` and
+each store is preceded by ``arith.extui``. Globals holding ``i1`` constants are rewritten the same way.
+
+Runs on memrefs after ``convert-linalg-to-loops`` and ``convert-vector-to-scf``; a *vector* access to an ``i1``
+memref (not produced by our schedules) is reported as unsupported rather than crashing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mlir import ir
+from mlir.dialects import arith
+
+_SCALAR_ACCESS = {"memref.load", "memref.store"}
+
+
+def _widen(t: ir.Type) -> ir.Type | None:
+    if isinstance(t, ir.MemRefType) and str(t.element_type) == "i1":
+        return ir.MemRefType.get(t.shape, ir.IntegerType.get_signless(8), t.layout, t.memory_space)
+    if isinstance(t, ir.UnrankedMemRefType) and str(t.element_type) == "i1":
+        return ir.UnrankedMemRefType.get(ir.IntegerType.get_signless(8), t.memory_space)
+    return None
+
+
+def _widen_function_type(op: ir.Operation) -> None:
+    ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+    inputs = [_widen(t) or t for t in ftype.inputs]
+    results = [_widen(t) or t for t in ftype.results]
+    op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
+
+
+def _widen_global(op: ir.Operation) -> None:
+    new = _widen(ir.TypeAttr(op.attributes["type"]).value)
+    if new is None:
+        return
+    op.attributes["type"] = ir.TypeAttr.get(new)
+    if "initial_value" in op.attributes:
+        text = str(op.attributes["initial_value"])
+        if text.startswith("dense"):
+            text = re.sub(r"\btrue\b", "1", re.sub(r"\bfalse\b", "0", text)).replace("xi1>", "xi8>")
+            text = text.replace("tensor<i1>", "tensor<i8>")
+            op.attributes["initial_value"] = ir.Attribute.parse(text)
+
+
+def _is_bool_access(op: ir.Operation) -> bool:
+    """A load of i1 (or a store of an i1 value) into a memref whose storage is now i8."""
+    value = op.results[0] if op.name == "memref.load" else op.operands[0]
+    return str(value.type) == "i1"
+
+
+def _bool_vector_on_bytes(op: ir.Operation) -> bool:
+    """A vector read or write of i1 data to a byte memref (a mask operand of i1 is fine)."""
+    if not any(isinstance(v.type, ir.MemRefType) and str(v.type.element_type) == "i8" for v in op.operands):
+        return False
+    data = op.results[0] if len(op.results) else op.operands[0]
+    return isinstance(data.type, ir.VectorType) and str(data.type.element_type) == "i1"
+
+
+def widen_bool_memrefs(module: ir.Module) -> int:
+    """Retype every ``i1`` memref of ``module`` to ``i8`` in place; returns how many values were retyped."""
+    retyped = 0
+    accesses: list[ir.Operation] = []
+    unsupported: list[str] = []
+
+    def retype(value: ir.Value) -> None:
+        nonlocal retyped
+        new = _widen(value.type)
+        if new is not None:
+            value.set_type(new)
+            retyped += 1
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.arguments:
+                    retype(arg)
+        for res in op.results:
+            retype(res)
+        if op.name in ("func.func", "llvm.func") and "function_type" in op.attributes:
+            _widen_function_type(op)
+        elif op.name == "memref.global":
+            _widen_global(op)
+        elif op.name in _SCALAR_ACCESS:  # operands may already be retyped (defined earlier): check after
+            accesses.append(op)
+        elif op.name.startswith("vector.") and _bool_vector_on_bytes(op):
+            unsupported.append(op.name)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if unsupported:
+        raise NotImplementedError(f"vector access to a boolean (i1) buffer: {sorted(set(unsupported))}")
+    i1, i8 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(8)
+    accesses = [op for op in accesses if _is_bool_access(op)]
+    for op in accesses:
+        if op.name == "memref.load":
+            op.results[0].set_type(i8)
+            with ir.InsertionPoint(op), op.location:
+                narrow = arith.TruncIOp(i1, op.results[0])
+            narrow.operation.move_after(op)
+            op.results[0].replace_all_uses_except(narrow.result, narrow.operation)
+        else:  # memref.store %value, %memref[...]
+            with ir.InsertionPoint(op), op.location:
+                wide = arith.ExtUIOp(i8, op.operands[0])
+            op.replace_uses_of_with(op.operands[0], wide.result)
+    if retyped or accesses:
+        module.operation.verify()
+    return retyped

@@ -1,0 +1,296 @@
+"""From a Relax module to text at any stage, and to native code: ``to_mlir``, ``compile``, ``VirtualMachine``.
+
+    text = relax_mlir.to_mlir(mod, stage="linalg")        # relax | linalg | fused | scheduled | bufferized | llvm
+    ex = relax_mlir.compile(mod, target="cpu", opt_level=2)
+    vm = relax_mlir.VirtualMachine(ex)
+    logits = vm["backbone"](x, w0, b0, w1, b1)             # NumPy in, NumPy out (nested tuples for tuples)
+
+Stages: ``relax`` is the export (``export.py``); ``linalg`` is after the lowering of every relax op
+(``legalize/``) and ``canonicalize,cse``; the later stages are the pipeline's (``pipeline.py``).
+
+Custom lowerings: a module that went through ``relax_mlir.transform.LegalizeOps(customize_legalize_map)``
+carries the map (by name, in the module attribute ``relax_mlir.legalize_map``; the rules themselves stay in this
+process's table), and every function here honours it: a listed op is lowered by the user's rule instead of its
+record's ``legalize``.
+
+Compiled modules are cached in-process by ``structural_hash`` of the module, the options and the identity of
+the lowering of every op it uses; a hit is confirmed with ``structural_equal``.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+from mlir import ir
+
+from ..ir.expr import Call, Function
+from ..ir.module import IRModule
+from ..ir.structural_equal import structural_equal, structural_hash
+from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..ir.sym import SymDim
+from ..ir.visitor import post_order_visit
+from ..op.registry import Op
+from .export import export, flatten_struct_info
+from .legalize import legalize_module
+from .pipeline import STAGES, PipelineOptions, lower_module, run_passes
+from .runtime import ArgumentError, CompiledModule, compile_module
+from .signature import FunctionSignature, TensorSpec
+
+__all__ = ["Executable", "VirtualMachine", "build", "to_mlir", "LEGALIZE_MAP_ATTR", "legalize_overrides"]
+
+EXPORT_STAGES = ("relax",) + STAGES
+from ..transform.legalize_ops import LEGALIZE_MAP_ATTR  # noqa: E402
+CLEANUP = "builtin.module(canonicalize,cse)"
+
+
+# --- custom lowerings ----------------------------------------------------------------------------------------
+def legalize_overrides(mod: IRModule) -> dict[str, Any]:
+    """The custom lowerings a module carries (``LegalizeOps``): op name -> rule."""
+    from ..transform.legalize_ops import lookup_rule
+
+    table = mod.attrs.get(LEGALIZE_MAP_ATTR) or {}
+    return {name: lookup_rule(token) for name, token in table.items()}
+
+
+# --- text at a stage -------------------------------------------------------------------------------------------
+def _options(options: Optional[PipelineOptions], opt_level: Optional[int] = None) -> PipelineOptions:
+    if options is None:
+        return PipelineOptions() if opt_level is None else PipelineOptions(opt_level=opt_level)
+    if not isinstance(options, PipelineOptions):
+        raise TypeError(f"options must be a PipelineOptions, got {type(options).__name__}")
+    return options
+
+
+def lower_to(mod: IRModule, stage: str, function: Optional[str] = None,
+             options: Optional[PipelineOptions] = None) -> ir.Module:
+    """The MLIR module of ``mod`` at ``stage`` (see the module docstring)."""
+    if stage not in EXPORT_STAGES:
+        raise ValueError(f"to_mlir: unknown stage {stage!r}; stages are {', '.join(EXPORT_STAGES)}")
+    overrides = legalize_overrides(mod)
+    module = export(mod, function, overrides)
+    if stage == "relax":
+        return module
+    options = _options(options)
+    with module.context, ir.Location.unknown():
+        legalize_module(module, overrides, [])
+        run_passes(module, CLEANUP, options)
+        module.operation.verify()
+        if stage != "linalg":
+            module = lower_module(module, stage, options)
+    return module
+
+
+def to_mlir(mod: IRModule, stage: str = "relax", function: Optional[str] = None,
+            options: Optional[PipelineOptions] = None) -> str:
+    """MLIR text of ``mod`` (all functions, or ``function`` and its callees) at ``stage``."""
+    return str(lower_to(mod, stage, function, options))
+
+
+# --- signatures ------------------------------------------------------------------------------------------------
+def _dim_text(d, fn_name: str, what: str) -> Any:
+    if isinstance(d, int):
+        return d
+    if isinstance(d, SymDim):
+        return str(d)
+    raise ValueError(f"{fn_name}: {what} has an unknown dimension")
+
+
+def signature_of(name: str, fn: Function) -> FunctionSignature:
+    """The runtime signature of a Relax function: flattened parameters (named ``x``, ``x[0]``) and results."""
+    params = []
+    for p in fn.params:
+        for pname, s in flatten_struct_info(p.struct_info, p.name_hint, name):
+            shape = [f"{pname}_{a}" if s.shape is None else _dim_text(d, name, pname)
+                     for a, d in enumerate(s.shape or [None] * s.ndim)]
+            params.append(TensorSpec(tuple(shape), _np_dtype(s.dtype), pname))
+    results = []
+    for rname, s in flatten_struct_info(fn.ret_struct_info, "result", name):
+        if s.shape is None:
+            raise ValueError(f"{name}: {rname} has an unknown shape ({s}); a compiled function must be able to "
+                             "allocate its results (annotate the return struct info)")
+        results.append(TensorSpec(tuple(_dim_text(d, name, rname) for d in s.shape), _np_dtype(s.dtype), rname))
+    try:
+        return FunctionSignature(name, tuple(params), tuple(results))
+    except ValueError as exc:
+        raise ValueError(f"{exc} (a result size must be computable from the parameters' sizes)") from None
+
+
+def _np_dtype(dtype: str) -> np.dtype:
+    from ..ir.dtype import to_numpy
+
+    return to_numpy(dtype)
+
+
+# --- executables ---------------------------------------------------------------------------------------------------
+class Executable:
+    """A compiled module: every Relax function as native code, with how to (un)flatten its tuples."""
+
+    def __init__(self, mod: IRModule, compiled: CompiledModule, options: PipelineOptions, linalg_text: str):
+        self.mod = mod
+        self.compiled = compiled
+        self.options = options
+        self.linalg_text = linalg_text
+
+    @property
+    def function_names(self) -> list[str]:
+        return list(self.mod)
+
+    @property
+    def llvm_text(self) -> str:
+        return self.compiled.llvm_text
+
+    def __repr__(self) -> str:
+        return f"<Executable {', '.join(self.mod)} (opt_level {self.options.opt_level})>"
+
+
+_CACHE: "collections.OrderedDict[tuple, tuple[IRModule, Executable]]" = collections.OrderedDict()
+_CACHE_SIZE = 64
+_CACHE_LOCK = threading.Lock()
+CACHE_STATS = {"hits": 0, "misses": 0}
+
+
+def _ops_used(mod: IRModule) -> set[Op]:
+    ops: set[Op] = set()
+    for fn in mod._functions.values():
+        post_order_visit(fn, lambda e: ops.add(e.op) if isinstance(e, Call) and isinstance(e.op, Op) else None)
+    return ops
+
+
+def _cache_key(mod: IRModule, target: str, options: PipelineOptions) -> tuple:
+    rules = tuple(sorted((op.name, id(op.legalize), id(op.decompose)) for op in _ops_used(mod)))
+    overrides = tuple(sorted((k, id(v)) for k, v in legalize_overrides(mod).items()))
+    return structural_hash(mod), target, options, rules, overrides
+
+
+def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
+          options: Optional[PipelineOptions] = None) -> Executable:
+    """Compile every function of ``mod`` to native code (``relax_mlir.compile``); cached in-process."""
+    if target not in ("cpu", "llvm"):
+        raise ValueError(f"compile: unknown target {target!r}; the MLIR backend compiles for 'cpu' (the host)")
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"compile: expected an IRModule, got {type(mod).__name__}")
+    options = _options(options, opt_level)
+    key = _cache_key(mod, "cpu", options)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None and structural_equal(hit[0], mod, map_free_vars=True):
+            _CACHE.move_to_end(key)
+            CACHE_STATS["hits"] += 1
+            return hit[1]
+    CACHE_STATS["misses"] += 1
+    signatures = [signature_of(name, mod[name]) for name in mod]
+    linalg = lower_to(mod, "linalg", None, options)
+    compiled = compile_module(linalg, signatures, options=options)
+    ex = Executable(mod, compiled, options, str(linalg))
+    with _CACHE_LOCK:
+        _CACHE[key] = (mod, ex)
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return ex
+
+
+def clear_cache() -> None:
+    """Forget every compiled module (their code is freed once no VirtualMachine holds it)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+# --- the virtual machine -----------------------------------------------------------------------------------------
+def _is_flat(sinfo: StructInfo) -> bool:
+    return isinstance(sinfo, TensorStructInfo)
+
+
+class _TupleFunction:
+    """Calls a compiled function whose parameters or results are tuples: flattens the arguments (checking the
+    structure, naming the parameter) and re-nests the results."""
+
+    def __init__(self, name: str, fn: Function, compiled):
+        self.name, self.fn, self.compiled = name, fn, compiled
+        self._params = [p.struct_info for p in fn.params]
+        self._names = [p.name_hint for p in fn.params]
+
+    def _flatten(self, value: Any, sinfo: StructInfo, label: str, out: list) -> None:
+        if isinstance(sinfo, TupleStructInfo):
+            if not isinstance(value, (tuple, list)) or len(value) != len(sinfo.fields):
+                got = f"a {type(value).__name__} of {len(value)}" if isinstance(value, (tuple, list)) \
+                    else type(value).__name__
+                raise ArgumentError(f"{self.name}: parameter {label!r}: expected a tuple of {len(sinfo.fields)}, "
+                                    f"got {got}")
+            for i, (v, f) in enumerate(zip(value, sinfo.fields)):
+                self._flatten(v, f, f"{label}[{i}]", out)
+        else:
+            out.append(value)
+
+    def __call__(self, *args: Any, out: Any = None) -> Any:
+        if len(args) != len(self._params):
+            raise ArgumentError(f"{self.name}: expected {len(self._params)} argument"
+                                f"{'' if len(self._params) == 1 else 's'} ({', '.join(self._names)}), got {len(args)}")
+        flat: list = []
+        for a, s, n in zip(args, self._params, self._names):
+            self._flatten(a, s, n, flat)
+        results = self.compiled(*flat) if out is None else self.compiled(*flat, out=out)
+        results = results if isinstance(results, tuple) else (results,)
+        value, _ = _renest(list(results), self.fn.ret_struct_info)
+        return value
+
+    def __repr__(self) -> str:
+        return f"<VM function {self.name} (tuples flattened) of {self.compiled!r}>"
+
+
+def _renest(values: Sequence[Any], sinfo: StructInfo) -> tuple[Any, int]:
+    if isinstance(sinfo, TupleStructInfo):
+        out, used = [], 0
+        for f in sinfo.fields:
+            v, n = _renest(values[used:], f)
+            out.append(v)
+            used += n
+        return tuple(out), used
+    return values[0], 1
+
+
+class VirtualMachine:
+    """Runs an :class:`Executable` (TVM's ``relax.VirtualMachine``): ``vm["main"](*arrays)``.
+
+    Arguments are NumPy arrays (nested tuples for tuple parameters), checked before native code runs: a bad
+    one raises :class:`relax_mlir.backend.runtime.ArgumentError` naming the function and the parameter
+    (``x[1]`` for a field of a tuple parameter ``x``). Results are NumPy arrays, nested tuples for tuples.
+    A function without tuples is the compiled function itself (no wrapper: its per-call cost is the runtime's).
+    """
+
+    def __init__(self, ex: Executable, device: Any = None):
+        if not isinstance(ex, Executable):
+            raise TypeError(f"VirtualMachine: expected an Executable (from relax_mlir.compile), "
+                            f"got {type(ex).__name__}")
+        if device not in (None, "cpu", "llvm") and str(device) not in ("cpu", "cpu(0)"):
+            raise ValueError(f"VirtualMachine: only the host CPU is supported, got device {device!r}")
+        self.executable = ex
+        self._functions: dict[str, Any] = {}
+        for name, fn in ex.mod.items():
+            compiled = ex.compiled[name]
+            ret = fn.ret_struct_info
+            flat_ret = _is_flat(ret) or (isinstance(ret, TupleStructInfo) and len(ret.fields) > 1
+                                         and all(_is_flat(f) for f in ret.fields))
+            if flat_ret and all(_is_flat(p.struct_info) for p in fn.params):
+                self._functions[name] = compiled
+            else:
+                self._functions[name] = _TupleFunction(name, fn, compiled)
+
+    def __getitem__(self, name: str):
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise KeyError(f"VirtualMachine: no function {name!r}; functions: "
+                           f"{', '.join(self._functions)}") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._functions
+
+    def invoke(self, name: str, *args: Any) -> Any:
+        """``vm[name](*args)``."""
+        return self[name](*args)
+
+
+_ = Mapping  # typing only

@@ -1,0 +1,375 @@
+"""The ``relax`` MLIR dialect, generated from the op registry and defined in IRDL.
+
+One dialect op per *lowered* registry op (a record whose ``legalize`` slot is set; composites that are
+decomposed first have none). The text of ``dialects/relax.irdl.mlir`` and ``dialects/README.md`` is what
+:func:`irdl_text` and :func:`readme_text` return; a test checks the committed files equal it, and
+``python -m relax_mlir.backend.dialect --write`` regenerates them. At run time the dialect is loaded into each
+MLIR context from the same generated text (:func:`load_relax_dialect`).
+
+Conventions (also written at the top of the README):
+
+* **Names.** IRDL accepts only ``[a-z0-9_]`` in an op name, so the dots after ``relax.`` become underscores:
+  ``relax.add`` is ``relax.add``, ``relax.nn.relu`` is ``relax.nn_relu``, ``relax.grad.no_grad`` is
+  ``relax.grad_no_grad``. :func:`dialect_op_name` is the one place this mapping lives (it is injective:
+  a test checks it).
+* **Operands** are builtin ranked tensors, one per Relax input; a tuple input (``concat``) is a variadic
+  group; an optional input (``nll_loss``'s ``weights``) is an optional one. An op with a ``shape``
+  attribute also takes one ``index`` operand per dynamic dimension of its result (``dims``, in order), as
+  ``tensor.empty`` does.
+* **Results**: one tensor; a tuple result (``split``) is a variadic group.
+* **Attributes**: every Relax attribute is present. ``None`` is ``unit``; a bool is ``true``/``false``; an
+  int is ``i64``; a float ``f64``; a dtype (``dtype``, ``*_dtype``) a type (``f32``, ``i1``); a tuple of
+  ints ``array<i64: ...>``; other strings strings. ``shape`` holds the *result's* shape with ``-1`` for
+  each dynamic dimension (reshape's ``-1`` is resolved at export). An attribute whose values have one kind
+  is checked by its kind; one of several kinds (or ``None``) only for presence (MLIR 22's IRDL loader
+  aborts on ``irdl.any_of`` of ``irdl.base`` constraints).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import irdl
+
+from ..ir.dtype import DTYPES
+from ..ir.struct_info import TupleStructInfo
+from ..op.registry import REQUIRED, Op, list_ops
+
+DIALECT = "relax"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+IRDL_PATH = REPO_ROOT / "dialects" / "relax.irdl.mlir"
+README_PATH = REPO_ROOT / "dialects" / "README.md"
+
+_TENSOR = '"!builtin.tensor"'
+_KIND_BASE = {"none": "#builtin.unit", "bool": "#builtin.integer", "int": "#builtin.integer",
+              "float": "#builtin.float", "str": "#builtin.string", "type": "#builtin.type",
+              "array": "#builtin.dense_array"}
+
+
+# --- names -----------------------------------------------------------------------------------------------
+def dialect_op_name(op: Op) -> str:
+    """The dialect op of a registry op: ``relax.nn.relu`` -> ``relax.nn_relu``."""
+    return f"{DIALECT}.{op.short_name.replace('.', '_')}"
+
+
+def lowered_ops(extra: Iterable[Op] = ()) -> list[Op]:
+    """Registry ops with a lowering (plus ``extra``, ops a custom legalize map lowers), in registry order."""
+    from . import legalize  # noqa: F401 - attaches the default lowerings to the records
+
+    extra = set(extra)
+    return [op for op in list_ops() if op.legalize is not None or op in extra]
+
+
+def dialect_ops(extra: Iterable[Op] = ()) -> dict[str, Op]:
+    """Dialect op name -> registry record, for every lowered op."""
+    return {dialect_op_name(op): op for op in lowered_ops(extra)}
+
+
+# --- dtypes ------------------------------------------------------------------------------------------------
+_FLOATS = {"float16": ir.F16Type, "bfloat16": ir.BF16Type, "float32": ir.F32Type, "float64": ir.F64Type}
+_INTS = {"bool": 1, "int8": 8, "int16": 16, "int32": 32, "int64": 64}
+
+
+def element_type(dtype: str) -> ir.Type:
+    """The MLIR element type of a Relax dtype (in the current context). Unsigned dtypes are not supported:
+    MLIR's integers are signless, so their meaning would be lost on the way."""
+    if dtype in _FLOATS:
+        return _FLOATS[dtype].get()
+    if dtype in _INTS:
+        return ir.IntegerType.get_signless(_INTS[dtype])
+    raise ValueError(f"dtype {dtype} is not supported by the MLIR backend yet "
+                     f"(supported: {', '.join(list(_FLOATS) + list(_INTS))})")
+
+
+def dtype_of(t: ir.Type) -> str:
+    """The Relax dtype of an MLIR element type (``i1`` is ``bool``)."""
+    for name, cls in _FLOATS.items():
+        if isinstance(t, cls):
+            return name
+    if isinstance(t, ir.IntegerType):
+        for name, width in _INTS.items():
+            if t.width == width:
+                return name
+    raise ValueError(f"MLIR type {t} has no Relax dtype")
+
+
+# --- attributes --------------------------------------------------------------------------------------------
+def _is_dtype_attr(name: str) -> bool:
+    return name == "dtype" or name.endswith("_dtype")
+
+
+def attr_kind(name: str, value: Any) -> str:
+    """The kind of a canonical Relax attribute value, as exported: none, bool, int, float, str, type, array."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "type" if _is_dtype_attr(name) and value in DTYPES else "str"
+    if isinstance(value, tuple):
+        return "array"
+    raise ValueError(f"attribute {name!r} = {value!r} has no MLIR encoding")
+
+
+def encode_attr(name: str, value: Any) -> ir.Attribute:
+    """A canonical Relax attribute value as an MLIR attribute (see the module docstring)."""
+    kind = attr_kind(name, value)
+    if kind == "none":
+        return ir.UnitAttr.get()
+    if kind == "bool":
+        return ir.BoolAttr.get(value)
+    if kind == "int":
+        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+    if kind == "float":
+        return ir.FloatAttr.get_f64(value)
+    if kind == "type":
+        return ir.TypeAttr.get(element_type(value))
+    if kind == "str":
+        return ir.StringAttr.get(value)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ValueError(f"attribute {name!r} = {value!r}: only tuples of ints have an MLIR encoding "
+                         "(size variables are allowed only in 'shape')")
+    return ir.DenseI64ArrayAttr.get(list(value))
+
+
+def decode_attr(attr: ir.Attribute) -> Any:
+    """The Relax value of an exported attribute (the inverse of :func:`encode_attr`)."""
+    if isinstance(attr, ir.UnitAttr):
+        return None
+    if isinstance(attr, ir.BoolAttr):
+        return bool(attr.value)
+    if isinstance(attr, ir.IntegerAttr):
+        return int(attr.value)
+    if isinstance(attr, ir.FloatAttr):
+        return float(attr.value)
+    if isinstance(attr, ir.TypeAttr):
+        return dtype_of(attr.value)
+    if isinstance(attr, ir.StringAttr):
+        return attr.value
+    if isinstance(attr, ir.DenseI64ArrayAttr):
+        return tuple(int(v) for v in attr)
+    raise ValueError(f"attribute {attr} is not one relax-mlir exports")
+
+
+def has_dims_operands(op: Op) -> bool:
+    """Whether the dialect op takes the dynamic dims of its result as ``index`` operands."""
+    return "shape" in op.attrs
+
+
+# --- what the registry says about an op ----------------------------------------------------------------------
+def _canonical_samples(op: Op) -> list[tuple[list, dict]]:
+    from ..ir.expr import Var
+
+    out = []
+    for i, sample in enumerate(op.samples):
+        sinfos = [TupleStructInfo(a) if isinstance(a, (list, tuple)) else a for a in sample.args]
+        args = [Var(f"a{j}", s) for j, s in enumerate(sinfos)]
+        call = op(*args, **sample.attrs)
+        out.append((sinfos, dict(call.attrs), call.struct_info))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _op_facts(op: Op) -> tuple[bool, dict[str, frozenset[str]]]:
+    """(result is a tuple, attribute name -> kinds seen) from the op's default attributes and samples."""
+    samples = _canonical_samples(op)
+    tuple_result = any(isinstance(s, TupleStructInfo) for _, _, s in samples)
+    kinds: dict[str, set[str]] = {name: set() for name in op.attrs}
+    for name, default in op.attrs.items():
+        if default is not REQUIRED:
+            kinds[name].add("array" if name == "shape" else attr_kind(name, default))
+    for _, attrs, _ in samples:
+        for name, value in attrs.items():
+            kinds[name].add("array" if name == "shape" else attr_kind(name, value))
+    return tuple_result, {k: frozenset(v) for k, v in kinds.items()}
+
+
+def attr_constraint(kinds: frozenset[str]) -> Optional[str]:
+    """The IRDL base of an attribute, or None when it may hold several kinds (then ``irdl.any``)."""
+    bases = {_KIND_BASE[k] for k in kinds}
+    return bases.pop() if len(bases) == 1 else None
+
+
+# --- IRDL ----------------------------------------------------------------------------------------------------
+_HEADER = """\
+// The relax dialect: one op per lowered Relax op, on builtin tensors.
+// GENERATED from the op registry by relax_mlir.backend.dialect: do not edit. Regenerate with
+//   python -m relax_mlir.backend.dialect --write
+// relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see dialects/README.md.
+"""
+
+
+def _first_line(doc: str) -> str:
+    text = " ".join(doc.split())
+    return text.split(". ")[0].rstrip(".") + "." if text else ""
+
+
+def irdl_operation(op: Op) -> list[str]:
+    """The ``irdl.operation`` of one op, as lines."""
+    tuple_result, kinds = _op_facts(op)
+    lines = [f"  // {op.name}: {_first_line(op.doc)}", f"  irdl.operation @{dialect_op_name(op).split('.', 1)[1]} {{"]
+    operands = []
+    for i, name in enumerate(op.inputs):
+        lines.append(f"    %in_{name} = irdl.base {_TENSOR}")
+        variadic = "variadic " if op.tuple_input and i == 0 else ""
+        optional = "optional " if i >= len(op.inputs) - op.num_optional else ""
+        operands.append(f"{name}: {variadic or optional}%in_{name}")
+    if has_dims_operands(op):
+        lines.append("    %index = irdl.is index")
+        operands.append("dims: variadic %index")
+    if sum(1 for o in operands if "variadic" in o or "optional" in o) > 1:
+        raise ValueError(f"{op.name}: more than one variadic/optional operand group needs operandSegmentSizes, "
+                         "which the exporter does not write")
+    lines.append(f"    %out = irdl.base {_TENSOR}")
+    attrs = []
+    for name in op.attrs:
+        base = attr_constraint(kinds[name])
+        lines.append(f"    %attr_{name} = " + (f'irdl.base "{base}"' if base else "irdl.any"))
+        attrs.append(f'"{name}" = %attr_{name}')
+    lines.append(f"    irdl.operands({', '.join(operands)})")
+    lines.append("    irdl.results(results: variadic %out)" if tuple_result else "    irdl.results(result: %out)")
+    if attrs:
+        lines.append(f"    irdl.attributes {{{', '.join(attrs)}}}")
+    lines.append("  }")
+    return lines
+
+
+def irdl_text(extra: Iterable[Op] = ()) -> str:
+    """The IRDL definition of the relax dialect (``dialects/relax.irdl.mlir`` when ``extra`` is empty)."""
+    lines = [_HEADER.rstrip("\n"), f"irdl.dialect @{DIALECT} {{"]
+    for i, op in enumerate(lowered_ops(extra)):
+        if i:
+            lines.append("")
+        lines += irdl_operation(op)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+@functools.lru_cache(maxsize=8)
+def _irdl_cached(ops: tuple[Op, ...]) -> str:
+    return irdl_text(ops)
+
+
+def load_relax_dialect(context: ir.Context, extra: Sequence[Op] = ()) -> frozenset[str]:
+    """Register the relax dialect in ``context``; returns the names of its ops.
+
+    Creating an op of a dialect the context does not know aborts the process (an LLVM fatal error, not an
+    exception), so callers check names against the returned set first."""
+    ops = tuple(lowered_ops(extra))
+    with context:
+        definition = ir.Module.parse(_irdl_cached(ops))
+        irdl.load_dialects(definition)
+    _KEEP_ALIVE.append(definition)  # the loaded ops refer to the definition's constraints
+    if len(_KEEP_ALIVE) > 64:
+        del _KEEP_ALIVE[:-64]
+    return frozenset(dialect_op_name(op) for op in ops)
+
+
+_KEEP_ALIVE: list[ir.Module] = []
+
+
+# --- README ---------------------------------------------------------------------------------------------------
+_README_HEAD = """\
+# The `relax` dialect
+
+GENERATED by `relax_mlir.backend.dialect` from the op registry (`python -m relax_mlir.backend.dialect --write`);
+a test checks this file and `relax.irdl.mlir` equal the generated text. Verify any exported module with
+
+    mlir-opt --irdl-file=dialects/relax.irdl.mlir exported.mlir
+
+## Conventions
+
+- **Names**: `relax.<op>` with the dots after `relax.` replaced by `_` (IRDL op names allow only `[a-z0-9_]`):
+  `relax.nn.relu` is `relax.nn_relu`, `relax.grad.no_grad` is `relax.grad_no_grad`.
+- **Operands** are builtin ranked tensors (`tensor<?x784xf32>`; a Relax size variable is a `?` dimension). A tuple
+  input is a variadic group, an optional input an optional one. Ops with a `shape` attribute take one `index`
+  operand (`dims`) per dynamic dimension of their result, in order, as `tensor.empty` does.
+- **Results**: one tensor, or a variadic group for ops returning a tuple.
+- **Attributes**: every Relax attribute is present: `None` is `unit`, bools `true`/`false`, ints `i64`, floats `f64`,
+  dtypes types (`f32`, `i1` for bool), tuples of ints `array<i64: ...>`, other strings strings. `shape` is the
+  result's shape with `-1` for each dynamic dimension. A kind in brackets below is checked by the dialect; `any` means
+  the attribute may hold several kinds (or `None`) and only its presence is checked.
+- **Functions** (the export, `relax_mlir.to_mlir`): one `func.func` per Relax function; tuple parameters and results
+  are flattened depth-first into several tensors; `TupleGetItem`/`Tuple` are resolved statically; calls between
+  functions are `func.call`; constants are `arith.constant dense<...>`; size variables come from `tensor.dim` of the
+  parameter that binds them (and `arith` for expressions such as `2 * n`).
+- **Lowering** to linalg/tensor/arith/math is given by each op record's `legalize` slot (`relax_mlir/backend/legalize/`);
+  `relax_mlir.transform.LegalizeOps(customize_legalize_map)` overrides it per op.
+
+## Ops
+"""
+
+
+def _example(op: Op) -> str:
+    """The generic form of the op on its first sample (size variables bound), exported for real."""
+    from ..ir.expr import Function, SeqExpr, Var, VarBinding, BindingBlock
+    from ..ir.module import IRModule
+    from ..ir.struct_info import substitute
+    from .export import export_module
+
+    sizes = {"n": 3, "m": 5, "k": 2, "b": 4, "c": 6, "h": 7, "w": 8}
+    sinfos, attrs, _ = _canonical_samples(op)[0]
+    from ..ir.struct_info import free_vars
+
+    env = {v: sizes.get(v, 2) for s in sinfos for v in free_vars(s)}
+    env.update(op.samples[0].sizes)
+    from ..op.registry import substitute_attrs
+
+    params = [Var(f"a{i}", substitute(s, env)) for i, s in enumerate(sinfos)]
+    call = op(*params, **substitute_attrs(attrs, env))
+    out = Var("out", call.struct_info)
+    func = Function(params, SeqExpr([BindingBlock([VarBinding(out, call)])], out))
+    text = export_module(IRModule({"example": func}))
+    lines = [line.strip() for line in text.splitlines() if f'"{dialect_op_name(op)}"' in line]
+    return "\n".join(lines)
+
+
+def readme_text() -> str:
+    """The documentation of every dialect op, with an example each (``dialects/README.md``)."""
+    parts = [_README_HEAD]
+    for op in lowered_ops():
+        tuple_result, kinds = _op_facts(op)
+        parts.append(f"### `{dialect_op_name(op)}` (`{op.name}`)\n")
+        parts.append(" ".join(op.doc.split()) + "\n")
+        ins = [f"`{n}`" + (" (variadic)" if op.tuple_input and i == 0 else "")
+               + (" (optional)" if i >= len(op.inputs) - op.num_optional else "") for i, n in enumerate(op.inputs)]
+        if has_dims_operands(op):
+            ins.append("`dims` (variadic `index`)")
+        parts.append(f"- operands: {', '.join(ins) or 'none'}")
+        parts.append("- results: " + ("`results` (variadic)" if tuple_result else "`result`"))
+        if op.attrs:
+            listed = ", ".join(f"`{n}` [{(attr_constraint(kinds[n]) or 'any').replace('#builtin.', '')}]"
+                               for n in op.attrs)
+            parts.append(f"- attributes: {listed}")
+        parts.append(f"\n```mlir\n{_example(op)}\n```\n")
+    return "\n".join(parts)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description="Print or write the generated relax dialect files.")
+    parser.add_argument("--write", action="store_true", help=f"write {IRDL_PATH.name} and {README_PATH.name}")
+    parser.add_argument("--readme", action="store_true", help="print the README instead of the IRDL")
+    args = parser.parse_args(argv)
+    if args.write:
+        IRDL_PATH.parent.mkdir(parents=True, exist_ok=True)
+        IRDL_PATH.write_text(irdl_text(), encoding="utf-8")
+        README_PATH.write_text(readme_text(), encoding="utf-8")
+        print(f"wrote {IRDL_PATH} and {README_PATH}")
+    else:
+        sys.stdout.write(readme_text() if args.readme else irdl_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

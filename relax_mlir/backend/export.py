@@ -1,0 +1,363 @@
+"""Export a Relax ``IRModule`` to MLIR: one ``func.func`` per Relax function, on builtin tensors, with the ops
+of the ``relax`` dialect (``dialect.py``).
+
+The calling convention, the same at every stage and in the runtime:
+
+* **Tuples are flattened** at function boundaries: a tuple parameter or result becomes several tensor
+  parameters or results, in order, nested tuples depth-first (``(x, (y, z))`` is ``x, y, z``). Inside a
+  function ``Tuple`` and ``TupleGetItem`` are resolved statically: no tuple value exists in MLIR.
+* **Calls between functions** are ``func.call`` on the flattened arguments and results.
+* **Size variables** are dynamic (``?``) dimensions; where an op needs one's value (the dynamic ``dims``
+  operands of ops with a ``shape`` attribute) it is ``tensor.dim`` of the first parameter (or
+  ``match_cast``) that binds it, and ``arith`` for expressions such as ``2 * n``.
+* **Constants** are ``arith.constant dense<...>``; **attributes** follow ``dialect.py``.
+* A ``match_cast`` is a ``tensor.cast`` to the refined type (checked by nobody at run time: the runtime checks
+  the arguments of public functions only).
+
+Composite ops are decomposed first when their record has ``decompose(call) -> Expr`` (built with op
+constructors, as gradient rules are). Ops with neither a lowering nor a decomposition are reported all at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, func, tensor
+
+from ..ir.dtype import to_numpy
+from ..ir.expr import (Call, Constant, Expr, Function, GlobalVar, MatchCast, SeqExpr, Tuple, TupleGetItem, Var,
+                       VarBinding)
+from ..ir.module import IRModule
+from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..ir.sym import SymDim
+from ..ir.visitor import post_order_visit
+from ..op.registry import REQUIRED, Op, get_op
+from .dialect import dialect_op_name, element_type, encode_attr, has_dims_operands, load_relax_dialect
+
+Flat = Union[ir.Value, tuple]
+
+
+class ExportError(ValueError):
+    """A Relax construct the MLIR export does not support; says what and where."""
+
+
+# --- struct info -> types ----------------------------------------------------------------------------------------
+def flatten_struct_info(sinfo: StructInfo, name: str, where: str) -> list[tuple[str, TensorStructInfo]]:
+    """The tensors of a (possibly nested tuple) struct info, depth-first, named ``x``, ``x[0]``, ``x[1][0]``."""
+    if isinstance(sinfo, TensorStructInfo):
+        return [(name, sinfo)]
+    if isinstance(sinfo, TupleStructInfo):
+        out = []
+        for i, f in enumerate(sinfo.fields):
+            out += flatten_struct_info(f, f"{name}[{i}]", where)
+        return out
+    raise ExportError(f"{where}: {name} has struct info {sinfo}; only tensors and tuples of tensors cross "
+                      "function boundaries in the MLIR backend")
+
+
+def tensor_type(sinfo: TensorStructInfo, where: str) -> ir.RankedTensorType:
+    """``tensor<?x784xf32>`` for ``Tensor((n, 784), "float32")``; an unknown shape of known rank is all ``?``."""
+    if sinfo.shape is None:
+        if sinfo.ndim < 0:
+            raise ExportError(f"{where}: a tensor of unknown rank ({sinfo}) has no MLIR type")
+        shape = [ir.ShapedType.get_dynamic_size()] * sinfo.ndim
+    else:
+        shape = [d if isinstance(d, int) else ir.ShapedType.get_dynamic_size() for d in sinfo.shape]
+    try:
+        return ir.RankedTensorType.get(shape, element_type(sinfo.dtype))
+    except ValueError as exc:
+        raise ExportError(f"{where}: {exc}") from None
+
+
+def flat_values(v: Flat) -> list[ir.Value]:
+    return [v] if isinstance(v, ir.Value) else [x for f in v for x in flat_values(f)]
+
+
+def _nest(values: Sequence[ir.Value], sinfo: StructInfo) -> tuple[Flat, int]:
+    if isinstance(sinfo, TupleStructInfo):
+        out, used = [], 0
+        for f in sinfo.fields:
+            v, n = _nest(values[used:], f)
+            out.append(v)
+            used += n
+        return tuple(out), used
+    return values[0], 1
+
+
+def constant(data: np.ndarray, sinfo: TensorStructInfo, where: str) -> ir.Value:
+    """``arith.constant dense<...>`` holding ``data``."""
+    t = tensor_type(TensorStructInfo(data.shape, sinfo.dtype), where)
+    data = np.ascontiguousarray(data, dtype=to_numpy(sinfo.dtype))
+    if sinfo.dtype == "bool":
+        attr = ir.DenseElementsAttr.get(np.packbits(data.reshape(-1), bitorder="little"), type=t)
+    elif sinfo.dtype == "bfloat16":
+        attr = ir.DenseElementsAttr.get(data.view(np.uint16), type=t)
+    else:
+        attr = ir.DenseElementsAttr.get(data, type=t)
+    return arith.ConstantOp(t, attr).result
+
+
+def coerce(v: ir.Value, t: ir.Type, where: str) -> ir.Value:
+    """``v`` as type ``t``: itself, or a ``tensor.cast`` between static and dynamic dims."""
+    if v.type == t:
+        return v
+    if (isinstance(v.type, ir.RankedTensorType) and isinstance(t, ir.RankedTensorType) and v.type.rank == t.rank
+            and v.type.element_type == t.element_type):
+        return tensor.cast(t, v)
+    raise ExportError(f"{where}: a value of type {v.type} is used where {t} is expected")
+
+
+# --- sizes -------------------------------------------------------------------------------------------------------
+class _Sizes:
+    """Size variables of one function: where each is first bound, and its ``index`` value once materialized."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, tuple[ir.Value, int]] = {}
+        self.values: dict[str, ir.Value] = {}
+
+    def bind(self, value: Flat, sinfo: Optional[StructInfo]) -> None:
+        if isinstance(sinfo, TupleStructInfo) and isinstance(value, tuple):
+            for v, f in zip(value, sinfo.fields):
+                self.bind(v, f)
+        elif isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None and isinstance(value, ir.Value):
+            for axis, d in enumerate(sinfo.shape):
+                if isinstance(d, SymDim) and d.is_var() and d.name not in self.sources:
+                    self.sources[d.name] = (value, axis)
+
+    def var(self, name: str, where: str) -> ir.Value:
+        if name not in self.values:
+            if name not in self.sources:
+                raise ExportError(f"{where}: size variable {name!r} is not bound by any parameter or match_cast")
+            value, axis = self.sources[name]
+            self.values[name] = tensor.dim(value, arith.constant(ir.IndexType.get(), axis))
+        return self.values[name]
+
+    def dim(self, d: Union[int, SymDim], where: str) -> ir.Value:
+        """The ``index`` value of a dimension (``arith`` over the size variables for a polynomial)."""
+        idx = ir.IndexType.get()
+        if isinstance(d, int):
+            return arith.constant(idx, d)
+        total: Optional[ir.Value] = None
+        for mono, coef in d.terms:
+            term = arith.constant(idx, coef) if coef != 1 or not mono else None
+            for v in mono:
+                term = self.var(v, where) if term is None else arith.muli(term, self.var(v, where))
+            total = term if total is None else arith.addi(total, term)
+        return total if total is not None else arith.constant(idx, 0)
+
+
+# --- one function --------------------------------------------------------------------------------------------
+class _FunctionExporter:
+    def __init__(self, owner: "Exporter", name: str, fn: Function, func_op: func.FuncOp):
+        self.owner, self.name, self.fn, self.func_op = owner, name, fn, func_op
+        self.values: dict[Var, Flat] = {}
+        self.sizes = _Sizes()
+        self.where = name
+
+    def run(self) -> None:
+        block = self.func_op.add_entry_block()
+        args = list(block.arguments)
+        for p in self.fn.params:
+            n = len(flatten_struct_info(p.struct_info, p.name_hint, self.name))
+            value, _ = _nest(args[:n], p.struct_info)
+            args = args[n:]
+            self.values[p] = value
+            self.sizes.bind(value, p.struct_info)
+        with ir.InsertionPoint(block):
+            result = self.expr(self.fn.body)
+            types = ir.FunctionType(self.func_op.type).results
+            values = flat_values(result)
+            func.ReturnOp([coerce(v, t, f"{self.name}: result") for v, t in zip(values, types)])
+
+    def expr(self, e: Expr) -> Flat:
+        if isinstance(e, Var):
+            if e not in self.values:
+                raise ExportError(f"{self.where}: variable '{e.name_hint}' has no value here")
+            return self.values[e]
+        if isinstance(e, Constant):
+            return constant(e.data, e.struct_info, self.where)
+        if isinstance(e, Tuple):
+            return tuple(self.expr(f) for f in e.fields)
+        if isinstance(e, TupleGetItem):
+            value = self.expr(e.tuple_value)
+            if not isinstance(value, tuple):
+                raise ExportError(f"{self.where}: TupleGetItem of a value that is not a tuple")
+            return value[e.index]
+        if isinstance(e, SeqExpr):
+            for block in e.blocks:
+                for b in block.bindings:
+                    self.binding(b)
+            return self.expr(e.body)
+        if isinstance(e, Call) and isinstance(e.op, Op):
+            return self.op_call(e)
+        if isinstance(e, Call) and isinstance(e.op, GlobalVar):
+            return self.func_call(e)
+        raise ExportError(f"{self.where}: {type(e).__name__} is not supported by the MLIR backend "
+                          "(only tensors, tuples, op calls and calls of module functions are)")
+
+    def binding(self, b) -> None:
+        self.where = f"{self.name}: binding '{b.var.name_hint}'"
+        if isinstance(b, MatchCast):
+            value = self.cast(self.expr(b.value), b.struct_info)
+        elif isinstance(b, VarBinding):
+            value = self.expr(b.value)
+        else:
+            raise ExportError(f"{self.where}: unknown binding type {type(b).__name__}")
+        self.values[b.var] = value
+        self.sizes.bind(value, b.var.struct_info)
+        self.where = self.name
+
+    def cast(self, value: Flat, sinfo: StructInfo) -> Flat:
+        if isinstance(sinfo, TupleStructInfo) and isinstance(value, tuple):
+            return tuple(self.cast(v, f) for v, f in zip(value, sinfo.fields))
+        if isinstance(sinfo, TensorStructInfo) and isinstance(value, ir.Value):
+            return coerce(value, tensor_type(sinfo, self.where), self.where)
+        raise ExportError(f"{self.where}: match_cast to {sinfo} is not supported by the MLIR backend")
+
+    def op_call(self, call: Call) -> Flat:
+        rec = call.op
+        if rec.decompose is not None and rec.name not in self.owner.overrides:
+            return self.expr(rec.decompose(call))
+        name = dialect_op_name(rec)
+        if name not in self.owner.known_ops:
+            raise ExportError(f"{self.where}: {rec.name} is not supported by the MLIR backend yet "
+                              "(it has no lowering and no decomposition)")
+        operands: list[ir.Value] = []
+        for i, arg in enumerate(call.args):
+            value = self.expr(arg)
+            if rec.tuple_input and i == 0:
+                operands += flat_values(value)
+            elif isinstance(value, ir.Value):
+                operands.append(value)
+            else:
+                raise ExportError(f"{self.where}: {rec.name} argument {rec.inputs[i]!r} is a tuple, expected a tensor")
+        sinfo = call.struct_info
+        fields = list(sinfo.fields) if isinstance(sinfo, TupleStructInfo) else [sinfo]
+        if not all(isinstance(f, TensorStructInfo) for f in fields):
+            raise ExportError(f"{self.where}: {rec.name} has result struct info {sinfo}")
+        types = [tensor_type(f, self.where) for f in fields]
+        attrs = {}
+        for key, default in rec.attrs.items():
+            value = call.attrs.get(key, default)
+            if value is REQUIRED:
+                raise ExportError(f"{self.where}: {rec.name} is missing its attribute {key!r}")
+            if key == "shape":  # the result's shape; the dynamic dims become operands
+                value = self.result_shape(fields[0], rec)
+            try:
+                attrs[key] = encode_attr(key, value)
+            except ValueError as exc:
+                raise ExportError(f"{self.where}: {rec.name}: {exc}") from None
+        if has_dims_operands(rec):
+            operands += [self.sizes.dim(d, self.where) for d in fields[0].shape if not isinstance(d, int)]
+        op = ir.Operation.create(name, results=types, operands=operands, attributes=attrs)
+        results = list(op.results)
+        return tuple(results) if isinstance(sinfo, TupleStructInfo) else results[0]
+
+    def result_shape(self, sinfo: TensorStructInfo, rec: Op) -> tuple[int, ...]:
+        if sinfo.shape is None:
+            raise ExportError(f"{self.where}: {rec.name} has a result of unknown shape ({sinfo})")
+        return tuple(d if isinstance(d, int) else -1 for d in sinfo.shape)
+
+    def func_call(self, call: Call) -> Flat:
+        callee_name = call.op.name_hint
+        callee = self.owner.func_ops.get(callee_name)
+        if callee is None:
+            raise ExportError(f"{self.where}: calls {callee_name!r}, which is not in the exported module")
+        ftype = ir.FunctionType(callee.type)
+        args = [v for a in call.args for v in flat_values(self.expr(a))]
+        if len(args) != len(ftype.inputs):
+            raise ExportError(f"{self.where}: {callee_name} takes {len(ftype.inputs)} tensors, got {len(args)}")
+        args = [coerce(v, t, f"{self.where}: argument of {callee_name}") for v, t in zip(args, ftype.inputs)]
+        op = func.CallOp(list(ftype.results), ir.FlatSymbolRefAttr.get(callee_name), args)
+        value, _ = _nest(list(op.results), self.owner.mod[callee_name].ret_struct_info)
+        return value
+
+
+# --- a module ------------------------------------------------------------------------------------------------
+def _callees(fn: Function) -> set[str]:
+    out: set[str] = set()
+    post_order_visit(fn, lambda e: out.add(e.op.name_hint)
+                     if isinstance(e, Call) and isinstance(e.op, GlobalVar) else None)
+    return out
+
+
+def reachable(mod: IRModule, function: Optional[str]) -> list[str]:
+    """The functions to export: all of them, or ``function`` and every function it calls (module order)."""
+    if function is None:
+        return list(mod)
+    if function not in mod:
+        raise KeyError(f"to_mlir: the module has no function {function!r} (it has: {', '.join(mod) or 'none'})")
+    seen, todo = set(), [function]
+    while todo:
+        name = todo.pop()
+        if name not in seen and name in mod:
+            seen.add(name)
+            todo += sorted(_callees(mod[name]))
+    return [n for n in mod if n in seen]
+
+
+def unsupported_ops(mod: IRModule, names: Iterable[str], overrides: Mapping[str, Any]) -> list[str]:
+    """``"relax.x (used by lv in f)"`` for every call of an op with no lowering and no decomposition."""
+    found: list[str] = []
+    for name in names:
+        for block in mod[name].blocks:
+            for b in block.bindings:
+                def check(e, b=b, name=name):
+                    if isinstance(e, Call) and isinstance(e.op, Op):
+                        rec = e.op
+                        if rec.legalize is None and rec.decompose is None and rec.name not in overrides:
+                            found.append(f"{rec.name} (used by {b.var.name_hint} in {name})")
+                post_order_visit(b.value, check)
+    return found
+
+
+class Exporter:
+    """Exports functions of a module into a fresh MLIR context with the relax dialect loaded."""
+
+    def __init__(self, mod: IRModule, function: Optional[str] = None, overrides: Optional[Mapping[str, Any]] = None,
+                 context: Optional[ir.Context] = None):
+        if not isinstance(mod, IRModule):
+            raise TypeError(f"to_mlir: expected an IRModule, got {type(mod).__name__}")
+        self.mod = mod
+        self.overrides = dict(overrides or {})
+        self.names = reachable(mod, function)
+        self.context = context or ir.Context()
+        self.extra = [get_op(n) for n in self.overrides if get_op(n).legalize is None]
+        self.known_ops = load_relax_dialect(self.context, self.extra)
+        self.func_ops: dict[str, func.FuncOp] = {}
+
+    def run(self) -> ir.Module:
+        missing = unsupported_ops(self.mod, self.names, self.overrides)
+        if missing:
+            raise ExportError("not supported by the MLIR backend yet (no lowering or decomposition): "
+                              + "; ".join(missing))
+        with self.context, ir.Location.unknown():
+            module = ir.Module.create()
+            with ir.InsertionPoint(module.body):
+                for name in self.names:
+                    self.func_ops[name] = func.FuncOp(name, self.function_type(name))
+            for name in self.names:
+                _FunctionExporter(self, name, self.mod[name], self.func_ops[name]).run()
+            module.operation.verify()
+        return module
+
+    def function_type(self, name: str) -> ir.FunctionType:
+        fn = self.mod[name]
+        params = [t for p in fn.params for _, t in flatten_struct_info(p.struct_info, p.name_hint, name)]
+        results = [t for _, t in flatten_struct_info(fn.ret_struct_info, "result", name)]
+        return ir.FunctionType.get([tensor_type(t, f"{name}: parameter") for t in params],
+                                   [tensor_type(t, f"{name}: result") for t in results])
+
+
+def export(mod: IRModule, function: Optional[str] = None, overrides: Optional[Mapping[str, Any]] = None,
+           context: Optional[ir.Context] = None) -> ir.Module:
+    """The relax-dialect MLIR module of ``mod`` (all functions, or ``function`` and its callees)."""
+    return Exporter(mod, function, overrides, context).run()
+
+
+def export_module(mod: IRModule, function: Optional[str] = None,
+                  overrides: Optional[Mapping[str, Any]] = None) -> str:
+    """:func:`export`, as text."""
+    return str(export(mod, function, overrides))

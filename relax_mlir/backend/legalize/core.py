@@ -1,0 +1,343 @@
+"""What every lowering uses: the :class:`LegalizeContext` handed to a rule, and small builders.
+
+A lowering rule is ``rule(lc: LegalizeContext, op: ir.Operation) -> Value | Sequence[Value]``: it runs with the
+insertion point and location of the relax op ``op`` and returns one value per result of it (tensors of the
+result types; a static/dynamic mismatch is fixed with ``tensor.cast``). ``lc.attrs`` holds the op's Relax
+attributes decoded back to Python (``axis=(0, 2)``, ``dtype="float32"``, ``None``), ``lc.inputs`` its tensor
+operands, ``lc.dims`` the dynamic result dims of an op with a ``shape`` attribute.
+
+Sizes: a dimension is an ``int`` (static) or an ``index`` Value; ``sadd``/``smul``/... fold ints in Python and
+emit ``arith`` only for Values. ``generic(inputs, inits, maps, iterators, body)`` builds a ``linalg.generic``
+whose ``body(*block_args)`` returns the yielded scalars.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence, Union
+
+from mlir import ir
+from mlir.dialects import arith, linalg, tensor
+
+from ...op.registry import Op
+from ..dialect import decode_attr
+
+Size = Union[int, ir.Value]
+DYN = ir.ShapedType.get_dynamic_size()
+
+
+class LegalizeError(ValueError):
+    """A relax op that its lowering cannot handle (names the op and the reason)."""
+
+
+class LegalizeContext:
+    """A relax op being lowered: its record, decoded attributes, operands and result types."""
+
+    def __init__(self, op: ir.Operation, record: Op):
+        self.op, self.record = op, record
+        self.attrs = {name: decode_attr(op.attributes[name]) for name in record.attrs if name in op.attributes}
+        self.inputs = [v for v in op.operands if isinstance(v.type, ir.RankedTensorType)]
+        self.dims = [v for v in op.operands if isinstance(v.type, ir.IndexType)]
+        self.result_types = [r.type for r in op.results]
+
+    @property
+    def result_type(self) -> ir.RankedTensorType:
+        return self.result_types[0]
+
+    def result_sizes(self, i: int = 0) -> list[Size]:
+        """The sizes of result ``i``: static dims from its type, dynamic ones from ``dims`` (in order)."""
+        dims = iter(self.dims)
+        return [next(dims) if d == DYN else d for d in self.result_types[i].shape]
+
+    def fail(self, message: str):
+        raise LegalizeError(f"{self.record.name}: {message}")
+
+
+# --- types ---------------------------------------------------------------------------------------------------
+def elem(x: Union[ir.Value, ir.Type]) -> ir.Type:
+    t = x.type if isinstance(x, ir.Value) else x
+    return t.element_type if isinstance(t, ir.ShapedType) else t
+
+
+def is_float(t: ir.Type) -> bool:
+    return isinstance(elem(t), ir.FloatType)
+
+
+def is_bool(t: ir.Type) -> bool:
+    t = elem(t)
+    return isinstance(t, ir.IntegerType) and t.width == 1
+
+
+def width(t: ir.Type) -> int:
+    t = elem(t)
+    return t.width
+
+
+def f32() -> ir.Type:
+    return ir.F32Type.get()
+
+
+def compute_type(t: ir.Type) -> ir.Type:
+    """The type math is done in: f32 for f16/bf16 (the references compute wide), else the type itself."""
+    t = elem(t)
+    return f32() if isinstance(t, (ir.F16Type, ir.BF16Type)) else t
+
+
+def tensor_type(sizes: Sequence[Size], t: ir.Type) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get([s if isinstance(s, int) else DYN for s in sizes], elem(t))
+
+
+# --- scalars -------------------------------------------------------------------------------------------------
+def index(i: int) -> ir.Value:
+    return arith.constant(ir.IndexType.get(), int(i))
+
+
+def scalar(value: Union[int, float, bool], t: ir.Type) -> ir.Value:
+    """A constant of scalar type ``t`` (ints wrap to the width, as NumPy's astype does)."""
+    t = elem(t)
+    if isinstance(t, ir.FloatType):
+        return arith.constant(t, ir.FloatAttr.get(t, float(value)))
+    if isinstance(t, ir.IndexType):
+        return arith.constant(t, int(value))
+    w = t.width
+    v = int(value) & ((1 << w) - 1)
+    if w > 1 and v >= 1 << (w - 1):
+        v -= 1 << w
+    return arith.constant(t, ir.IntegerAttr.get(t, -v if w == 1 and v else v))
+
+
+def lowest(t: ir.Type) -> ir.Value:
+    """-inf, or the smallest integer: the identity of max."""
+    t = elem(t)
+    return scalar(float("-inf"), t) if is_float(t) else scalar(-(1 << (t.width - 1)), t)
+
+
+def highest(t: ir.Type) -> ir.Value:
+    t = elem(t)
+    return scalar(float("inf"), t) if is_float(t) else scalar((1 << (t.width - 1)) - 1, t)
+
+
+def convert(v: ir.Value, to: ir.Type) -> ir.Value:
+    """NumPy's ``astype`` on a scalar: float<->float, int->float, float->int (toward zero), int->int
+    (sign-extend or wrap), anything->bool (``!= 0``), bool->number (0 or 1), index<->int."""
+    src, to = v.type, elem(to)
+    if src == to:
+        return v
+    if isinstance(src, ir.IndexType) or isinstance(to, ir.IndexType):
+        if isinstance(src, ir.FloatType) or isinstance(to, ir.FloatType):
+            return convert(convert(v, ir.IntegerType.get_signless(64)), to)
+        return arith.index_cast(to, v)
+    if is_bool(to):
+        zero = scalar(0, src)
+        return arith.cmpf(arith.CmpFPredicate.UNE, v, zero) if is_float(src) else \
+            arith.cmpi(arith.CmpIPredicate.ne, v, zero)
+    if is_float(src) and is_float(to):
+        if src.width == to.width:  # f16 <-> bf16
+            return arith.truncf(to, arith.extf(f32(), v))
+        return arith.extf(to, v) if to.width > src.width else arith.truncf(to, v)
+    if is_float(to):
+        return arith.uitofp(to, v) if is_bool(src) else arith.sitofp(to, v)
+    if is_float(src):
+        return arith.fptosi(to, v)
+    if to.width > src.width:
+        return arith.extui(to, v) if is_bool(src) else arith.extsi(to, v)
+    return arith.trunci(to, v)
+
+
+# --- sizes ---------------------------------------------------------------------------------------------------
+def as_index(s: Size) -> ir.Value:
+    return index(s) if isinstance(s, int) else s
+
+
+def dim(v: ir.Value, axis: int) -> Size:
+    d = v.type.shape[axis]
+    return tensor.dim(v, index(axis)) if d == DYN else d
+
+
+def sizes_of(v: ir.Value) -> list[Size]:
+    return [dim(v, a) for a in range(v.type.rank)]
+
+
+def _binop(a: Size, b: Size, py: Callable[[int, int], int], emit: Callable) -> Size:
+    if isinstance(a, int) and isinstance(b, int):
+        return py(a, b)
+    return emit(as_index(a), as_index(b))
+
+
+def sadd(a: Size, b: Size) -> Size:
+    if isinstance(b, int) and b == 0:
+        return a
+    return _binop(a, b, lambda x, y: x + y, arith.addi)
+
+
+def ssub(a: Size, b: Size) -> Size:
+    if isinstance(b, int) and b == 0:
+        return a
+    return _binop(a, b, lambda x, y: x - y, arith.subi)
+
+
+def smul(a: Size, b: Size) -> Size:
+    if isinstance(b, int) and b == 1:
+        return a
+    return _binop(a, b, lambda x, y: x * y, arith.muli)
+
+
+def sfloordiv(a: Size, b: Size) -> Size:
+    if isinstance(b, int) and b == 1:
+        return a
+    return _binop(a, b, lambda x, y: x // y, arith.floordivsi)
+
+
+def sceildiv(a: Size, b: Size) -> Size:
+    return _binop(a, b, lambda x, y: -(-x // y), arith.ceildivsi)
+
+
+def smax(a: Size, b: Size) -> Size:
+    return _binop(a, b, max, arith.maxsi)
+
+
+def smin(a: Size, b: Size) -> Size:
+    return _binop(a, b, min, arith.minsi)
+
+
+def sprod(sizes: Sequence[Size]) -> Size:
+    out: Size = 1
+    for s in sizes:
+        out = smul(out, s)
+    return out
+
+
+# --- tensors -------------------------------------------------------------------------------------------------
+def empty(sizes: Sequence[Size], t: ir.Type) -> ir.Value:
+    return tensor.empty(list(sizes), elem(t))
+
+
+def filled(sizes: Sequence[Size], t: ir.Type, value: Union[ir.Value, int, float]) -> ir.Value:
+    if not isinstance(value, ir.Value):
+        value = scalar(value, t)
+    return linalg.fill(value, outs=[empty(sizes, t)])
+
+
+def cast_to(v: ir.Value, t: ir.Type) -> ir.Value:
+    """``v`` as type ``t``: itself, or a ``tensor.cast`` between static and dynamic dims of the same shape."""
+    return v if v.type == t else tensor.cast(t, v)
+
+
+def amap(ndims: int, exprs: Sequence[Optional[int]]) -> ir.AffineMap:
+    """``(d0, ..., d{ndims-1}) -> (exprs)`` where an int is a dim and None the constant 0."""
+    return ir.AffineMap.get(ndims, 0, [ir.AffineConstantExpr.get(0) if e is None else ir.AffineDimExpr.get(e)
+                                       for e in exprs])
+
+
+def identity(ndims: int) -> ir.AffineMap:
+    return ir.AffineMap.get_identity(ndims)
+
+
+def generic(inputs: Sequence[ir.Value], inits: Sequence[ir.Value], maps: Sequence[ir.AffineMap],
+            iterators: Sequence[str], body: Callable[..., Union[ir.Value, Sequence[ir.Value]]]) -> list[ir.Value]:
+    """A ``linalg.generic``; ``body(*ins, *outs)`` returns the yielded value(s). Returns its results."""
+    op = linalg.GenericOp_(list(inputs), list(inits), list(maps), list(iterators))
+    block = op.regions[0].blocks[0]
+    with ir.InsertionPoint(block):
+        out = body(*block.arguments)
+        linalg.YieldOp(list(out) if isinstance(out, (list, tuple)) else [out])
+    return list(op.results)
+
+
+def loop_index(axis: int) -> ir.Value:
+    """The current iteration index of loop ``axis`` inside a generic's body."""
+    return linalg.index(axis)
+
+
+def broadcast_map(v: ir.Value, out_rank: int, out_shape: Sequence[int]) -> ir.AffineMap:
+    """NumPy broadcasting of ``v`` into an iteration space of ``out_rank`` loops (dims align right; a static 1
+    against a dim that is not a static 1 reads index 0)."""
+    rank = v.type.rank
+    exprs: list[Optional[int]] = []
+    for i, d in enumerate(v.type.shape):
+        axis = out_rank - rank + i
+        exprs.append(None if d == 1 and out_shape[axis] != 1 else axis)
+    return amap(out_rank, exprs)
+
+
+def broadcast_sizes(inputs: Sequence[ir.Value], out_type: ir.RankedTensorType) -> list[Size]:
+    """The sizes of a broadcast result: static dims from its type, a dynamic one from an input that has it."""
+    out = []
+    for axis, d in enumerate(out_type.shape):
+        if d != DYN:
+            out.append(d)
+            continue
+        for v in inputs:
+            j = axis - (out_type.rank - v.type.rank)
+            if j >= 0 and v.type.shape[j] == DYN:
+                out.append(dim(v, j))
+                break
+        else:
+            raise LegalizeError(f"cannot tell the size of dynamic axis {axis} of {out_type} from the operands")
+    return out
+
+
+def map_elementwise(inputs: Sequence[ir.Value], out_type: ir.RankedTensorType,
+                    fn: Callable[..., ir.Value], sizes: Optional[Sequence[Size]] = None) -> ir.Value:
+    """``out[i] = fn(*(x[broadcast i] for x in inputs))`` as one parallel ``linalg.generic``."""
+    sizes = list(sizes) if sizes is not None else broadcast_sizes(inputs, out_type)
+    rank, shape = out_type.rank, list(out_type.shape)
+    maps = [broadcast_map(v, rank, shape) for v in inputs] + [identity(rank)]
+    init = empty(sizes, out_type.element_type)
+    (res,) = generic(inputs, [init], maps, ["parallel"] * rank, lambda *args: fn(*args[:len(inputs)]))
+    return cast_to(res, out_type)
+
+
+def reduce(x: ir.Value, axes: Sequence[int], acc_type: ir.Type, init: Union[ir.Value, int, float],
+           combine: Callable[[ir.Value, ir.Value], ir.Value],
+           pre: Optional[Callable[[ir.Value], ir.Value]] = None) -> ir.Value:
+    """Reduce ``x`` over ``axes`` (dropped from the result) into ``acc_type``: ``acc = combine(pre(x), acc)``."""
+    rank = x.type.rank
+    kept = [a for a in range(rank) if a not in axes]
+    acc = filled([dim(x, a) for a in kept], acc_type, init)
+    iters = ["reduction" if a in axes else "parallel" for a in range(rank)]
+    maps = [identity(rank), amap(rank, kept)]
+
+    def body(v, a):
+        v = pre(v) if pre else convert(v, acc_type)
+        return combine(v, a)
+
+    return generic([x], [acc], maps, iters, body)[0]
+
+
+def reshape(src: ir.Value, sizes: Sequence[Size], t: Optional[ir.Type] = None) -> ir.Value:
+    """``src`` (row-major) with the shape ``sizes``: collapsed to 1-D, then expanded (canonicalization folds the
+    pair into one reshape where it can)."""
+    out_type = tensor_type(sizes, t or elem(src))
+    if src.type.rank == 0 and len(sizes) == 0:
+        return src
+    flat_t = ir.RankedTensorType.get([_static_prod(src.type.shape)], elem(src))
+    if src.type.rank == 0:
+        flat = tensor.expand_shape(flat_t, src, [], [], [1])
+    elif src.type.rank == 1:
+        flat = src
+    else:
+        flat = tensor.collapse_shape(flat_t, src, [list(range(src.type.rank))])
+    if len(sizes) == 0:
+        return tensor.collapse_shape(out_type, cast_to(flat, ir.RankedTensorType.get([1], elem(src))), [])
+    if len(sizes) == 1:
+        return cast_to(flat, out_type)
+    dynamic = [s for s in sizes if not isinstance(s, int)]
+    return tensor.expand_shape(out_type, flat, [list(range(len(sizes)))], dynamic, list(out_type.shape))
+
+
+def _static_prod(shape: Sequence[int]) -> int:
+    out = 1
+    for d in shape:
+        if d == DYN:
+            return DYN
+        out *= d
+    return out
+
+
+def norm_axes(axes, rank: int) -> list[int]:
+    """Relax's ``axis`` attribute (None, an int, a tuple; negatives count from the end) as sorted axes."""
+    if axes is None:
+        return list(range(rank))
+    if isinstance(axes, int):
+        axes = (axes,)
+    return sorted(a % rank for a in axes)

@@ -1,0 +1,299 @@
+"""Neural-network lowerings: softmax/log_softmax, the losses, conv2d and pooling, and direct lowerings of the
+composites batch_norm, layer_norm and dropout (their records have no ``decompose`` yet).
+
+* softmax: max-reduce, ``exp(x - max)``, sum-reduce, divide (computed in f32 for half floats);
+* conv2d: ``tensor.pad`` then ``linalg.conv_2d_nchw_fchw`` (``conv_2d_ngchw_gfchw`` on reshaped operands for
+  groups > 1);
+* max/avg pooling: ``tensor.pad`` (with -inf, or 0 for the sum) then ``linalg.pooling_nchw_max``/``_sum``; the
+  average divides by the number of window positions on the input (and padding, with ``count_include_pad``),
+  counted per output position in the dividing ``linalg.generic``;
+* nll_loss: a ``linalg.generic`` over the targets that reads ``predictions[n, t, ...]`` and ``weights[t]`` with
+  ``tensor.extract`` (out-of-range targets are clamped, not reported: the compiled code cannot raise).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from mlir import ir
+from mlir.dialects import arith, linalg, math, tensor
+
+from ...op.nn import activation as A
+from ...op.nn import conv as CV
+from ...op.nn import loss as LS
+from ...op.nn import norm as N
+from .core import (Size, amap, as_index, compute_type, convert, dim, elem, empty, filled, generic, identity,
+                   is_float, loop_index, lowest, map_elementwise, norm_axes, reduce, reshape, sadd, scalar,
+                   sceildiv, sfloordiv, sizes_of, smax, smul, ssub, tensor_type)
+from .reduce import mean_and_variance
+from .rules import lowers
+
+
+def _map(inputs: Sequence[ir.Value], maps: Sequence[ir.AffineMap], sizes: Sequence[Size], t: ir.Type, fn) -> ir.Value:
+    """A parallel generic over ``sizes`` reading ``inputs`` through ``maps``: ``out = fn(*scalars)``."""
+    rank = len(sizes)
+    return generic(inputs, [empty(sizes, t)], list(maps) + [identity(rank)], ["parallel"] * rank,
+                   lambda *args: fn(*args[:len(inputs)]))[0]
+
+
+# --- softmax ---------------------------------------------------------------------------------------------------
+def _softmax(log: bool):
+    def rule(lc, op):
+        x = lc.inputs[0]
+        rank, axis = x.type.rank, lc.attrs["axis"] % x.type.rank
+        ct, out_t = compute_type(elem(x)), elem(lc.result_type)
+        kept = amap(rank, [a for a in range(rank) if a != axis])
+        sizes = sizes_of(x)
+        mx = reduce(x, [axis], ct, lowest(ct), arith.maximumf)
+        shifted = _map([x, mx], [identity(rank), kept], sizes, ct, lambda v, m: arith.subf(convert(v, ct), m))
+        total = reduce(shifted, [axis], ct, scalar(0, ct), arith.addf, pre=math.exp)
+        if log:
+            return _map([shifted, total], [identity(rank), kept], sizes, out_t,
+                        lambda s, t: convert(arith.subf(s, math.log(t)), out_t))
+        return _map([shifted, total], [identity(rank), kept], sizes, out_t,
+                    lambda s, t: convert(arith.divf(math.exp(s), t), out_t))
+    return rule
+
+
+lowers(A.softmax)(_softmax(False))
+lowers(A.log_softmax)(_softmax(True))
+
+
+# --- losses ----------------------------------------------------------------------------------------------------
+@lowers(LS.cross_entropy_with_logits)
+def _cross_entropy(lc, op):
+    x, y = lc.inputs
+    rank, ct, out_t = x.type.rank, compute_type(elem(x)), elem(lc.result_type)
+    acc = filled([], ct, 0)
+    (total,) = generic([x, y], [acc], [identity(rank), identity(rank), amap(rank, [])], ["reduction"] * rank,
+                       lambda a, b, o: arith.addf(o, arith.mulf(convert(a, ct), convert(b, ct))))
+    count = convert(as_index(dim(x, 0)), ct) if rank > 1 else scalar(1, ct)
+    return map_elementwise([total], lc.result_type, lambda t: convert(arith.negf(arith.divf(t, count)), out_t), [])
+
+
+@lowers(LS.nll_loss)
+def _nll_loss(lc, op):
+    pred, targets = lc.inputs[:2]
+    weights = lc.inputs[2] if len(lc.inputs) > 2 else None
+    ct, out_t = compute_type(elem(pred)), elem(lc.result_type)
+    k = targets.type.rank
+    classes = as_index(dim(pred, 1 if pred.type.rank > 1 else 0))
+    ignore, reduction = lc.attrs["ignore_index"], lc.attrs["reduction"]
+    idx_t = ir.IndexType.get()
+
+    def picked(t):
+        """(-pred[n, t, ...] * w[t], w[t]) with both 0 where t is ignored."""
+        valid = arith.cmpi(arith.CmpIPredicate.ne, t, scalar(ignore, t.type))
+        i = convert(t, idx_t)
+        i = arith.maxsi(arith.minsi(i, arith.subi(classes, as_index(1))), as_index(0))
+        coords = [loop_index(0), i] + [loop_index(a) for a in range(1, k)] if pred.type.rank > 1 else [i]
+        p = convert(tensor.extract(pred, coords), ct)
+        w = convert(tensor.extract(weights, [i]), ct) if weights is not None else scalar(1, ct)
+        w = arith.select(valid, w, scalar(0, ct))
+        return arith.negf(arith.mulf(p, w)), w
+
+    if reduction == "none":
+        return _map([targets], [identity(k)], sizes_of(targets), out_t, lambda t: convert(picked(t)[0], out_t))
+    loss, wsum = filled([], ct, 0), filled([], ct, 0)
+
+    def body(t, lo, wo):
+        value, w = picked(t)
+        return arith.addf(lo, value), arith.addf(wo, w)
+
+    total, weight = generic([targets], [loss, wsum], [identity(k), amap(k, []), amap(k, [])], ["reduction"] * k, body)
+    if reduction == "sum":
+        return map_elementwise([total], lc.result_type, lambda v: convert(v, out_t), [])
+    return map_elementwise([total, weight], lc.result_type, lambda v, w: convert(arith.divf(v, w), out_t), [])
+
+
+# --- convolution and pooling --------------------------------------------------------------------------------------
+def pad(x: ir.Value, low: Sequence[Size], high: Sequence[Size], value: float) -> ir.Value:
+    """``tensor.pad`` of ``x`` with the constant ``value`` (``low``/``high`` per axis, ints or index Values)."""
+    if all(isinstance(s, int) and s == 0 for s in list(low) + list(high)):
+        return x
+    sizes = [sadd(sadd(d, lo), hi) for d, lo, hi in zip(sizes_of(x), low, high)]
+    dyn = lambda vals: [v for v in vals if not isinstance(v, int)]  # noqa: E731
+    stat = lambda vals: [v if isinstance(v, int) else ir.ShapedType.get_dynamic_size() for v in vals]  # noqa: E731
+    op = tensor.PadOp(tensor_type(sizes, elem(x)), x, dyn(low), dyn(high), stat(low), stat(high))
+    block = op.region.blocks.append(*[ir.IndexType.get()] * x.type.rank)
+    with ir.InsertionPoint(block):
+        tensor.YieldOp(scalar(value, elem(x)))
+    return op.result
+
+
+def window_out(size: Size, before: int, after: int, kernel: Size, stride: int, dilation: int, ceil: bool) -> Size:
+    """Output length of a sliding window (the registry's rule, PyTorch's): floor or ceil division, and in ceil
+    mode a last window starting in the right padding is dropped."""
+    span = sadd(smul(ssub(kernel, 1), dilation), 1)
+    num = ssub(sadd(size, before + after), span)
+    q = sceildiv(num, stride) if ceil else sfloordiv(num, stride)
+    if ceil:
+        gap = ssub(span, after)
+        if isinstance(q, int) and isinstance(num, int) and isinstance(gap, int):
+            q = q - 1 if q * stride - num >= gap else q
+        else:
+            drop = arith.cmpi(arith.CmpIPredicate.sge, as_index(ssub(smul(q, stride), num)), as_index(gap))
+            q = arith.select(drop, as_index(ssub(q, 1)), as_index(q))
+    return sadd(q, 1)
+
+
+def _extra(out: Size, size: Size, pads: int, kernel: Size, stride: int, dilation: int) -> Size:
+    """Padding past the right edge that the last (ceil-mode) window needs."""
+    need = sadd(smul(ssub(out, 1), stride), sadd(smul(ssub(kernel, 1), dilation), 1))
+    return smax(ssub(need, sadd(size, pads)), 0)
+
+
+@lowers(CV.conv2d)
+def _conv2d(lc, op):
+    data, weight = lc.inputs
+    a = lc.attrs
+    (pt, pl, pb, pr), strides, dilations, g = a["padding"], list(a["strides"]), list(a["dilation"]), a["groups"]
+    out_t = elem(lc.result_type)
+    acc_t = compute_type(out_t)
+    n, c, h, w = sizes_of(data)
+    o, i, kh, kw = sizes_of(weight)
+    oh = window_out(h, pt, pb, kh, strides[0], dilations[0], False)
+    ow = window_out(w, pl, pr, kw, strides[1], dilations[1], False)
+    x = pad(data, [0, 0, pt, pl], [0, 0, pb, pr], 0.0)
+    if g == 1:
+        res = linalg.conv_2d_nchw_fchw(x, weight, outs=[filled([n, o, oh, ow], acc_t, 0)],
+                                       strides=strides, dilations=dilations)
+    else:
+        f = sfloordiv(o, g)
+        xg = reshape(x, [n, g, sfloordiv(c, g)] + sizes_of(x)[2:])
+        wg = reshape(weight, [g, f, i, kh, kw])
+        res = linalg.conv_2d_ngchw_gfchw(xg, wg, outs=[filled([n, g, f, oh, ow], acc_t, 0)],
+                                         strides=strides, dilations=dilations)
+        res = reshape(res, [n, o, oh, ow])
+    if acc_t != out_t:
+        res = map_elementwise([res], tensor_type(sizes_of(res), out_t), lambda v: convert(v, out_t), sizes_of(res))
+    return res
+
+
+def _pool_geometry(lc, x: ir.Value):
+    a = lc.attrs
+    (pt, pl, pb, pr), (kh, kw) = a["padding"], a["pool_size"]
+    (sh, sw), (dh, dw), ceil = a["strides"], a["dilation"], a["ceil_mode"]
+    n, c, h, w = sizes_of(x)
+    oh = window_out(h, pt, pb, kh, sh, dh, ceil)
+    ow = window_out(w, pl, pr, kw, sw, dw, ceil)
+    high = [0, 0, sadd(pb, _extra(oh, h, pt + pb, kh, sh, dh)), sadd(pr, _extra(ow, w, pl + pr, kw, sw, dw))]
+    return [n, c, oh, ow], [0, 0, pt, pl], high
+
+
+@lowers(CV.max_pool2d)
+def _max_pool2d(lc, op):
+    x = lc.inputs[0]
+    t = elem(x)
+    sizes, low, high = _pool_geometry(lc, x)
+    lo = float("-inf") if is_float(t) else -(1 << (t.width - 1))
+    padded = pad(x, low, high, lo)
+    window = empty(list(lc.attrs["pool_size"]), t)
+    return linalg.pooling_nchw_max(padded, window, outs=[filled(sizes, t, lo)],
+                                   strides=list(lc.attrs["strides"]), dilations=list(lc.attrs["dilation"]))
+
+
+def _window_count(o: ir.Value, size: Size, before: int, after: int, kernel: int, stride: int,
+                  dilation: int, include_pad: bool) -> ir.Value:
+    """How many of the ``kernel`` positions of output ``o``'s window lie on the input (or its padding)."""
+    lo, hi = (-before, sadd(size, after)) if include_pad else (0, size)
+    start = arith.subi(arith.muli(o, as_index(stride)), as_index(before))
+    count = as_index(0)
+    for k in range(kernel):
+        p = arith.addi(start, as_index(k * dilation))
+        inside = arith.andi(arith.cmpi(arith.CmpIPredicate.sge, p, as_index(lo)),
+                            arith.cmpi(arith.CmpIPredicate.slt, p, as_index(hi)))
+        count = arith.addi(count, arith.select(inside, as_index(1), as_index(0)))
+    return count
+
+
+@lowers(CV.avg_pool2d)
+def _avg_pool2d(lc, op):
+    x = lc.inputs[0]
+    a = lc.attrs
+    t = elem(x)
+    ct = compute_type(t)
+    sizes, low, high = _pool_geometry(lc, x)
+    padded = pad(x, low, high, 0.0)
+    window = empty(list(a["pool_size"]), t)
+    total = linalg.pooling_nchw_sum(padded, window, outs=[filled(sizes, ct, 0)],
+                                    strides=list(a["strides"]), dilations=list(a["dilation"]))
+    (pt, pl, pb, pr), (kh, kw), include = a["padding"], a["pool_size"], a["count_include_pad"]
+    h, w = dim(x, 2), dim(x, 3)
+
+    def fn(v):
+        ch = _window_count(loop_index(2), h, pt, pb, kh, a["strides"][0], a["dilation"][0], include)
+        cw = _window_count(loop_index(3), w, pl, pr, kw, a["strides"][1], a["dilation"][1], include)
+        return convert(arith.divf(v, convert(arith.muli(ch, cw), ct)), t)
+
+    return map_elementwise([total], lc.result_type, fn, sizes)
+
+
+# --- normalisation and dropout ------------------------------------------------------------------------------------
+def _normalize(x, mean, var, gamma, beta, stat_map, param_map, eps, center, scale, out_t):
+    rank, ct = x.type.rank, elem(mean)
+    ins, maps = [x, mean, var], [identity(rank), stat_map, stat_map]
+    if scale:
+        ins, maps = ins + [gamma], maps + [param_map]
+    if center:
+        ins, maps = ins + [beta], maps + [param_map]
+
+    def fn(v, m, s, *params):
+        y = arith.divf(arith.subf(convert(v, ct), m), math.sqrt(arith.addf(s, scalar(eps, ct))))
+        rest = list(params)
+        if scale:
+            y = arith.mulf(y, convert(rest.pop(0), ct))
+        if center:
+            y = arith.addf(y, convert(rest.pop(0), ct))
+        return convert(y, out_t)
+
+    return _map(ins, maps, sizes_of(x), out_t, fn)
+
+
+@lowers(N.batch_norm)
+def _batch_norm(lc, op):
+    x, gamma, beta, moving_mean, moving_var = lc.inputs
+    a = lc.attrs
+    rank, axis = x.type.rank, a["axis"] % x.type.rank
+    ct, t = compute_type(elem(x)), elem(x)
+    channel = amap(rank, [axis])
+    if a["training"]:
+        mean, var = mean_and_variance(x, [d for d in range(rank) if d != axis], ct)
+        mom = a["momentum"]
+
+        def update(old, new):
+            return convert(arith.addf(arith.mulf(scalar(1 - mom, ct), convert(old, ct)),
+                                      arith.mulf(scalar(mom, ct), new)), t)
+        new_mean = map_elementwise([moving_mean, mean], moving_mean.type, update)
+        new_var = map_elementwise([moving_var, var], moving_var.type, update)
+    else:
+        stat_t = tensor_type(sizes_of(moving_mean), ct)
+        mean = map_elementwise([moving_mean], stat_t, lambda v: convert(v, ct))
+        var = map_elementwise([moving_var], stat_t, lambda v: convert(v, ct))
+        new_mean, new_var = moving_mean, moving_var
+    y = _normalize(x, mean, var, gamma, beta, channel, channel, a["epsilon"], a["center"], a["scale"], t)
+    return [y, new_mean, new_var]
+
+
+@lowers(N.layer_norm)
+def _layer_norm(lc, op):
+    x, gamma, beta = lc.inputs
+    a = lc.attrs
+    rank = x.type.rank
+    listed = [ax % rank for ax in a["axes"]]  # gamma's dims follow the axes in the order listed
+    axes = sorted(listed)
+    ct = compute_type(elem(x))
+    mean, var = mean_and_variance(x, axes, ct)
+    stat_map = amap(rank, [d for d in range(rank) if d not in axes])
+    return _normalize(x, mean, var, gamma, beta, stat_map, amap(rank, listed), a["epsilon"], a["center"],
+                      a["scale"], elem(x))
+
+
+@lowers(N.dropout)
+def _dropout(lc, op):
+    # The inference form, as the record's reference: the data unchanged and a mask of ones.
+    x = lc.inputs[0]
+    return [x, filled(sizes_of(x), elem(x), 1.0)]
+
+
+_ = norm_axes

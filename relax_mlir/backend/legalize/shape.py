@@ -1,0 +1,242 @@
+"""Shape manipulation and creation: reshape, flatten, expand_dims, squeeze, permute_dims, broadcast_to, concat,
+split, take, strided_slice; zeros/ones/full (and ``*_like``), triu/tril, arange.
+
+Reshapes are ``tensor.collapse_shape`` to 1-D then ``tensor.expand_shape`` (canonicalization folds the pair);
+slices are ``tensor.extract_slice``/``insert_slice`` (a negative stride is a gathering ``linalg.generic``);
+``take`` is a ``linalg.generic`` reading the data with ``tensor.extract``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from mlir import ir
+from mlir.dialects import arith, linalg, tensor
+
+from ...op import create as C
+from ...op import manipulate as M
+from .core import (DYN, Size, as_index, cast_to, convert, dim, elem, empty, filled, generic, identity, is_bool,
+                   is_float, loop_index, map_elementwise, norm_axes, reshape, sadd, scalar, sceildiv, sizes_of,
+                   smax, smin, smul, sprod, ssub, tensor_type, amap)
+from .rules import lowers
+
+
+def _mixed(values: Sequence[Size]) -> tuple[list[ir.Value], list[int]]:
+    dynamic = [v for v in values if not isinstance(v, int)]
+    return dynamic, [v if isinstance(v, int) else DYN for v in values]
+
+
+def extract_slice(src: ir.Value, offsets: Sequence[Size], sizes: Sequence[Size],
+                  strides: Sequence[Size]) -> ir.Value:
+    (do, so), (ds, ss), (dt, st) = _mixed(offsets), _mixed(sizes), _mixed(strides)
+    return tensor.extract_slice(tensor_type(sizes, elem(src)), src, do, ds, dt, so, ss, st)
+
+
+def insert_slice(src: ir.Value, dest: ir.Value, offsets: Sequence[Size]) -> ir.Value:
+    sizes = sizes_of(src)
+    (do, so), (ds, ss) = _mixed(offsets), _mixed(sizes)
+    return tensor.insert_slice(src, dest, do, ds, [], so, ss, [1] * len(sizes))
+
+
+@lowers(M.reshape)
+def _reshape(lc, op):
+    return reshape(lc.inputs[0], lc.result_sizes())
+
+
+@lowers(M.flatten)
+def _flatten(lc, op):
+    x = lc.inputs[0]
+    return reshape(x, [sprod(sizes_of(x))])
+
+
+@lowers(M.expand_dims)
+def _expand_dims(lc, op):
+    x = lc.inputs[0]
+    out_rank = lc.result_type.rank
+    axes = norm_axes(lc.attrs["axis"], out_rank)
+    rest = iter(sizes_of(x))
+    return reshape(x, [1 if a in axes else next(rest) for a in range(out_rank)])
+
+
+@lowers(M.squeeze)
+def _squeeze(lc, op):
+    x = lc.inputs[0]
+    axis = lc.attrs["axis"]
+    drop = [a for a, d in enumerate(x.type.shape) if d == 1] if axis is None else norm_axes(axis, x.type.rank)
+    return reshape(x, [dim(x, a) for a in range(x.type.rank) if a not in drop])
+
+
+@lowers(M.permute_dims)
+def _permute_dims(lc, op):
+    x = lc.inputs[0]
+    rank = x.type.rank
+    axes = lc.attrs["axes"]
+    perm = list(reversed(range(rank))) if axes is None else [a % rank for a in axes]
+    if rank == 0:
+        return x
+    out = empty([dim(x, a) for a in perm], elem(x))
+    return linalg.transpose(x, outs=[out], permutation=perm).result
+
+
+@lowers(M.broadcast_to)
+def _broadcast_to(lc, op):
+    return map_elementwise(lc.inputs, lc.result_type, lambda v: v, lc.result_sizes())
+
+
+@lowers(M.concat)
+def _concat(lc, op):
+    inputs = list(lc.inputs)
+    axis = lc.attrs["axis"]
+    if axis is None:
+        inputs, axis = [reshape(x, [sprod(sizes_of(x))]) for x in inputs], 0
+    axis %= inputs[0].type.rank
+    sizes = sizes_of(inputs[0])
+    sizes[axis] = sprod([])  # 1, replaced below
+    total: Size = 0
+    for x in inputs:
+        total = sadd(total, dim(x, axis))
+    sizes[axis] = total
+    out = empty(sizes, elem(inputs[0]))
+    offset: Size = 0
+    for x in inputs:
+        offsets = [0] * len(sizes)
+        offsets[axis] = offset
+        out = insert_slice(x, out, offsets)
+        offset = sadd(offset, dim(x, axis))
+    return out
+
+
+@lowers(M.split)
+def _split(lc, op):
+    x = lc.inputs[0]
+    axis = lc.attrs["axis"] % x.type.rank
+    spec, d = lc.attrs["indices_or_sections"], dim(x, axis)
+    if isinstance(spec, int):
+        step = d // spec if isinstance(d, int) else arith.divsi(d, as_index(spec))
+        bounds = [smul(step, i) for i in range(spec + 1)]
+    else:
+        bounds = [0] + [smin(b, d) for b in spec] + [d]
+    outs = []
+    for i in range(len(bounds) - 1):
+        offsets = [0] * x.type.rank
+        offsets[axis] = bounds[i]
+        sizes = sizes_of(x)
+        sizes[axis] = smax(ssub(bounds[i + 1], bounds[i]), 0)
+        outs.append(extract_slice(x, offsets, sizes, [1] * x.type.rank))
+    return outs
+
+
+@lowers(M.take)
+def _take(lc, op):
+    x, ind = lc.inputs
+    axis = lc.attrs["axis"]
+    if axis is None:
+        x, axis = reshape(x, [sprod(sizes_of(x))]), 0
+    axis %= x.type.rank
+    r, k = x.type.rank, ind.type.rank
+    out_rank = r - 1 + k
+    sizes = sizes_of(x)[:axis] + sizes_of(ind) + sizes_of(x)[axis + 1:]
+    idx_t = ir.IndexType.get()
+    extent = as_index(dim(x, axis))
+
+    def body(i, _out):
+        i = convert(i, idx_t)
+        neg = arith.cmpi(arith.CmpIPredicate.slt, i, as_index(0))
+        i = arith.select(neg, arith.addi(i, extent), i)  # negative indices count from the end
+        coords = [loop_index(a) for a in range(axis)] + [i] + [loop_index(axis + k + j) for j in range(r - axis - 1)]
+        return tensor.extract(x, coords)
+
+    maps = [amap(out_rank, list(range(axis, axis + k))), identity(out_rank)]
+    return generic([ind], [empty(sizes, elem(x))], maps, ["parallel"] * out_rank, body)[0]
+
+
+def _slice_bounds(b: int, e: int, s: int, d: Size) -> tuple[Size, Size]:
+    """Python's ``slice(b, e, s).indices(d)`` start and length, on a static or dynamic size ``d``."""
+    if isinstance(d, int):
+        start, stop, step = slice(b, e, s).indices(d)
+        return start, len(range(start, stop, step))
+
+    def clamp(i: int, low: int, high: Size) -> Size:  # i < 0 counts from the end; then clamped to [low, high]
+        return smax(sadd(d, i), low) if i < 0 else smin(i, high)
+
+    if s > 0:
+        start, stop = clamp(b, 0, d), clamp(e, 0, d)
+        return start, smax(sceildiv(ssub(stop, start), s), 0)
+    start, stop = clamp(b, -1, ssub(d, 1)), clamp(e, -1, ssub(d, 1))
+    return start, smax(sceildiv(ssub(start, stop), -s), 0)
+
+
+@lowers(M.strided_slice)
+def _strided_slice(lc, op):
+    x = lc.inputs[0]
+    rank = x.type.rank
+    offsets, sizes, strides = [0] * rank, sizes_of(x), [1] * rank
+    attrs = lc.attrs
+    for a, b, e, s in zip(attrs["axes"], attrs["begin"], attrs["end"], attrs["strides"] or (1,) * len(attrs["axes"])):
+        a %= rank
+        offsets[a], sizes[a] = _slice_bounds(b, e, s, dim(x, a))
+        strides[a] = s
+    if all(s > 0 for s in strides):
+        return extract_slice(x, offsets, sizes, strides)
+
+    def body(_out):  # a negative stride: gather x[offset + i * stride] along each axis
+        coords = [sadd(as_index(o), arith.muli(loop_index(a), as_index(s))) for a, (o, s) in
+                  enumerate(zip(offsets, strides))]
+        return tensor.extract(x, coords)
+
+    return generic([], [empty(sizes, elem(x))], [identity(rank)], ["parallel"] * rank, body)[0]
+
+
+# --- creation ----------------------------------------------------------------------------------------------------
+def _fill_scalar(value, t: ir.Type) -> ir.Value:
+    if is_bool(t):
+        return scalar(bool(value), t)
+    return scalar(float(value) if is_float(t) else int(value), t)
+
+
+@lowers(C.zeros, C.ones, C.full)
+def _full(lc, op):
+    t = elem(lc.result_type)
+    value = lc.attrs.get("fill_value", 1 if lc.record is C.ones else 0)
+    return filled(lc.result_sizes(), t, _fill_scalar(value, t))
+
+
+@lowers(C.zeros_like, C.ones_like, C.full_like)
+def _full_like(lc, op):
+    t = elem(lc.result_type)
+    value = lc.attrs.get("fill_value", 1 if lc.record is C.ones_like else 0)
+    return filled(sizes_of(lc.inputs[0]), t, _fill_scalar(value, t))
+
+
+def _triangle(upper: bool):
+    def rule(lc, op):
+        x = lc.inputs[0]
+        rank, k = x.type.rank, lc.attrs["k"]
+        pred = arith.CmpIPredicate.sge if upper else arith.CmpIPredicate.sle
+
+        def fn(v):
+            diag = arith.subi(loop_index(rank - 1), loop_index(rank - 2))
+            keep = arith.cmpi(pred, diag, as_index(k))
+            return arith.select(keep, v, scalar(0, v.type))
+        return map_elementwise([x], lc.result_type, fn, sizes_of(x))
+    return rule
+
+
+lowers(C.triu)(_triangle(True))
+lowers(C.tril)(_triangle(False))
+
+
+@lowers(C.arange)
+def _arange(lc, op):
+    t = elem(lc.result_type)
+    wide = ir.F64Type.get() if is_float(t) else ir.IntegerType.get_signless(64)
+    start, step = lc.attrs["start"], lc.attrs["step"]
+
+    def body(_out):
+        i = convert(loop_index(0), wide)
+        value = (arith.addf if is_float(wide) else arith.addi)(
+            scalar(start, wide), (arith.mulf if is_float(wide) else arith.muli)(i, scalar(step, wide)))
+        return convert(value, t)
+
+    return generic([], [empty(lc.result_sizes() or list(lc.result_type.shape), t)], [identity(1)],
+                   ["parallel"], body)[0]

@@ -1,0 +1,255 @@
+"""The named lowering pipeline: linalg-on-tensors MLIR text down to the LLVM dialect.
+
+Stages, in order (each one's text is what ``lower(module, stage)`` returns)::
+
+    linalg      func.func on builtin tensors with linalg/tensor/arith/math ops (the input)
+    fused       elementwise producers fused into their consumers (linalg-fuse-elementwise-ops)
+    scheduled   matmul-like ops tiled [8, 32, 1], vectorized to vector.contract, accumulator hoisted
+                (transform-dialect scripts, see ``schedule.py``)
+    bufferized  one-shot bufferization across function boundaries, identity layouts; every result is an
+                out-parameter (memref) the caller allocates; temporaries freed (buffer-deallocation-pipeline)
+    llvm        LLVM dialect, ready for ``mlir.execution_engine.ExecutionEngine``
+
+``opt_level``: 0 = naive loops (no fusion, no schedule: the debugging baseline); >= 1 (default 2) =
+elementwise fusion + matmul schedules (1, 2 and 3 are the same today; higher levels are room for packing
+and threads). Elementwise loops are vectorized by LLVM's own loop vectorizer at every level (the engine
+compiles at -O3).
+
+Example::
+
+    text = lower(LINALG_TEXT, "bufferized", PipelineOptions(opt_level=2, print_after_all=True))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+import warnings
+from typing import Callable
+
+from mlir import ir, passmanager
+
+from .bool_storage import widen_bool_memrefs
+from .schedule import schedule_matmuls
+
+STAGES: tuple[str, ...] = ("linalg", "fused", "scheduled", "bufferized", "llvm")
+
+FUSE_PIPELINE = "builtin.module(func.func(linalg-fuse-elementwise-ops),canonicalize,cse)"
+
+# buffer-results-to-out-params: in MLIR 22 public functions are left alone without
+# modify-public-functions=1; hoisting turns "alloc inside + copy to the out-param" into "write the
+# out-param directly", for static *and* dynamic shapes (the caller computes dynamic result shapes).
+BUFFERIZE_PIPELINE = (
+    "builtin.module("
+    "eliminate-empty-tensors,"
+    "one-shot-bufferize{bufferize-function-boundaries=1 function-boundary-type-conversion=identity-layout-map},"
+    "canonicalize,"
+    "buffer-results-to-out-params{hoist-static-allocs=1 hoist-dynamic-allocs=1 modify-public-functions=1},"
+    "buffer-deallocation-pipeline)"
+)
+
+# Order matters: vector transfers become scf loops of 1-D transfers before vector-to-llvm; math ops with an
+# LLVM intrinsic go first and the rest (tanh, erf, ...) to libm; without convert-ub-to-llvm a leftover
+# ub.poison makes ExecutionEngine() fail with no message. Between the two halves, boolean memrefs are
+# retyped to bytes (bool_storage.py: MLIR 22 aborts on i1 loads/stores).
+LOOPS_PIPELINE = (
+    "builtin.module("
+    "convert-linalg-to-loops,"
+    "convert-vector-to-scf{full-unroll=1},"
+    "canonicalize,cse)"
+)
+LLVM_PIPELINE = (
+    "builtin.module("
+    "lower-affine,"
+    "convert-scf-to-cf,"
+    "expand-strided-metadata,"
+    "lower-affine,"
+    "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
+    "convert-vector-to-llvm{vector-contract-lowering=outerproduct},"
+    "finalize-memref-to-llvm,"
+    "convert-math-to-llvm,"
+    "convert-math-to-libm,"
+    "convert-arith-to-llvm,"
+    "convert-index-to-llvm,"
+    "convert-ub-to-llvm,"
+    "convert-func-to-llvm,"
+    "convert-cf-to-llvm,"
+    "reconcile-unrealized-casts)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineOptions:
+    """Knobs of the lowering pipeline.
+
+    opt_level: 0 naive loops; >= 1 (default 2) elementwise fusion + matmul tiling/vectorization schedules.
+    print_after_all: print the IR to stderr after every MLIR pass and every transform script
+        (``PassManager.enable_ir_printing``; the same banner as ``mlir-opt --mlir-print-ir-after-all``).
+    timing: print MLIR's pass timing report to stderr after each stage (``PassManager.enable_timing``).
+    fallback_on_schedule_failure: if a transform script fails, warn and lower that module naively instead
+        of raising.
+    """
+
+    opt_level: int = 2
+    print_after_all: bool = False
+    timing: bool = False
+    fallback_on_schedule_failure: bool = True
+
+    def __post_init__(self) -> None:
+        if self.opt_level not in (0, 1, 2, 3):
+            raise ValueError(f"PipelineOptions: opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+
+
+def run_passes(module: ir.Module, pipeline: str, options: PipelineOptions) -> None:
+    """Run one textual pass pipeline on ``module`` in place, with the options' printing and timing."""
+    pm = passmanager.PassManager.parse(pipeline, module.context)
+    if options.print_after_all:
+        pm.enable_ir_printing(print_after_all=True)
+    if options.timing:
+        pm.enable_timing()
+    try:
+        pm.run(module.operation)
+    finally:
+        del pm  # the timing report is printed when the pass manager is destroyed: now, not at exit
+
+
+def _fuse(module: ir.Module, options: PipelineOptions) -> ir.Module:
+    if options.opt_level >= 1:
+        run_passes(module, FUSE_PIPELINE, options)
+    return module
+
+
+def _schedule(module: ir.Module, options: PipelineOptions) -> ir.Module:
+    if options.opt_level < 1:
+        return module
+    backup = str(module) if options.fallback_on_schedule_failure else None
+    start = time.perf_counter()
+    try:
+        count = schedule_matmuls(module, print_ir=options.print_after_all)
+    except (ir.MLIRError, RuntimeError, ValueError) as err:
+        if backup is None:
+            raise
+        warnings.warn(f"matmul schedule failed, lowering with naive loops instead: {err}", RuntimeWarning)
+        return ir.Module.parse(backup, module.context)
+    if options.timing:  # the transform interpreter has no timing instrumentation of its own
+        sys.stderr.write(f"// relax_mlir: transform schedules for {count} matmul-like op(s): "
+                         f"{time.perf_counter() - start:.4f} s\n")
+        sys.stderr.flush()
+    return module
+
+
+def public_funcs(module: ir.Module) -> list[ir.Operation]:
+    """The public ``func.func`` definitions of a module (the ones a caller can reach)."""
+    funcs = []
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func" or len(op.regions[0].blocks) == 0:
+            continue
+        vis = op.attributes["sym_visibility"] if "sym_visibility" in op.attributes else None
+        if vis is None or ir.StringAttr(vis).value == "public":
+            funcs.append(op)
+    return funcs
+
+
+def _mark_args_read_only(func: ir.Operation) -> None:
+    """One-Shot Bufferize may write into a tensor argument's buffer in place unless it is marked
+    ``bufferization.writable = false``: that buffer is the caller's NumPy array, which must not change."""
+    args = func.regions[0].blocks[0].arguments
+    old = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes else []
+    new = []
+    for i, arg in enumerate(args):
+        entries = {a.name: a.attr for a in ir.DictAttr(old[i])} if i < len(old) else {}
+        if isinstance(arg.type, ir.RankedTensorType):  # the attribute is only valid on tensors
+            entries.setdefault("bufferization.writable", ir.BoolAttr.get(False))
+        new.append(ir.DictAttr.get(entries))
+    func.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
+
+
+def _bufferize(module: ir.Module, options: PipelineOptions) -> ir.Module:
+    for func in public_funcs(module):
+        _mark_args_read_only(func)
+    run_passes(module, BUFFERIZE_PIPELINE, options)
+    return module
+
+
+def _to_llvm(module: ir.Module, options: PipelineOptions) -> ir.Module:
+    run_passes(module, LOOPS_PIPELINE, options)
+    if widen_bool_memrefs(module) and options.print_after_all:
+        sys.stderr.write(f"// -----// IR Dump After widen-bool-memrefs (relax_mlir) //----- //\n{module}\n")
+        sys.stderr.flush()
+    run_passes(module, LLVM_PIPELINE, options)
+    return module
+
+
+#: The step that produces each stage from the one before it.
+_STEPS: dict[str, Callable[[ir.Module, PipelineOptions], ir.Module]] = {
+    "fused": _fuse,
+    "scheduled": _schedule,
+    "bufferized": _bufferize,
+    "llvm": _to_llvm,
+}
+
+
+def _stage_index(stage: str) -> int:
+    if stage not in STAGES:
+        raise ValueError(f"unknown pipeline stage {stage!r}; stages are {', '.join(STAGES)}")
+    return STAGES.index(stage)
+
+
+def lower_module(
+    module: ir.Module,
+    to_stage: str = "llvm",
+    options: PipelineOptions | None = None,
+    from_stage: str = "linalg",
+    on_stage: Callable[[str, ir.Module], None] | None = None,
+) -> ir.Module:
+    """Lower ``module`` (already at ``from_stage``) to ``to_stage``, mostly in place.
+
+    Returns the lowered module: the same object, except after a schedule failure with fallback, when it is
+    a fresh one parsed from the pre-schedule text. ``on_stage(name, module)`` is called after each stage.
+    Raises ``mlir.ir.MLIRError`` when a pass fails (the diagnostics are in the message).
+    """
+    options = options or PipelineOptions()
+    start, stop = _stage_index(from_stage), _stage_index(to_stage)
+    if stop < start:
+        raise ValueError(f"cannot lower from stage {from_stage!r} back to {to_stage!r}")
+    for stage in STAGES[start + 1 : stop + 1]:
+        module = _STEPS[stage](module, options)
+        if on_stage is not None:
+            on_stage(stage, module)
+    return module
+
+
+def parse(module: str | ir.Module, context: ir.Context | None = None) -> ir.Module:
+    """Parse MLIR text into a module of ``context`` (a new context if None); a Module passes through."""
+    if isinstance(module, ir.Module):
+        return module
+    ctx = context or ir.Context()
+    with ctx, ir.Location.unknown(ctx):
+        return ir.Module.parse(module)
+
+
+def lower(
+    module: str | ir.Module,
+    to_stage: str = "llvm",
+    options: PipelineOptions | None = None,
+    from_stage: str = "linalg",
+) -> str:
+    """Lower linalg-on-tensors MLIR (text, or a Module, which is not modified) to ``to_stage``; returns its text.
+
+    >>> lower(TEXT, "bufferized")  # doctest: +SKIP
+    'module {\\n  func.func @main(%arg0: memref<4xf32>, %arg1: memref<4xf32>) {...'
+    """
+    with_module = parse(module) if isinstance(module, str) else ir.Module.parse(str(module), module.context)
+    with with_module.context, ir.Location.unknown(with_module.context):
+        return str(lower_module(with_module, to_stage, options, from_stage))
+
+
+def lower_stages(module: str | ir.Module, options: PipelineOptions | None = None) -> dict[str, str]:
+    """The text of every stage, from the input ("linalg") to "llvm", in order."""
+    mod = parse(module) if isinstance(module, str) else ir.Module.parse(str(module), module.context)
+    texts = {"linalg": str(mod)}
+    with mod.context, ir.Location.unknown(mod.context):
+        lower_module(mod, "llvm", options, on_stage=lambda name, m: texts.__setitem__(name, str(m)))
+    return texts

@@ -1,0 +1,212 @@
+"""Helpers for gradient rules: they build Relax expressions with op constructors, never NumPy values.
+
+The rules keep the adjoint IR clean: a helper returns its input unchanged when the operation would do
+nothing (no ``collapse_sum_to`` to the same shape, no ``broadcast_to`` to the same shape, no division by a
+count of 1, no ``astype`` to the same dtype).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+from ..ir import sym
+from ..ir.dtype import is_float
+from ..ir.expr import Expr, const
+from ..ir.struct_info import StructInfo, TensorStructInfo
+
+
+def sinfo_of(e: Expr) -> TensorStructInfo:
+    s = e.struct_info
+    if not isinstance(s, TensorStructInfo):
+        raise TypeError(f"gradient rule: expected a tensor, got {s}")
+    return s
+
+
+def shape_of(e: Expr, what: str = "gradient rule") -> tuple:
+    """The shape of ``e``, which a rule needs to be known (reshape back, broadcast back)."""
+    s = sinfo_of(e)
+    if s.shape is None:
+        raise TypeError(f"{what}: the shape of {e} is unknown ({s}); match_cast it to a shape first")
+    return tuple(s.shape)
+
+
+def scalar(value: float, like: Expr) -> Expr:
+    """A 0-d constant of ``like``'s dtype (hyper-parameters and factors in gradient rules)."""
+    return const(value, sinfo_of(like).dtype)
+
+
+def unbroadcast(grad: Expr, target: StructInfo) -> Expr:
+    """Sum ``grad`` down to ``target``'s shape when broadcasting made it bigger; otherwise ``grad`` itself,
+    so the adjoint IR has no collapse that sums nothing."""
+    from . import collapse_sum_to
+
+    g = sinfo_of(grad)
+    if not isinstance(target, TensorStructInfo) or target.shape is None:
+        raise TypeError(f"gradient rule: cannot unbroadcast to {target}: its shape is unknown")
+    if g.shape is not None and tuple(g.shape) == tuple(target.shape):
+        return grad
+    return collapse_sum_to(grad, target.shape)
+
+
+def broadcast_like(e: Expr, like: Expr) -> Expr:
+    """``broadcast_to(e, like.shape)``, or ``e`` itself when it has that shape already."""
+    from . import broadcast_to
+
+    shape = shape_of(like)
+    s = sinfo_of(e)
+    return e if s.shape is not None and tuple(s.shape) == shape else broadcast_to(e, shape)
+
+
+def reshape_like(e: Expr, like: Expr) -> Expr:
+    """``reshape(e, like.shape)``, or ``e`` itself when it has that shape already."""
+    from . import reshape
+
+    shape = shape_of(like)
+    s = sinfo_of(e)
+    return e if s.shape is not None and tuple(s.shape) == shape else reshape(e, shape)
+
+
+def cast_like(e: Expr, like: Expr) -> Expr:
+    """``astype(e, like.dtype)``, or ``e`` itself when the dtypes agree."""
+    from . import astype
+
+    dtype = sinfo_of(like).dtype
+    return e if sinfo_of(e).dtype == dtype else astype(e, dtype)
+
+
+def reduced_axes(x: Expr, axis) -> tuple[int, ...]:
+    """The non-negative, sorted axes a reduction over ``axis`` (None: all) removes from ``x``."""
+    ndim = sinfo_of(x).ndim
+    if ndim == -1:
+        raise TypeError(f"gradient rule: the rank of {x} is unknown")
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else axis
+    return tuple(sorted(a % ndim for a in axes))
+
+
+def unreduce(g: Expr, x: Expr, axis, keepdims: bool) -> Expr:
+    """The adjoint of a reduction's result with the reduced axes put back as size 1, so that it broadcasts
+    against ``x``. A 0-d result (every axis reduced) broadcasts as it is."""
+    from . import expand_dims
+
+    axes = reduced_axes(x, axis)
+    if keepdims or not axes or len(axes) == sinfo_of(x).ndim:
+        return g
+    return expand_dims(g, axes)
+
+
+def reduce_count(x: Expr, axis) -> sym.Dim:
+    """How many elements a reduction over ``axis`` combines: an int, or a symbolic size."""
+    shape = shape_of(x)
+    return sym.product(shape[a] for a in reduced_axes(x, axis))
+
+
+def count_tensor(count: sym.Dim, like: Expr) -> Expr:
+    """``count`` as a 0-d tensor of ``like``'s dtype: a constant, or the sum of a tensor of ones of the
+    symbolic sizes (the IR has no op turning a size variable into a value)."""
+    from . import ones, sum as sum_
+
+    if isinstance(count, int):
+        return scalar(float(count), like)
+    factors = _factors(count)
+    return sum_(ones(factors, sinfo_of(like).dtype))
+
+
+def _factors(count: sym.Dim) -> tuple:
+    # A product of size variables is kept as separate dims, so ones() stays small: (n, m), not (n * m,).
+    if isinstance(count, sym.SymDim) and len(count.terms) == 1:
+        mono, coef = count.terms[0]
+        dims = tuple(sym.SizeVar(v) for v in mono)
+        return dims + ((coef,) if coef != 1 else ())
+    return (count,)
+
+
+def scale_by_count(g: Expr, numerator: float, count: sym.Dim) -> Expr:
+    """``g * (numerator / count)``: no op at all when that factor is 1."""
+    from . import divide, multiply
+
+    if isinstance(count, int):
+        factor = numerator / count
+        return g if factor == 1 else multiply(g, scalar(factor, g))
+    scaled = g if numerator == 1 else multiply(g, scalar(numerator, g))
+    return divide(scaled, count_tensor(count, g))
+
+
+def zeros_for(like: Expr) -> Expr:
+    from . import zeros
+
+    s = sinfo_of(like)
+    return zeros(s.shape, s.dtype)
+
+
+def ones_for(like: Expr) -> Expr:
+    from . import ones
+
+    s = sinfo_of(like)
+    return ones(s.shape, s.dtype)
+
+
+def only_float(e: Expr, grad: Expr) -> Optional[Expr]:
+    """``grad`` if ``e`` is a float tensor, else ``None`` (integer and boolean values have no gradient)."""
+    return grad if is_float(sinfo_of(e).dtype) else None
+
+
+def is_float_expr(e: Expr) -> bool:
+    return isinstance(e.struct_info, TensorStructInfo) and is_float(e.struct_info.dtype)
+
+
+def transpose_last_two(x: Expr) -> Expr:
+    """``permute_dims`` swapping the last two axes (the matrix transpose of a batch of matrices)."""
+    from . import permute_dims
+
+    ndim = sinfo_of(x).ndim
+    return permute_dims(x, tuple(range(ndim - 2)) + (ndim - 1, ndim - 2))
+
+
+def inverse_permutation(axes: Sequence[int]) -> tuple[int, ...]:
+    ndim = len(axes)
+    inverse = [0] * ndim
+    for i, a in enumerate(axes):
+        inverse[a % ndim] = i
+    return tuple(inverse)
+
+
+def tensor_rule(rule: Callable) -> Callable:
+    """A rule for an op whose first argument is the only differentiable one: ``rule(x, g, call)`` gives
+    ``x``'s gradient; it is skipped (no gradient) for integer and boolean ``x``."""
+    def gradient(orig, call, grad):
+        x = call.args[0]
+        return [rule(x, grad, call) if is_float_expr(x) else None] + [None] * (len(call.args) - 1)
+    return gradient
+
+
+def piece_bounds(sizes: Sequence[sym.Dim], what: str) -> list[tuple[int, int]]:
+    """Static ``(begin, end)`` slice bounds of consecutive pieces of the given sizes along one axis (the
+    split points of a concat's adjoint). A bound that is symbolic from the start may be static from the end
+    (``-k``, or ``2**31 - 1`` for the very end): one symbolic piece is fine, two are not expressible."""
+    big = 2**31 - 1
+    total = _sum_dims(sizes)
+    bounds, start = [], 0
+    for size in sizes:
+        stop = start + size
+        bounds.append((_static_bound(start, total, big, what), _static_bound(stop, total, big, what)))
+        start = stop
+    return bounds
+
+
+def _sum_dims(dims: Sequence[sym.Dim]) -> sym.Dim:
+    out: sym.Dim = 0
+    for d in dims:
+        out = out + d
+    return out
+
+
+def _static_bound(offset: sym.Dim, total: sym.Dim, big: int, what: str) -> int:
+    if isinstance(offset, int):
+        return offset
+    from_end = total - offset
+    if isinstance(from_end, int):
+        return big if from_end == 0 else -from_end
+    raise TypeError(f"{what}: the split point {sym.format_dim(offset)} of an axis of size "
+                    f"{sym.format_dim(total)} is symbolic from both ends; give the pieces static sizes")

@@ -1,0 +1,3 @@
+"""Training: losses, optimizers, SetupTrainer and Trainer (TVM's ``relax.training``), and checkpointing."""
+
+from .checkpoint import checkpoint, checkpoint_sequential

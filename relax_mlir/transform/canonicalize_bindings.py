@@ -1,0 +1,72 @@
+"""``CanonicalizeBindings``: remove trivial bindings by using the value they name directly.
+
+    lv1 = R.add(x, y)            lv1 = R.add(x, y)
+    lv2 = lv1                    gv = R.exp(lv1)
+    gv = R.exp(lv2)        ->
+    t = (lv1, gv)                (the tuple item t[1] is gv itself)
+    out = t[1]
+
+A binding ``y = x`` (or a ``match_cast`` that refines nothing, or a field of a tuple built in the function) is
+dropped and ``y`` replaced by its value, unless that would let a dataflow variable escape its block (then the
+binding stays, as TVM does).
+"""
+
+from __future__ import annotations
+
+from ..ir.expr import (DataflowBlock, DataflowVar, Expr, Function, MatchCast, SeqExpr, Tuple, TupleGetItem, Var,
+                       VarBinding)
+from .pass_infra import FunctionPass, PassInfo
+from .utils import substitute
+
+
+class CanonicalizeBindings(FunctionPass):
+    """Replace trivial bindings (aliases, no-op casts, fields of known tuples) by their values."""
+
+    @property
+    def info(self) -> PassInfo:
+        return PassInfo("CanonicalizeBindings")
+
+    def transform_function(self, func: Function, mod, ctx) -> Function:
+        if not isinstance(func.body, SeqExpr):
+            return func
+        remap: dict[Var, Expr] = {}
+        tuples: dict[Var, Tuple] = {}
+        blocks, changed = [], False
+        for block in func.body.blocks:
+            kept = []
+            for b in block.bindings:
+                value = substitute(b.value, remap)
+                target = self._trivial(b, value, tuples)
+                if target is not None and self._may_replace(b.var, target, block):
+                    remap[b.var] = target
+                    changed = True
+                    continue
+                if isinstance(value, Tuple):
+                    tuples[b.var] = value
+                if value is not b.value:
+                    changed = True
+                    b = MatchCast(b.var, value, b.struct_info, span=b.span) if isinstance(b, MatchCast) \
+                        else VarBinding(b.var, value, span=b.span)
+                kept.append(b)
+            blocks.append(type(block)(kept))
+        if not changed:
+            return func
+        body = SeqExpr([b for b in blocks if b.bindings], substitute(func.body.body, remap))
+        return Function(func.params, body, func.ret_struct_info, func.attrs, func.is_pure, span=func.span)
+
+    @staticmethod
+    def _trivial(b, value: Expr, tuples: dict):
+        if isinstance(b, MatchCast):
+            return value if isinstance(value, Var) and value.struct_info == b.struct_info else None
+        if isinstance(value, Var) and value.struct_info == b.var.struct_info:
+            return value
+        if isinstance(value, TupleGetItem) and value.tuple_value in tuples:
+            field = tuples[value.tuple_value].fields[value.index]
+            return field if isinstance(field, Var) else None
+        return None
+
+    @staticmethod
+    def _may_replace(var: Var, target: Expr, block) -> bool:
+        # An output of a dataflow block may not become a dataflow variable of it.
+        return not (isinstance(block, DataflowBlock) and not isinstance(var, DataflowVar)
+                    and isinstance(target, DataflowVar))

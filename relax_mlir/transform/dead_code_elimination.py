@@ -1,0 +1,79 @@
+"""``DeadCodeElimination``: drop bindings whose values are never used, and functions nothing calls.
+
+    lv1 = R.exp(x)          lv2 = R.add(x, x)
+    lv2 = R.add(x, x)  ->   return lv2
+    return lv2
+
+Relax ops are pure, so an unused binding can go. Functions not reachable from ``entry_functions`` (default:
+every function, so none is removed unless entries are named) are removed, as TVM does.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ..ir.expr import Call, Function, GlobalVar, SeqExpr
+from ..ir.module import IRModule
+from .pass_infra import Pass, PassContext, PassInfo
+from .utils import free_vars
+
+
+class DeadCodeElimination(Pass):
+    """Remove unused bindings; with ``entry_functions``, also the functions they do not reach."""
+
+    def __init__(self, entry_functions: Optional[Sequence[str]] = None):
+        self.entry_functions = list(entry_functions) if entry_functions is not None else None
+
+    @property
+    def info(self) -> PassInfo:
+        return PassInfo("DeadCodeElimination")
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        out = mod.copy()
+        for name, func in mod.items():
+            out[name] = remove_unused_bindings(func)
+        if self.entry_functions is not None:
+            for missing in set(self.entry_functions) - set(mod):
+                raise ValueError(f"DeadCodeElimination: entry function {missing!r} is not in the module")
+            reached = _reachable(out, self.entry_functions)
+            for name in list(out):
+                if name not in reached:
+                    del out[name]
+        return out
+
+
+def remove_unused_bindings(func: Function) -> Function:
+    """``func`` without the bindings nothing uses (the same object if there are none)."""
+    if not isinstance(func.body, SeqExpr):
+        return func
+    used = set(free_vars(func.body.body))
+    keep_blocks = []
+    changed = False
+    for block in reversed(func.body.blocks):
+        kept = []
+        for b in reversed(block.bindings):
+            if b.var in used:
+                kept.append(b)
+                used.update(free_vars(b.value))
+            else:
+                changed = True
+        keep_blocks.append(type(block)(list(reversed(kept))))
+    if not changed:
+        return func
+    body = SeqExpr([b for b in reversed(keep_blocks) if b.bindings], func.body.body)
+    return Function(func.params, body, func.ret_struct_info, func.attrs, func.is_pure, span=func.span)
+
+
+def _reachable(mod: IRModule, entries: Sequence[str]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(entries)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for block in mod[name].blocks:
+            for b in block.bindings:
+                if isinstance(b.value, Call) and isinstance(b.value.op, GlobalVar):
+                    todo.append(b.value.op.name_hint)
+    return seen

@@ -1,0 +1,418 @@
+"""``Gradient``: reverse-mode automatic differentiation of one function, as TVM's ``relax.transform.Gradient``.
+
+For ``func_name`` it adds ``<func_name>_adjoint``, returning ``(original_return, (grad_1, ..., grad_k))``:
+
+    @R.function
+    def main(x: R.Tensor((3, 3), "float32"), y: R.Tensor((3, 3), "float32")) -> R.Tensor((), "float32"):
+        with R.dataflow():
+            lv1 = R.add(x, y)
+            lv2 = R.sum(lv1)
+            R.output(lv2)
+        return lv2
+
+becomes, next to ``main``:
+
+    @R.function
+    def main_adjoint(x, y) -> R.Tuple(R.Tensor((), "float32"), R.Tuple(R.Tensor((3, 3)), R.Tensor((3, 3)))):
+        with R.dataflow():
+            lv1 = R.add(x, y)
+            lv2 = R.sum(lv1)
+            lv2_adjoint = R.ones((), "float32")
+            lv1_adjoint = R.broadcast_to(lv2_adjoint, (3, 3))
+            x_adjoint = lv1_adjoint
+            y_adjoint = lv1_adjoint
+            R.output(lv2, x_adjoint, y_adjoint)
+        return (lv2, (x_adjoint, y_adjoint))
+
+Beyond TVM: the function may have several binding blocks, dataflow or not (they are merged into the adjoint's
+one dataflow block), tuple-typed parameters, and gradients of intermediate variables. Every op without a
+gradient rule is reported at once. Segments marked with ``grad.start_checkpoint`` / ``grad.end_checkpoint``
+are recomputed in the backward pass instead of being kept (see :mod:`relax_mlir.transform.checkpoint`).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+from ..ir.block_builder import BlockBuilder
+from ..ir.dtype import is_float
+from ..ir.expr import (Call, Constant, DataflowVar, Expr, Function, GlobalVar, MatchCast, SeqExpr, Tuple,
+                       TupleGetItem, Var, VarBinding)
+from ..ir.module import IRModule
+from ..ir.printer import format_struct_info
+from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
+from .pass_infra import Pass, PassContext, PassInfo
+from .dead_code_elimination import remove_unused_bindings
+from .utils import free_vars, substitute, substitute_with
+
+
+class GradientError(ValueError):
+    """Gradient was asked for something it cannot do; the message names the function and the culprit."""
+
+
+class Gradient(Pass):
+    """Reverse-mode AD: ``Gradient(func_name, require_grads=None, target_index=0)``.
+
+    ``func_name`` is the function's name or ``GlobalVar``. ``require_grads`` is a Var or a list of Vars: parameters
+    of the function or variables it binds; by default every parameter with a float type. The target is the return
+    value, or its ``target_index``-th field when the function returns a tuple; it must be a float scalar.
+    """
+
+    def __init__(self, func_name: Union[str, GlobalVar], require_grads: Union[Var, Sequence[Var], None] = None,
+                 target_index: int = 0):
+        self.func_name = func_name.name_hint if isinstance(func_name, GlobalVar) else func_name
+        self.require_grads = [require_grads] if isinstance(require_grads, Var) else require_grads
+        self.target_index = target_index
+
+    @property
+    def info(self) -> PassInfo:
+        return PassInfo("Gradient")
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        name = self.func_name
+        if name not in mod:
+            raise GradientError(f"Gradient: the module has no function {name!r} (it has: {', '.join(mod) or 'none'})")
+        adjoint = _Differentiator(name, mod[name], self.require_grads, self.target_index).run()
+        out = mod.copy()
+        out[f"{name}_adjoint"] = adjoint
+        return out
+
+
+class _Adjoint:
+    """The contributions to one variable's adjoint: a list of expressions for a tensor, a dict of field
+    adjoints for a tuple."""
+
+    def __init__(self, sinfo: StructInfo):
+        self.sinfo = sinfo
+        self.terms: list[Expr] = []
+        self.fields: dict[int, "_Adjoint"] = {}
+
+    def add(self, grad: Expr) -> None:
+        if isinstance(self.sinfo, TupleStructInfo) and isinstance(grad, Tuple):
+            for i, g in enumerate(grad.fields):
+                self.field(i).add(g)
+        else:
+            self.terms.append(grad)
+
+    def field(self, i: int) -> "_Adjoint":
+        if i not in self.fields:
+            self.fields[i] = _Adjoint(self.sinfo.fields[i])
+        return self.fields[i]
+
+    def empty(self) -> bool:
+        return not self.terms and all(f.empty() for f in self.fields.values())
+
+
+class _Differentiator:
+    def __init__(self, name: str, func: Function, require_grads, target_index: int):
+        self.name, self.func = name, func
+        self.bindings = [b for block in func.blocks for b in block.bindings]
+        self.binding_of = {b.var: b for b in self.bindings}
+        self.ret = func.body.body if isinstance(func.body, SeqExpr) else func.body
+        self.target = self._target(target_index)
+        self.requires = self._requires(require_grads)
+        self.finished: dict[Var, Var] = {}
+        self.checkpointed = self._checkpointed()
+        self.recomputed: dict[Var, Expr] = {}
+
+    def fail(self, message: str):
+        raise GradientError(f"Gradient({self.name}): {message}")
+
+    # -- checks -------------------------------------------------------------------------------------
+    def _target(self, index: int) -> Var:
+        ret, sinfo = self.ret, self.func.ret_struct_info
+        what = "the return value"
+        if isinstance(sinfo, TupleStructInfo):
+            if not -len(sinfo.fields) <= index < len(sinfo.fields):
+                self.fail(f"target_index {index} is out of range: the function returns a tuple of "
+                          f"{len(sinfo.fields)} values")
+            ret = ret.fields[index] if isinstance(ret, Tuple) else self._field_of(ret, index)
+            sinfo, what = sinfo.fields[index], f"return value {index}"
+        elif index != 0:
+            self.fail(f"target_index {index} given, but the function returns a single value")
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.ndim != 0:
+            self.fail(f"the target ({what}) must be a scalar (a 0-d tensor), got {format_struct_info(sinfo)}")
+        if not is_float(sinfo.dtype):
+            self.fail(f"the target ({what}) must have a float dtype, got {sinfo.dtype}")
+        if not isinstance(ret, Var):
+            self.fail(f"the target ({what}) must be a variable, got a constant")
+        return ret
+
+    def _field_of(self, tup: Expr, index: int) -> Expr:
+        binding = self.binding_of.get(tup) if isinstance(tup, Var) else None
+        if binding is not None and isinstance(binding.value, Tuple):
+            return binding.value.fields[index]
+        self.fail("the target must be a field of a tuple built in the function")
+
+    def _requires(self, require_grads) -> list[Var]:
+        params = list(self.func.params)
+        if require_grads is None:
+            return [p for p in params if _is_float_like(p.struct_info)]
+        out: list[Var] = []
+        for v in require_grads:
+            if not isinstance(v, Var):
+                self.fail(f"require_grads must hold Vars, got {type(v).__name__}")
+            if v not in params and v not in self.binding_of:
+                self.fail(f"require_grads: {v.name_hint!r} is neither a parameter nor a variable bound in the "
+                          "function")
+            if v in out:
+                self.fail(f"require_grads: {v.name_hint!r} is listed twice")
+            if not _is_float_like(v.struct_info):
+                self.fail(f"require_grads: {v.name_hint!r} has struct info {format_struct_info(v.struct_info)}; "
+                          "only float tensors (or tuples of them) have gradients")
+            out.append(v)
+        return out
+
+    # -- analysis -----------------------------------------------------------------------------------
+    def _checkpointed(self) -> set[Var]:
+        """Variables computed inside ``start_checkpoint`` .. ``end_checkpoint`` segments: the backward pass
+        recomputes them from the segment's inputs instead of keeping them alive (Chen et al. 2016)."""
+        from ..op import grad as markers
+
+        inside: set[Var] = set()
+        for b in self.bindings:
+            value = b.value
+            if isinstance(value, Call) and value.op is markers.start_checkpoint:
+                inside.add(b.var)
+            elif isinstance(value, Call) and value.op is markers.end_checkpoint:
+                continue  # a segment's output is kept
+            elif any(v in inside for v in free_vars_of([value])):
+                inside.add(b.var)
+        return inside
+
+    def _edges(self, binding) -> list[Var]:
+        """The variables a binding's value depends on differentiably."""
+        value = binding.value
+        if isinstance(value, Call):
+            if isinstance(value.op, GlobalVar):
+                return free_vars_of(value.args)
+            op: Op = value.op
+            return [v for i, a in enumerate(value.args)
+                    if _input_name(op, i) not in op.no_grad_inputs for v in free_vars_of([a])]
+        return free_vars_of([value])
+
+    def relevant(self) -> set[Var]:
+        """Variables on a differentiable path from a required variable to the target."""
+        forward = set(self.requires)
+        for b in self.bindings:
+            if b.var in forward or any(v in forward for v in self._edges(b)):
+                forward.add(b.var)
+        backward = {self.target}
+        for b in reversed(self.bindings):
+            if b.var in backward:
+                backward.update(self._edges(b))
+        return forward & backward
+
+    def check_rules(self, relevant: set[Var]) -> None:
+        """One error listing every op on a differentiable path that cannot be differentiated."""
+        problems: dict[str, list[str]] = {}
+        for b in self.bindings:
+            if b.var not in relevant or not isinstance(b.value, Call) or b.var in self.requires and \
+                    not any(v in relevant for v in self._edges(b)):
+                continue
+            op = b.value.op
+            if isinstance(op, GlobalVar):
+                key = f"calls to other functions (cls.{op.name_hint}) are not differentiated; inline them first"
+            elif op.gradient is None:
+                key = f"no gradient rule for {op.name}"
+            elif op.gradient is NOT_DIFFERENTIABLE:
+                key = f"{op.name} is not differentiable"
+            elif op.gradient is SECOND_ORDER_UNSUPPORTED:
+                key = f"{op.name} is itself a gradient (second-order gradients are not supported)"
+            else:
+                continue
+            problems.setdefault(key, []).append(b.var.name_hint)
+        if problems:
+            listed = "; ".join(f"{k} (used by {', '.join(v)})" for k, v in problems.items())
+            self.fail(f"cannot differentiate: {listed}")
+
+    # -- construction -------------------------------------------------------------------------------
+    def run(self) -> Function:
+        relevant = self.relevant()
+        self.check_rules(relevant)
+        keep = self._live_forward()
+        remap: dict[Var, Var] = {p: Var(p.name_hint, p.struct_info, span=p.span) for p in self.func.params}
+        outputs = set(free_vars_of([self.ret]))
+        bb = BlockBuilder()
+        with bb.function(f"{self.name}_adjoint", [remap[p] for p in self.func.params], dict(self.func.attrs)):
+            with bb.dataflow():
+                for b in self.bindings:
+                    if b.var in keep:
+                        self._copy(bb, b, remap, b.var in outputs)
+                grads = self._backward(bb, relevant, remap)
+                grad_vars = [self._output_grad(bb, v, grads.get(v)) for v in self.requires]
+            bb.emit_func_output(Tuple([substitute(self.ret, remap), Tuple(grad_vars)]))
+        # Rules receive the forward result even when they do not use it; drop recomputations nobody used.
+        return remove_unused_bindings(bb.get()[f"{self.name}_adjoint"])
+
+    def _live_forward(self) -> set[Var]:
+        """Forward bindings the return value needs (the rest would be dead in the adjoint)."""
+        live = set(free_vars_of([self.ret]))
+        for b in reversed(self.bindings):
+            if b.var in live:
+                live.update(free_vars_of([b.value]))
+        return live
+
+    def _copy(self, bb: BlockBuilder, b, remap: dict, output: bool) -> None:
+        from ..op import grad as markers
+
+        value = substitute(b.value, remap)
+        if isinstance(value, Call) and value.op in (markers.start_checkpoint, markers.end_checkpoint):
+            value = value.args[0]  # the markers have done their job: the adjoint needs no identity ops
+        cls = Var if output else DataflowVar
+        var = cls(b.var.name_hint, b.var.struct_info, span=b.var.span)
+        if isinstance(b, MatchCast):
+            bb.emit_normalized(MatchCast(var, value, b.struct_info, span=b.span))
+        else:
+            bb.emit_normalized(VarBinding(var, value, span=b.span))
+        remap[b.var] = var
+
+    def _backward(self, bb: BlockBuilder, relevant: set[Var], remap: dict) -> dict[Var, _Adjoint]:
+        from .. import op
+
+        adjoints: dict[Var, _Adjoint] = {v: _Adjoint(v.struct_info) for v in relevant}
+        t = self.target.struct_info
+        seed = bb.emit(op.ones((), t.dtype), f"{self.target.name_hint}_adjoint")
+        adjoints[self.target].add(seed)
+        for v in self.requires:  # no path to the target: zero gradients, stated up front
+            if v not in relevant:
+                self.finished[v] = bb.emit_output(_zeros(v.struct_info), f"{v.name_hint}_adjoint")
+        # A parameter's gradient is complete once the backward pass has passed its first use; binding it
+        # there (not at the end) lets the values it is computed from die early.
+        last_contribution: dict[int, list[Var]] = {}
+        for v in self.requires:
+            if v in relevant and v not in self.binding_of:
+                first = min(i for i, b in enumerate(self.bindings) if v in self._edges(b) and b.var in relevant)
+                last_contribution.setdefault(first, []).append(v)
+        for i in reversed(range(len(self.bindings))):
+            b = self.bindings[i]
+            v = b.var
+            if v in relevant and not adjoints[v].empty() and self._edges(b):
+                grad = self._finish(bb, v, adjoints[v])
+                self._propagate(bb, b, grad, adjoints, remap)
+            for p in last_contribution.get(i, ()):
+                self.finished[p] = bb.emit_output(_materialize(adjoints[p]), f"{p.name_hint}_adjoint")
+        return adjoints
+
+    def _finish(self, bb: BlockBuilder, v: Var, adj: _Adjoint) -> Expr:
+        """Bind the adjoint of ``v`` (``v_adjoint``) once all its contributions are in. A required variable's
+        is bound to an output variable at once; a lone variable or constant needs no binding of its own."""
+        value = _materialize(adj)
+        if v in self.requires:
+            self.finished[v] = bb.emit_output(value, f"{v.name_hint}_adjoint")
+            return self.finished[v]
+        if isinstance(value, (Var, Constant)) or (isinstance(value, Tuple) and
+                                                    all(isinstance(f, (Var, Constant)) for f in value.fields)):
+            return value
+        return bb.emit(value, f"{v.name_hint}_adjoint")
+
+    def _forward_value(self, bb: BlockBuilder, e: Expr, remap: dict) -> Expr:
+        """A forward value for a gradient rule: the kept variable, or, inside a checkpointed segment, a
+        recomputation of it (made once, when the backward pass first reaches the segment)."""
+        if isinstance(e, (Tuple, TupleGetItem, Call)):
+            return substitute_with(e, lambda v: self._forward_value(bb, v, remap))
+        if not isinstance(e, Var) or e not in self.checkpointed:
+            return substitute(e, remap)
+        if e not in self.recomputed:
+            from ..op import grad as markers
+
+            value = self.binding_of[e].value
+            if isinstance(value, Call) and value.op is markers.start_checkpoint:
+                self.recomputed[e] = self._forward_value(bb, value.args[0], remap)
+            else:
+                again = self._forward_value(bb, value, remap)
+                self.recomputed[e] = bb.emit(again, f"{e.name_hint}_recompute")
+        return self.recomputed[e]
+
+    def _propagate(self, bb: BlockBuilder, b, grad: Expr, adjoints: dict, remap: dict) -> None:
+        value = b.value
+
+        def give(target: Expr, g: Optional[Expr]) -> None:
+            if g is None:
+                return
+            if isinstance(target, Var) and target in adjoints:
+                adjoints[target].add(g)
+            elif isinstance(target, Tuple) and isinstance(g, Tuple):
+                for f, fg in zip(target.fields, g.fields):
+                    give(f, fg)
+            elif isinstance(target, Tuple):
+                for i, f in enumerate(target.fields):
+                    give(f, TupleGetItem(g, i))
+
+        if isinstance(value, Var) or isinstance(b, MatchCast):
+            give(value, grad)
+        elif isinstance(value, Tuple):
+            give(value, grad)
+        elif isinstance(value, TupleGetItem):
+            src = value.tuple_value
+            if isinstance(src, Var) and src in adjoints:
+                adjoints[src].field(value.index).add(grad)
+        elif isinstance(value, Call):
+            call = Call(value.op, [self._forward_value(bb, a, remap) for a in value.args], value.attrs,
+                        value.struct_info)
+            grads = value.op.gradient(self._forward_value(bb, b.var, remap), call, grad)
+            if len(grads) != len(value.args):
+                self.fail(f"the gradient rule of {value.op.name} returned {len(grads)} gradients for "
+                          f"{len(value.args)} arguments")
+            for arg, g in zip(value.args, grads):
+                give(arg, g)
+
+    def _output_grad(self, bb: BlockBuilder, v: Var, adj: Optional[_Adjoint]) -> Var:
+        """``v_adjoint``: the gradient of a required variable, bound to an output variable (zeros when the
+        target does not depend on it)."""
+        if v in self.finished:
+            return self.finished[v]
+        value = _materialize(adj) if adj is not None and not adj.empty() else _zeros(v.struct_info)
+        return bb.emit_output(value, f"{v.name_hint}_adjoint")
+
+
+# -- helpers ---------------------------------------------------------------------------------------------
+
+def _is_float_like(s: StructInfo) -> bool:
+    if isinstance(s, TupleStructInfo):
+        return all(_is_float_like(f) for f in s.fields)
+    return isinstance(s, TensorStructInfo) and is_float(s.dtype)
+
+
+def _input_name(op: Op, i: int) -> str:
+    return op.inputs[min(i, len(op.inputs) - 1)]
+
+
+def _zeros(s: StructInfo) -> Expr:
+    from .. import op
+
+    if isinstance(s, TupleStructInfo):
+        return Tuple([_zeros(f) for f in s.fields])
+    return op.zeros(s.shape, s.dtype)
+
+
+def _materialize(adj: _Adjoint) -> Expr:
+    """The sum of the contributions (no addition for a single one), or zeros; tuples field by field."""
+    from .. import op
+
+    if isinstance(adj.sinfo, TupleStructInfo) and not adj.terms:
+        return Tuple([_materialize(adj.fields[i]) if i in adj.fields and not adj.fields[i].empty()
+                      else _zeros(f) for i, f in enumerate(adj.sinfo.fields)])
+    terms = list(adj.terms)
+    if isinstance(adj.sinfo, TupleStructInfo) and adj.fields:
+        terms.append(Tuple([_materialize(adj.fields[i]) if i in adj.fields else _zeros(f)
+                            for i, f in enumerate(adj.sinfo.fields)]))
+    if not terms:
+        return _zeros(adj.sinfo)
+    total = terms[0]
+    for t in terms[1:]:
+        total = _add(total, t)
+    return total
+
+
+def _add(a: Expr, b: Expr) -> Expr:
+    from .. import op
+
+    if isinstance(a.struct_info, TupleStructInfo):
+        return Tuple([_add(TupleGetItem(a, i), TupleGetItem(b, i)) for i in range(len(a.struct_info.fields))])
+    return op.add(a, b)
+
+
+def free_vars_of(exprs) -> list[Var]:
+    return [v for e in exprs for v in free_vars(e)]

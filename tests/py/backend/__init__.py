@@ -1,0 +1,1 @@
+"""Tests of the MLIR backend: pipeline stages, schedules and the ExecutionEngine runtime."""

@@ -1,0 +1,108 @@
+"""The named lowering stages: what each one's text shows, the options, and the errors."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from mlir import ir
+
+from relax_mlir.backend.bool_storage import widen_bool_memrefs
+from relax_mlir.backend.pipeline import STAGES, PipelineOptions, lower, lower_stages
+from relax_mlir.backend.schedule import plan_matmul
+
+from . import linalg_samples as S
+
+
+def test_stages_in_order():
+    texts = lower_stages(S.MATMUL)
+    assert list(texts) == list(STAGES) == ["linalg", "fused", "scheduled", "bufferized", "llvm"]
+    assert "linalg.matmul" in texts["linalg"] and "vector.contract" not in texts["linalg"]
+    # scheduled: an 8x32 accumulator carried through the K loop in registers
+    assert "vector.contract" in texts["scheduled"]
+    assert re.search(r"scf.for .* iter_args\(.*\) -> \(tensor<8x32xf32>, vector<8x32xf32>\)", texts["scheduled"])
+    # bufferized: the result became an out-parameter, nothing is returned or allocated
+    assert "func.func @main(%arg0: memref<64x784xf32>, %arg1: memref<784x128xf32>, %arg2: memref<64x128xf32>)" \
+        in texts["bufferized"]
+    assert "memref.alloc" not in texts["bufferized"] and "tensor<" not in texts["bufferized"]
+    assert "llvm.func @main" in texts["llvm"] and "vector.outerproduct" not in texts["llvm"]
+    assert "llvm.intr.fmuladd" in texts["llvm"] or "llvm.intr.fma" in texts["llvm"]
+
+
+def test_opt_level_zero_is_naive_loops():
+    text = lower(S.MATMUL, "bufferized", PipelineOptions(opt_level=0))
+    assert "linalg.matmul" in text and "vector" not in text
+    fused = lower(S.BIAS_RELU, "fused", PipelineOptions(opt_level=0))
+    assert fused.count("linalg.generic") == 2
+    fused = lower(S.BIAS_RELU, "fused", PipelineOptions(opt_level=1))
+    assert fused.count("linalg.generic") == 1  # add and relu are one loop nest
+    assert "vector.contract" in lower(S.MATMUL, "scheduled", PipelineOptions(opt_level=1))
+
+
+def test_dynamic_result_is_written_in_place():
+    # hoist-dynamic-allocs: the caller's out-parameter is the buffer, no alloc + copy
+    text = lower(S.DYNAMIC, "bufferized")
+    assert "memref.alloc" not in text and "memref.copy" not in text
+
+
+def test_matmul_plans():
+    plans = []
+
+    def visit(op):
+        if op.name in ("linalg.matmul", "linalg.batch_matmul"):
+            plans.append(plan_matmul(op))
+        return ir.WalkResult.ADVANCE
+
+    with ir.Context(), ir.Location.unknown():
+        mod = ir.Module.parse(S.MATMUL_SHAPES + S.DYNAMIC_MATMUL.replace("@main", "@dyn"))
+        mod.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    tiles = [(p.tile_sizes, p.peel) for p in plans]
+    assert tiles == [
+        ((8, 32, 1), (1, 0)),  # 100x70: both loops uneven, peeled (N first)
+        ((3, 10, 1), ()),  # smaller than a tile: one tile
+        ((8, 32, 1), ()),  # 784x128 even
+        ((1, 8, 16, 1), (2, 1)),  # f64: 16 columns fill two 512-bit registers
+        ((8, 10, 1), (0,)),  # dynamic batch: peeled, remainder rows left scalar
+    ]
+
+
+def test_print_after_all_and_timing(capfd):
+    lower(S.MATMUL, "llvm", PipelineOptions(print_after_all=True, timing=True))
+    err = capfd.readouterr().err
+    for banner in ["IR Dump After LinalgElementwiseOpFusionPass (linalg-fuse-elementwise-ops)",
+                   "IR Dump After transform schedule: tile and peel matmuls",
+                   "IR Dump After transform schedule: vectorize matmul tiles",
+                   "IR Dump After OneShotBufferizePass (one-shot-bufferize)",
+                   "IR Dump After ReconcileUnrealizedCastsPass (reconcile-unrealized-casts)",
+                   "Execution time report", "transform schedules for 1 matmul-like op(s)"]:
+        assert banner in err
+
+
+def test_bool_memrefs_become_bytes():
+    with ir.Context(), ir.Location.unknown():
+        mod = ir.Module.parse("""
+          func.func @f(%m: memref<8xi1>, %i: index, %v: i1) -> i1 {
+            memref.store %v, %m[%i] : memref<8xi1>
+            %r = memref.load %m[%i] : memref<8xi1>
+            return %r : i1
+          }""")
+        assert widen_bool_memrefs(mod) == 1
+        out = str(mod)
+    assert "memref<8xi8>" in out and "arith.extui" in out and "arith.trunci" in out
+
+
+def test_bad_stage_and_options():
+    with pytest.raises(ValueError, match="unknown pipeline stage 'tiled'; stages are linalg, fused, scheduled"):
+        lower(S.MATMUL, "tiled")
+    with pytest.raises(ValueError, match="cannot lower from stage 'llvm' back to 'linalg'"):
+        lower(S.MATMUL, "linalg", from_stage="llvm")
+    with pytest.raises(ValueError, match="opt_level must be 0, 1, 2 or 3, got 7"):
+        PipelineOptions(opt_level=7)
+
+
+def test_lower_does_not_modify_a_module_it_is_given():
+    with ir.Context(), ir.Location.unknown():
+        mod = ir.Module.parse(S.MATMUL)
+        before = str(mod)
+        assert "llvm.func" in lower(mod, "llvm")
+        assert str(mod) == before

@@ -1,0 +1,352 @@
+"""The ExecutionEngine runtime: hand-written linalg-on-tensors modules compiled and compared to NumPy.
+
+Tolerances: float32 results are compared with a float64 NumPy reference at rtol=1e-4, atol=1e-4 (sums of at
+most 784 products of values in [-1, 1]); f64 at rtol=1e-12; f16/bf16 at their precision (rtol 2e-3 / 1e-2);
+integers and booleans exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from relax_mlir.backend.pipeline import PipelineOptions
+from relax_mlir.backend.runtime import ArgumentError, CompiledModule, compile_module
+from relax_mlir.backend.signature import FunctionSignature, TensorSpec
+
+from . import linalg_samples as S
+
+OPT_LEVELS = [0, 2]
+RNG = np.random.default_rng(0)
+
+
+@functools.lru_cache(maxsize=None)
+def build(text: str, opt_level: int = 2, signature: FunctionSignature | None = None) -> CompiledModule:
+    return compile_module(text, signature, options=PipelineOptions(opt_level=opt_level))
+
+
+def rand(*shape: int, dtype=np.float32) -> np.ndarray:
+    return RNG.uniform(-1, 1, size=shape).astype(dtype)
+
+
+def close32(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+# --- numbers ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("opt", OPT_LEVELS)
+def test_matmul(opt):
+    x, w = rand(64, 784), rand(784, 128)
+    close32(build(S.MATMUL, opt).main(x, w), x.astype(np.float64) @ w)
+
+
+@pytest.mark.parametrize("opt", OPT_LEVELS)
+def test_matmul_uneven_transposed_and_batched(opt):
+    mod = build(S.MATMUL_SHAPES, opt)
+    a, b = rand(100, 50), rand(50, 70)
+    close32(mod.uneven(a, b), a.astype(np.float64) @ b)
+    a, b = rand(3, 5), rand(5, 10)
+    close32(mod.small(a, b), a.astype(np.float64) @ b)
+    x, g = rand(64, 784), rand(64, 128)
+    close32(mod.xt_g(x, g), x.T.astype(np.float64) @ g)
+    a, b = rand(3, 20, 16, dtype=np.float64), rand(3, 16, 40, dtype=np.float64)
+    np.testing.assert_allclose(mod.batched(a, b), a @ b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("opt", OPT_LEVELS)
+def test_bias_relu_generic(opt):
+    x, b = rand(64, 128), rand(128)
+    np.testing.assert_array_equal(build(S.BIAS_RELU, opt).main(x, b), np.maximum(x + b, 0))
+
+
+@pytest.mark.parametrize("opt", OPT_LEVELS)
+def test_softmax_reductions(opt):
+    x = rand(64, 10) * 10
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    close32(build(S.SOFTMAX, opt).main(x), e / e.sum(axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("opt", OPT_LEVELS)
+def test_two_results_and_zero_d(opt):
+    p, t, scale = rand(8, 16), rand(8, 16), np.array(0.5, np.float32)
+    d, s = build(S.TWO_RESULTS, opt).main(p, t, scale)
+    close32(d, p - t)
+    assert s.shape == () and s.dtype == np.float32
+    close32(s, 0.5 * ((p.astype(np.float64) - t) ** 2).sum())
+
+
+DYN_SIG = FunctionSignature(
+    "main",
+    params=(TensorSpec(("n", 4), "float32", "x"), TensorSpec((4,), "float32", "w")),
+    results=(TensorSpec(("n", 4), "float32", "y"), TensorSpec((), "float32", "total")),
+)
+
+
+@pytest.mark.parametrize("opt", OPT_LEVELS)
+@pytest.mark.parametrize("n", [0, 1, 7, 64])
+def test_dynamic_shape(opt, n):
+    x, w = rand(n, 4), rand(4)
+    y, total = build(S.DYNAMIC, opt, DYN_SIG).main(x, w)
+    assert y.shape == (n, 4)
+    close32(y, x * w)
+    close32(total, (x.astype(np.float64) * w).sum())
+
+
+@pytest.mark.parametrize("opt", OPT_LEVELS)
+@pytest.mark.parametrize("n", [1, 8, 13, 64])
+def test_dynamic_batch_matmul(opt, n):
+    sig = FunctionSignature("main", (TensorSpec(("n", 128), "float32", "x"), TensorSpec((128, 10), "float32", "w")),
+                            (TensorSpec(("n", 10), "float32"),))
+    x, w = rand(n, 128), rand(128, 10)
+    close32(build(S.DYNAMIC_MATMUL, opt, sig).main(x, w), x.astype(np.float64) @ w)
+
+
+def test_result_shape_expression():
+    sig = FunctionSignature("main", (TensorSpec(("n",), "float32", "a"), TensorSpec(("m",), "float32", "b")),
+                            (TensorSpec(("n + m",), "float32", "ab"),))
+    mod = build(S.CONCAT, 2, sig)
+    a, b = rand(5), rand(3)
+    np.testing.assert_array_equal(mod.main(a, b), np.concatenate([a, b]))
+    np.testing.assert_array_equal(mod.main(a[:0], b), b)
+    # the strided copy calls memrefCopy, from libmlir_c_runner_utils.so: loaded because it was needed
+    assert "llvm.func @memrefCopy" in mod.llvm_text
+
+
+def test_parameter_shape_expression_is_checked():
+    sig = FunctionSignature("main", (TensorSpec(("n",), "float32", "a"), TensorSpec(("2 * n",), "float32", "b")),
+                            (TensorSpec(("3 * n",), "float32"),))
+    mod = build(S.CONCAT, 2, sig)
+    np.testing.assert_array_equal(mod.main(np.ones(2, np.float32), np.zeros(4, np.float32)), [1, 1, 0, 0, 0, 0])
+    with pytest.raises(ArgumentError, match=r"^main: parameter 'b' \(#1\): expected shape \(2 \* n,\) = \(4,\), "
+                                            r"got \(3,\)$"):
+        mod.main(np.ones(2, np.float32), np.zeros(3, np.float32))
+
+
+def test_object_file(tmp_path):
+    path = tmp_path / "k.o"
+    build(S.BIAS_RELU).dump_object(str(path))
+    assert path.read_bytes()[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("opt", OPT_LEVELS)
+def test_dtypes(opt):
+    mod = build(S.DTYPES, opt)
+    x, y = np.arange(8, dtype=np.float32), np.full(8, 3.5, np.float32)
+    m = np.array([1, 0, 1, 0, 1, 0, 1, 0], bool)
+    lt, xo = mod.less_xor(x, y, m)
+    assert lt.dtype == np.bool_ and xo.dtype == np.bool_
+    np.testing.assert_array_equal(lt, x < y)
+    np.testing.assert_array_equal(xo, (x < y) ^ m)
+    assert set(np.unique(xo.view(np.uint8))) <= {0, 1}  # one byte per boolean, 0 or 1, as NumPy stores them
+
+    h = np.linspace(0, 1, 5).astype(np.float16)
+    b = np.linspace(-1, 1, 5).astype(ml_dtypes.bfloat16)
+    hr, br = mod.half(h, b)
+    assert hr.dtype == np.float16 and br.dtype == ml_dtypes.bfloat16
+    np.testing.assert_allclose(hr.astype(np.float32), np.exp(h.astype(np.float32) ** 2), rtol=2e-3)
+    np.testing.assert_allclose(br.astype(np.float32), np.tanh(2 * b.astype(np.float32)), rtol=1e-2, atol=1e-2)
+
+    a8 = np.array([100, -100, 5, 6, 7, 127], np.int8)
+    a16 = np.array([300, 2, 3, -4, 5, 6], np.int16)
+    a32 = np.arange(6, dtype=np.int32)
+    a64 = np.array([-7, -6, 5, 6, 7, 8], np.int64)
+    r8, r16, r32, r64 = mod.ints(a8, a16, a32, a64)
+    np.testing.assert_array_equal(r8, a8 + a8)  # wraps like NumPy
+    np.testing.assert_array_equal(r16, a16 * a16)
+    np.testing.assert_array_equal(r32, np.zeros(6, np.int32))
+    np.testing.assert_array_equal(r64, a64 // 3)
+    np.testing.assert_array_equal(mod.double(np.array([4.0, 9.0, 2.0])), np.sqrt([4.0, 9.0, 2.0]))
+    r, mask = mod.mask_const(np.arange(4, dtype=np.float32) + 1)
+    np.testing.assert_array_equal(r, [1, 0, 3, 4])
+    np.testing.assert_array_equal(mask, [True, False, True, True])
+
+
+def test_unsigned_bytes_through_a_signature():
+    sig = FunctionSignature("bytes", (TensorSpec((6,), "uint8", "a"),), (TensorSpec((6,), "uint8"),))
+    mod = compile_module(S.DTYPES, sig)
+    a = np.array([0, 1, 2, 200, 255, 128], np.uint8)
+    np.testing.assert_array_equal(mod.bytes(a), a // 2)  # divui: unsigned semantics on the i8 storage
+
+
+def test_inputs_are_never_written():
+    x = np.arange(4, dtype=np.float32)
+    y = build(S.IN_PLACE).main(x)
+    np.testing.assert_array_equal(y, [0, 2, 4, 6])
+    np.testing.assert_array_equal(x, [0, 1, 2, 3])
+
+
+def test_out_parameter_reuses_the_buffer():
+    mod = build(S.BIAS_RELU)
+    x, b = rand(64, 128), rand(128)
+    out = np.empty((64, 128), np.float32)
+    assert mod.main(x, b, out=out) is out
+    np.testing.assert_array_equal(out, np.maximum(x + b, 0))
+    y, s = build(S.DYNAMIC, 2, DYN_SIG).main(rand(5, 4), rand(4), out=(np.empty((5, 4), np.float32),
+                                                                       np.empty((), np.float32)))
+    assert y.shape == (5, 4) and s.shape == ()
+
+
+def test_views_and_subclasses_are_accepted_without_copies():
+    mod = build(S.BIAS_RELU)
+    big = rand(80, 128)
+    view = big[8:72]  # C-contiguous, starts 8 rows in
+    b = rand(128)
+    np.testing.assert_array_equal(mod.main(view, b), np.maximum(view + b, 0))
+
+    class Tagged(np.ndarray):
+        pass
+
+    np.testing.assert_array_equal(mod.main(view.view(Tagged), b), np.maximum(view + b, 0))
+
+
+def test_threads_share_one_function():
+    mod = build(S.BIAS_RELU)
+    b = rand(128)
+    inputs = [rand(64, 128) for _ in range(4)]
+    failures = []
+
+    def work(x):
+        for _ in range(300):
+            if not np.array_equal(mod.main(x, b), np.maximum(x + b, 0)):
+                failures.append(1)
+
+    threads = [threading.Thread(target=work, args=(x,)) for x in inputs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def test_no_leak_over_10000_calls():
+    f = build(S.ONE_MEGABYTE).main
+    x = rand(256, 1024)
+    for _ in range(100):
+        f(x)
+    before = _rss_bytes()
+    for _ in range(10_000):
+        y = f(x)
+    grown = _rss_bytes() - before
+    assert y[3, 5] == 2 * x[3, 5]
+    assert grown < 5 * 2**20, f"RSS grew by {grown / 2**20:.1f} MiB over 10,000 calls"
+
+
+# --- errors ----------------------------------------------------------------------------------------------
+MM_SIG = FunctionSignature("main", (TensorSpec((64, 784), "float32", "x"), TensorSpec((784, 128), "float32", "w")),
+                           (TensorSpec((64, 128), "float32", "y"),))
+
+
+def _misaligned(shape):
+    raw = np.zeros(int(np.prod(shape)) * 4 + 1, np.uint8)
+    return raw[1:].view(np.float32).reshape(shape)
+
+
+X, W = rand(64, 784), rand(784, 128)
+BAD_CALLS = {
+    "count": ((X,), "main: expected 2 arguments (x, w), got 1"),
+    "not an array": ((X.tolist(), W), "main: parameter 'x' (#0): expected a numpy.ndarray, got list "
+                                      "(wrap it with numpy.asarray)"),
+    "dtype": ((X.astype(np.float64), W), "main: parameter 'x' (#0): expected dtype float32, got float64"),
+    "byte order": ((X.astype(">f4"), W), "main: parameter 'x' (#0): expected dtype float32, got >f4 "
+                                         "(float32 in non-native byte order)"),
+    "ndim": ((X.reshape(64, 784, 1), W), "main: parameter 'x' (#0): expected shape (64, 784), got (64, 784, 1)"),
+    "static dim": ((rand(32, 784), W), "main: parameter 'x' (#0): expected shape (64, 784), got (32, 784)"),
+    "non-contiguous": ((np.asfortranarray(X), W), "main: parameter 'x' (#0): expected a C-contiguous array, "
+                                                  "got strides (4, 256) (pass numpy.ascontiguousarray(...))"),
+    "misaligned": ((_misaligned((64, 784)), W), "main: parameter 'x' (#0): expected an array aligned to its "
+                                                "4-byte items"),
+    "scalar": ((np.float32(1), W), "main: parameter 'x' (#0): expected a numpy.ndarray, got float32 "
+                                   "(wrap it with numpy.asarray)"),
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_CALLS))
+def test_bad_argument(kind):
+    args, message = BAD_CALLS[kind]
+    with pytest.raises(ArgumentError) as info:
+        build(S.MATMUL, 2, MM_SIG).main(*args)
+    assert str(info.value) == message
+    assert isinstance(info.value, ValueError) and isinstance(info.value, TypeError)
+
+
+def test_every_bad_parameter_is_reported_at_once():
+    with pytest.raises(ArgumentError, match=r"parameter 'x' \(#0\).*; main: parameter 'w' \(#1\): expected dtype"):
+        build(S.MATMUL, 2, MM_SIG).main(rand(32, 784), W.astype(np.float16))
+
+
+def test_symbols_must_agree_across_parameters():
+    sig = FunctionSignature("main", (TensorSpec(("n",), "float32", "a"), TensorSpec(("n",), "float32", "b")),
+                            (TensorSpec(("2 * n",), "float32"),))
+    mod = build(S.CONCAT, 2, sig)
+    np.testing.assert_array_equal(mod.main(np.ones(3, np.float32), np.zeros(3, np.float32)), [1, 1, 1, 0, 0, 0])
+    with pytest.raises(ArgumentError, match=r"^main: parameter 'b' \(#1\): dimension 0 is 'n' = 3 \(bound by "
+                                            r"parameter 'a' \(#0\)\), got 4 in shape \(4,\)$"):
+        mod.main(np.ones(3, np.float32), np.zeros(4, np.float32))
+
+
+def _read_only(x):
+    a = np.empty((64, 128), np.float32)
+    a.flags.writeable = False
+    return a
+
+
+def _alias_of(x):
+    return x.reshape(-1)[: 64 * 128].reshape(64, 128)  # the first 8192 floats of x
+
+
+BAD_OUTS = {
+    "shape": (lambda x: np.empty((64, 127), np.float32),
+              r"out\[0\] \(result 'y'\): expected shape \(64, 128\), got \(64, 127\)"),
+    "read-only": (_read_only, r"out\[0\] \(result 'y'\): expected a writeable array"),
+    "overlap": (_alias_of, r"out\[0\] \(result 'y'\) overlaps parameter 'x'"),
+    "count": (lambda x: (np.empty((64, 128), np.float32),) * 2, r"out= needs 1 arrays, got 2"),
+}
+
+
+def test_an_array_is_not_a_sequence_of_outputs():
+    with pytest.raises(ArgumentError, match=r"^main: out= needs 2 arrays, got 1$"):
+        build(S.DYNAMIC, 2, DYN_SIG).main(rand(2, 4), rand(4), out=np.empty((2, 2, 4), np.float32))
+
+
+@pytest.mark.parametrize("kind", list(BAD_OUTS))
+def test_bad_out(kind):
+    make, pattern = BAD_OUTS[kind]
+    with pytest.raises(ArgumentError, match="^main: " + pattern):
+        build(S.MATMUL, 2, MM_SIG).main(X, W, out=make(X))
+
+
+def test_signature_must_fit_the_function():
+    with pytest.raises(ValueError, match=r"main: parameter 'x' \(#0\): signature gives dimension 1 = 100, the "
+                                         r"function has tensor<64x784xf32>"):
+        compile_module(S.MATMUL, FunctionSignature("main", (TensorSpec((64, 100), "float32", "x"), MM_SIG.params[1]),
+                                                   MM_SIG.results))
+    with pytest.raises(ValueError, match=r"signature gives dtype float64"):
+        compile_module(S.MATMUL, FunctionSignature("main", (TensorSpec((64, 784), "float64", "x"), MM_SIG.params[1]),
+                                                   MM_SIG.results))
+    with pytest.raises(ValueError, match=r"main: result #0 has the dynamic type tensor<\?x4xf32>: pass a "
+                                         r"FunctionSignature"):
+        compile_module(S.DYNAMIC)
+    with pytest.raises(ValueError, match=r"uses symbols \['m'\] that no parameter dimension binds"):
+        FunctionSignature("main", (TensorSpec(("n",), "float32"),), (TensorSpec(("m",), "float32"),))
+    with pytest.raises(ValueError, match=r"shape expression 'n \*\* 2': Pow is not allowed"):
+        TensorSpec(("n ** 2",), "float32")
+    with pytest.raises(ValueError, match=r"signatures given for unknown functions \['nope'\]"):
+        compile_module(S.MATMUL, FunctionSignature("nope", (), ()))
+
+
+def test_module_lookup_errors_name_the_functions():
+    mod = build(S.MATMUL_SHAPES)
+    assert sorted(mod.functions) == ["batched", "small", "uneven", "xt_g"]
+    with pytest.raises(AttributeError, match="no public function 'main'; functions: uneven, small"):
+        mod.main
+    assert "uneven(arg0: (100, 50) float32, arg1: (50, 70) float32)" in repr(mod.uneven)

@@ -1,0 +1,110 @@
+"""Gradient refuses what it cannot do, naming the function and the culprit."""
+
+from __future__ import annotations
+
+import pytest
+
+from relax_mlir import op, transform
+from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var
+from relax_mlir.op.registry import Op, Sample
+from relax_mlir.transform import GradientError
+
+
+def _module(build, params):
+    bb = BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = build(bb)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _x(shape=(3,), dtype="float32", name="x"):
+    return Var(name, TensorStructInfo(shape, dtype))
+
+
+def test_unknown_function():
+    x = _x()
+    mod = _module(lambda bb: bb.emit_output(op.sum(x)), [x])
+    with pytest.raises(GradientError, match=r"no function 'nope' \(it has: main\)"):
+        transform.Gradient("nope")(mod)
+
+
+def test_target_must_be_a_float_scalar():
+    x = _x()
+    mod = _module(lambda bb: bb.emit_output(op.exp(x)), [x])
+    with pytest.raises(GradientError, match=r"Gradient\(main\): the target \(the return value\) must be a scalar "
+                                            r"\(a 0-d tensor\), got R.Tensor\(\(3,\)"):
+        transform.Gradient("main")(mod)
+    i = _x(dtype="int32", name="i")
+    mod = _module(lambda bb: bb.emit_output(op.sum(i)), [i, x])
+    with pytest.raises(GradientError, match=r"must have a float dtype, got int32"):
+        transform.Gradient("main", require_grads=[x])(mod)
+
+
+def test_target_index_out_of_range():
+    x = _x()
+    mod = _module(lambda bb: bb.emit_output((op.sum(x), op.sum(x))), [x])
+    with pytest.raises(GradientError, match=r"target_index 2 is out of range: the function returns a tuple of 2"):
+        transform.Gradient("main", target_index=2)(mod)
+    single = _module(lambda bb: bb.emit_output(op.sum(x)), [x])
+    with pytest.raises(GradientError, match=r"target_index 1 given, but the function returns a single value"):
+        transform.Gradient("main", target_index=1)(single)
+
+
+def test_require_grads_must_belong_to_the_function():
+    x, stranger = _x(), _x(name="stranger")
+    mod = _module(lambda bb: bb.emit_output(op.sum(x)), [x])
+    with pytest.raises(GradientError, match=r"'stranger' is neither a parameter nor a variable bound in"):
+        transform.Gradient("main", require_grads=[stranger])(mod)
+    with pytest.raises(GradientError, match=r"'x' is listed twice"):
+        transform.Gradient("main", require_grads=[x, x])(mod)
+
+
+def test_integer_parameter_is_refused():
+    x, labels = _x(), _x(dtype="int64", name="labels")
+    mod = _module(lambda bb: bb.emit_output(op.sum(x)), [x, labels])
+    with pytest.raises(GradientError, match=r"'labels' has struct info R.Tensor\(\(3,\), dtype=\"int64\"\); "
+                                            r"only float tensors"):
+        transform.Gradient("main", require_grads=[x, labels])(mod)
+
+
+def _fake(name: str, gradient=None) -> Op:
+    # Not registered: the registry tests must not see it.
+    return Op(name=name, inputs=("x",), infer=lambda args, attrs: args[0], reference=lambda x: x,
+              gradient=gradient, samples=[Sample([])], doc="test op")
+
+
+def test_every_op_without_a_rule_is_listed_at_once():
+    x = _x()
+    foo, bar = _fake("relax.test_foo"), _fake("relax.test_bar")
+
+    def build(bb):
+        a = bb.emit(foo(x), "a")
+        b = bb.emit(bar(a), "b")
+        c = bb.emit(foo(b), "c")
+        d = bb.emit(op.astype(op.argmax(c), "float32"), "d")
+        return bb.emit_output(op.sum(d))
+
+    mod = _module(build, [x])
+    with pytest.raises(GradientError) as info:
+        transform.Gradient("main")(mod)
+    message = str(info.value)
+    assert "no gradient rule for relax.test_foo (used by a, c)" in message
+    assert "no gradient rule for relax.test_bar (used by b)" in message
+    assert "relax.argmax is not differentiable (used by lv)" in message
+
+
+def test_ops_off_the_differentiable_path_need_no_rule():
+    x = _x()
+    foo = _fake("relax.test_foo")
+
+    def build(bb):
+        cond = bb.emit(op.greater(x, op.zeros((3,), "float32")))  # only reaches where's condition
+        unused = bb.emit(foo(x))  # does not reach the target
+        sel = bb.emit(op.where(cond, x, op.zeros_like(x)))
+        return bb.emit_output(op.sum(sel))
+
+    mod = _module(build, [x])
+    out = transform.Gradient("main")(mod)
+    assert "main_adjoint" in out
