@@ -1,8 +1,10 @@
 """The ``relax-mlir`` command line.
 
-    relax-mlir demo                     the end-to-end example that exists today (see README)
+    relax-mlir train [options]          train an MLP (or a CNN) on digits through MLIR: the main job
+    relax-mlir demo                     build, print, round-trip and interpret the tutorial's MLP
     relax-mlir print FILE [-f NAME]     parse a module in the text format, check it, print it back
     relax-mlir check FILE               parse and report every well-formedness problem
+    relax-mlir emit FILE --stage S      print the module as MLIR at stage S (relax, linalg, bufferized, llvm, ...)
 """
 
 from __future__ import annotations
@@ -41,6 +43,23 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     check_well_formed(_load(args.file))
     print(f"{args.file}: well formed")
+    return 0
+
+
+def cmd_emit(args: argparse.Namespace) -> int:
+    from .backend.build import to_mlir
+    from .backend.pipeline import PipelineOptions
+    from .ir import Function, IRModule, check_well_formed
+
+    mod = _load(args.file)
+    if isinstance(mod, Function):  # a lone @R.function is module function "main"
+        mod = IRModule({"main": mod})
+    check_well_formed(mod)
+    try:
+        text = to_mlir(mod, args.stage, args.function, PipelineOptions(opt_level=args.opt_level))
+    except KeyError as exc:  # an unknown --function
+        raise ValueError(exc.args[0]) from None
+    print(text)
     return 0
 
 
@@ -85,9 +104,59 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from .training.run import TrainConfig, plot, train
+
+    cfg = TrainConfig(model=args.model, hidden=args.hidden, channels=args.channels, optimizer=args.optimizer,
+                      lr=args.lr, weight_decay=args.weight_decay, momentum=args.momentum,
+                      dampening=args.dampening, nesterov=args.nesterov, betas=tuple(args.betas), eps=args.eps,
+                      reduction=args.reduction, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
+                      data=args.data, target=args.target, opt_level=args.opt_level, save=args.save,
+                      resume=args.resume)
+    history = train(cfg, progress=not args.no_progress and sys.stderr.isatty() or args.progress)
+    if args.plot:
+        plot(history, args.plot, f"relax-mlir train: {cfg.model}, {cfg.optimizer} lr={cfg.lr}")
+        print(f"wrote {args.plot}")
+    print(f"final test accuracy: {100 * history.accuracy[-1]:.2f}%" if history.accuracy else "nothing to train")
+    return 0
+
+
+def _add_train(sub) -> None:
+    p = sub.add_parser("train", help="train a model on digits (or --data) through MLIR: the main job",
+                       description="Defaults are the tutorial's: MLP 64-128-128-10 with ReLU, SGD lr 0.01, "
+                                   "weight decay 0.01, summed cross-entropy, batch 64, Xavier init, 5 epochs.")
+    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    p.add_argument("--hidden", type=int, nargs="+", default=[128, 128], help="MLP hidden widths")
+    p.add_argument("--channels", type=int, nargs="+", default=[8, 16], help="CNN channels per stage")
+    p.add_argument("--optimizer", choices=["sgd", "momentum", "adam", "adamw"], default="sgd")
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--momentum", type=float, default=0.9, help="MomentumSGD's momentum")
+    p.add_argument("--dampening", type=float, default=0.0)
+    p.add_argument("--nesterov", action="store_true")
+    p.add_argument("--betas", type=float, nargs=2, default=[0.9, 0.999], help="Adam/AdamW betas")
+    p.add_argument("--eps", type=float, default=1e-8)
+    p.add_argument("--reduction", choices=["sum", "mean"], default="sum", help="cross-entropy reduction")
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data", help="a directory of MNIST/Fashion-MNIST IDX files (gzip or not) or an .npz "
+                                  "(x_train, y_train, x_test, y_test); default: scikit-learn's digits")
+    p.add_argument("--target", choices=["cpu", "numpy"], default="cpu",
+                   help="cpu: compiled through MLIR; numpy: the reference interpreter")
+    p.add_argument("--opt-level", type=int, default=2)
+    p.add_argument("--plot", help="write a PNG of the loss and accuracy curves")
+    p.add_argument("--save", help="write a checkpoint (.npz) after every epoch")
+    p.add_argument("--resume", help="continue from a checkpoint written by --save")
+    p.add_argument("--progress", action="store_true", help="show the progress bar even when not on a terminal")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(run=cmd_train)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="relax-mlir", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_train(sub)
 
     p = sub.add_parser("demo", help="build the tutorial MLP, round-trip it and run it on digits")
     p.add_argument("--batch-size", type=int, default=64)
@@ -103,6 +172,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="parse a module and report every well-formedness problem")
     p.add_argument("file")
     p.set_defaults(run=cmd_check)
+
+    p = sub.add_parser("emit", help="print a module in the text format as MLIR at a stage of the pipeline")
+    p.add_argument("file", help="a file in the text format, or - for standard input")
+    p.add_argument("--stage", default="relax",
+                   choices=["relax", "linalg", "fused", "scheduled", "bufferized", "llvm"],
+                   help="relax: the relax dialect; linalg: after lowering; then the pipeline's stages")
+    p.add_argument("-f", "--function", help="emit only this function (and the functions it calls)")
+    p.add_argument("-O", "--opt-level", type=int, default=2, choices=[0, 1, 2, 3],
+                   help="pipeline optimisation level (0: naive loops)")
+    p.set_defaults(run=cmd_emit)
     return parser
 
 
@@ -110,7 +189,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (ValueError, OSError) as exc:  # user errors (bad text, ill-formed IR, missing file): no traceback
+    except (ValueError, OSError, FloatingPointError) as exc:  # user errors (bad text, ill-formed IR, missing file): no traceback
         print(f"relax-mlir {args.command}: error: {exc}", file=sys.stderr)
         return 1
 

@@ -66,3 +66,44 @@ def deep_mlp(n_layers: int, width: int = 32, batch: int = 16, segments: Optional
             out = bb.emit_output(op.sum(h))
         bb.emit_func_output(out)
     return bb.get()
+
+
+def cnn(batch: Union[int, str, Dim] = 64, image_shape: Sequence[int] = (1, 8, 8), channels: Sequence[int] = (8, 16),
+        classes: int = 10, dtype: str = "float32") -> IRModule:
+    """A small CNN: per stage conv2d 3x3 (padding 1) -> batch_norm -> relu -> max_pool2d 2x2, then a dense layer.
+
+    ``backbone(x, params..., states...)`` returns ``(logits, new running means and variances...)``; the module
+    has ``param_num`` (3 per stage + 2) and ``state_num`` (2 per stage) for ``SetupTrainer``.
+    """
+    c, h, w = image_shape
+    x = Var("x", TensorStructInfo((batch, c, h, w), dtype))
+    params, states = [], []
+    for i, out_c in enumerate(channels):
+        params += [Var(f"conv{i}_weight", TensorStructInfo((out_c, c, 3, 3), dtype)),
+                   Var(f"bn{i}_gamma", TensorStructInfo((out_c,), dtype)),
+                   Var(f"bn{i}_beta", TensorStructInfo((out_c,), dtype))]
+        states += [Var(f"bn{i}_mean", TensorStructInfo((out_c,), dtype)),
+                   Var(f"bn{i}_var", TensorStructInfo((out_c,), dtype))]
+        if h % 2 or w % 2:
+            raise ValueError(f"cnn: stage {i} pools a {h}x{w} map; image sides must halve evenly")
+        c, h, w = out_c, h // 2, w // 2
+    features = c * h * w
+    params += [Var("dense_weight", TensorStructInfo((features, classes), dtype)),
+               Var("dense_bias", TensorStructInfo((classes,), dtype))]
+    bb = BlockBuilder()
+    with bb.function("backbone", [x, *params, *states]):
+        with bb.dataflow():
+            t, new_states = x, []
+            for i in range(len(channels)):
+                weight, gamma, beta = params[3 * i:3 * i + 3]
+                mean, var = states[2 * i:2 * i + 2]
+                t = bb.emit(op.nn.conv2d(t, weight, padding=(1, 1, 1, 1)))
+                bn = bb.emit(op.nn.batch_norm(t, gamma, beta, mean, var, axis=1))
+                new_states += [bb.emit(bn[1]), bb.emit(bn[2])]
+                t = bb.emit(op.nn.relu(bn[0]))
+                t = bb.emit(op.nn.max_pool2d(t, pool_size=(2, 2), strides=(2, 2)))
+            flat = bb.emit(op.reshape(t, (batch, features)))
+            logits = bb.emit(op.add(op.matmul(flat, params[-2]), params[-1]))
+            out = bb.emit_output((logits, *new_states))
+        bb.emit_func_output(out)
+    return bb.get().with_attrs({"param_num": len(params), "state_num": len(states)})

@@ -1,2 +1,22 @@
-"""MLIR side of relax-mlir: lowering pipelines (``pipeline``), matmul schedules (``schedule``) and the
-ExecutionEngine runtime with its calling convention (``runtime``). Import the submodules directly."""
+"""MLIR side of relax-mlir. Import the submodules directly (loading MLIR's bindings takes about 0.4 s):
+
+* ``dialect``: the ``relax`` dialect, generated in IRDL from the op registry (``dialects/relax.irdl.mlir``);
+* ``export``: a Relax ``IRModule`` as relax-dialect MLIR (``func.func`` per function, tuples flattened);
+* ``legalize``: TVM's LegalizeOps on the MLIR side: every relax op to linalg/tensor/arith/math, one rule per op
+  record (``op.legalize``), families in ``legalize/*.py``;
+* ``pipeline`` (named stages down to LLVM), ``schedule`` (matmul transform scripts);
+* ``runtime``, ``signature``, ``fastpath``, ``bool_storage``: the ExecutionEngine and its calling convention;
+* ``build``: ``to_mlir``, ``compile`` (cached), ``Executable`` and ``VirtualMachine`` (``relax_mlir.compile``).
+"""
+
+__all__ = ["compile", "to_mlir", "Executable", "VirtualMachine"]
+
+
+def __getattr__(name: str):
+    """``compile``, ``to_mlir``, ``Executable`` and ``VirtualMachine`` from ``build``, loaded on first use."""
+    if name in __all__:
+        from . import build as _build
+
+        return {"compile": _build.build, "to_mlir": _build.to_mlir, "Executable": _build.Executable,
+                "VirtualMachine": _build.VirtualMachine}[name]
+    raise AttributeError(f"module 'relax_mlir.backend' has no attribute {name!r}")

@@ -20,8 +20,9 @@ the lowering of every op it uses; a hit is confirmed with ``structural_equal``.
 from __future__ import annotations
 
 import collections
+import re
 import threading
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 from mlir import ir
@@ -33,6 +34,7 @@ from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..ir.sym import SymDim
 from ..ir.visitor import post_order_visit
 from ..op.registry import Op
+from ..transform.legalize_ops import LEGALIZE_MAP_ATTR, lookup_rule
 from .export import export, flatten_struct_info
 from .legalize import legalize_module
 from .pipeline import STAGES, PipelineOptions, lower_module, run_passes
@@ -42,15 +44,16 @@ from .signature import FunctionSignature, TensorSpec
 __all__ = ["Executable", "VirtualMachine", "build", "to_mlir", "LEGALIZE_MAP_ATTR", "legalize_overrides"]
 
 EXPORT_STAGES = ("relax",) + STAGES
-from ..transform.legalize_ops import LEGALIZE_MAP_ATTR  # noqa: E402
 CLEANUP = "builtin.module(canonicalize,cse)"
+# Calls between functions are inlined before bufferization: buffer-results-to-out-params cannot give a call
+# site an out-parameter for a dynamically shaped result ("cannot create out param for dynamically shaped
+# result"), and inlining lets fusion see across the call. Every function stays public.
+INLINE = "builtin.module(inline,canonicalize,cse)"
 
 
 # --- custom lowerings ----------------------------------------------------------------------------------------
 def legalize_overrides(mod: IRModule) -> dict[str, Any]:
     """The custom lowerings a module carries (``LegalizeOps``): op name -> rule."""
-    from ..transform.legalize_ops import lookup_rule
-
     table = mod.attrs.get(LEGALIZE_MAP_ATTR) or {}
     return {name: lookup_rule(token) for name, token in table.items()}
 
@@ -79,8 +82,29 @@ def lower_to(mod: IRModule, stage: str, function: Optional[str] = None,
         run_passes(module, CLEANUP, options)
         module.operation.verify()
         if stage != "linalg":
+            inline_calls(module, options)
             module = lower_module(module, stage, options)
     return module
+
+
+def _has_calls(module: ir.Module) -> bool:
+    found = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "func.call":
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return bool(found)
+
+
+def inline_calls(module: ir.Module, options: PipelineOptions) -> None:
+    """Inline every ``func.call`` of ``module`` (in place), if it has any."""
+    if _has_calls(module):
+        with module.context, ir.Location.unknown():
+            run_passes(module, INLINE, options)
 
 
 def to_mlir(mod: IRModule, stage: str = "relax", function: Optional[str] = None,
@@ -103,7 +127,8 @@ def signature_of(name: str, fn: Function) -> FunctionSignature:
     params = []
     for p in fn.params:
         for pname, s in flatten_struct_info(p.struct_info, p.name_hint, name):
-            shape = [f"{pname}_{a}" if s.shape is None else _dim_text(d, name, pname)
+            symbol = re.sub(r"\W", "_", pname)  # an unknown dim of x[0] is the symbol x_0__1
+            shape = [f"{symbol}_{a}" if s.shape is None else _dim_text(d, name, pname)
                      for a, d in enumerate(s.shape or [None] * s.ndim)]
             params.append(TensorSpec(tuple(shape), _np_dtype(s.dtype), pname))
     results = []
@@ -154,7 +179,7 @@ CACHE_STATS = {"hits": 0, "misses": 0}
 
 def _ops_used(mod: IRModule) -> set[Op]:
     ops: set[Op] = set()
-    for fn in mod._functions.values():
+    for _, fn in mod.items():
         post_order_visit(fn, lambda e: ops.add(e.op) if isinstance(e, Call) and isinstance(e.op, Op) else None)
     return ops
 
@@ -183,8 +208,10 @@ def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
     CACHE_STATS["misses"] += 1
     signatures = [signature_of(name, mod[name]) for name in mod]
     linalg = lower_to(mod, "linalg", None, options)
+    linalg_text = str(linalg)
+    inline_calls(linalg, options)
     compiled = compile_module(linalg, signatures, options=options)
-    ex = Executable(mod, compiled, options, str(linalg))
+    ex = Executable(mod, compiled, options, linalg_text)
     with _CACHE_LOCK:
         _CACHE[key] = (mod, ex)
         while len(_CACHE) > _CACHE_SIZE:
@@ -293,4 +320,3 @@ class VirtualMachine:
         return self[name](*args)
 
 
-_ = Mapping  # typing only

@@ -16,7 +16,9 @@ Conventions (also written at the top of the README):
   group; an optional input (``nll_loss``'s ``weights``) is an optional one. An op with a ``shape``
   attribute also takes one ``index`` operand per dynamic dimension of its result (``dims``, in order), as
   ``tensor.empty`` does.
-* **Results**: one tensor; a tuple result (``split``) is a variadic group.
+* **Results**: one tensor; a tuple of fixed length k is k results; a tuple whose length varies (``split``) is a
+  variadic group. IRDL binds a variadic group's constraint to one type, so the export casts its members to their
+  common type (``tensor.cast``; static dims only where all agree) and back.
 * **Attributes**: every Relax attribute is present. ``None`` is ``unit``; a bool is ``true``/``false``; an
   int is ``i64``; a float ``f64``; a dtype (``dtype``, ``*_dtype``) a type (``f32``, ``i1``); a tuple of
   ints ``array<i64: ...>``; other strings strings. ``shape`` holds the *result's* shape with ``-1`` for
@@ -29,18 +31,17 @@ from __future__ import annotations
 
 import argparse
 import functools
-import math
 import sys
+import weakref
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-import numpy as np
 from mlir import ir
 from mlir.dialects import irdl
 
 from ..ir.dtype import DTYPES
-from ..ir.struct_info import TupleStructInfo
-from ..op.registry import REQUIRED, Op, list_ops
+from ..ir.struct_info import TupleStructInfo, free_vars, substitute
+from ..op.registry import REQUIRED, Op, list_ops, substitute_attrs
 
 DIALECT = "relax"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -60,11 +61,13 @@ def dialect_op_name(op: Op) -> str:
 
 
 def lowered_ops(extra: Iterable[Op] = ()) -> list[Op]:
-    """Registry ops with a lowering (plus ``extra``, ops a custom legalize map lowers), in registry order."""
+    """Registry ops that reach MLIR as themselves, in registry order: those with a lowering and no decomposition
+    (a composite is decomposed before export, so it needs no dialect op), plus ``extra`` (ops a custom legalize
+    map lowers)."""
     from . import legalize  # noqa: F401 - attaches the default lowerings to the records
 
     extra = set(extra)
-    return [op for op in list_ops() if op.legalize is not None or op in extra]
+    return [op for op in list_ops() if (op.legalize is not None and op.decompose is None) or op in extra]
 
 
 def dialect_ops(extra: Iterable[Op] = ()) -> dict[str, Op]:
@@ -180,11 +183,16 @@ def _canonical_samples(op: Op) -> list[tuple[list, dict]]:
     return out
 
 
+VARIADIC = -1
+
+
 @functools.lru_cache(maxsize=None)
-def _op_facts(op: Op) -> tuple[bool, dict[str, frozenset[str]]]:
-    """(result is a tuple, attribute name -> kinds seen) from the op's default attributes and samples."""
+def _op_facts(op: Op) -> tuple[int, dict[str, frozenset[str]]]:
+    """(result arity, attribute name -> kinds seen) from the op's default attributes and samples. The arity is 0
+    for one tensor, k for a tuple of k tensors, ``VARIADIC`` for tuples whose length varies (``split``)."""
     samples = _canonical_samples(op)
-    tuple_result = any(isinstance(s, TupleStructInfo) for _, _, s in samples)
+    lengths = {len(s.fields) if isinstance(s, TupleStructInfo) else 0 for _, _, s in samples}
+    arity = lengths.pop() if len(lengths) == 1 else VARIADIC
     kinds: dict[str, set[str]] = {name: set() for name in op.attrs}
     for name, default in op.attrs.items():
         if default is not REQUIRED:
@@ -192,7 +200,12 @@ def _op_facts(op: Op) -> tuple[bool, dict[str, frozenset[str]]]:
     for _, attrs, _ in samples:
         for name, value in attrs.items():
             kinds[name].add("array" if name == "shape" else attr_kind(name, value))
-    return tuple_result, {k: frozenset(v) for k, v in kinds.items()}
+    return arity, {k: frozenset(v) for k, v in kinds.items()}
+
+
+def result_arity(op: Op) -> int:
+    """0: one tensor result; k > 0: a tuple of k (k named results); ``VARIADIC``: a tuple of varying length."""
+    return _op_facts(op)[0]
 
 
 def attr_constraint(kinds: frozenset[str]) -> Optional[str]:
@@ -217,7 +230,7 @@ def _first_line(doc: str) -> str:
 
 def irdl_operation(op: Op) -> list[str]:
     """The ``irdl.operation`` of one op, as lines."""
-    tuple_result, kinds = _op_facts(op)
+    arity, kinds = _op_facts(op)
     lines = [f"  // {op.name}: {_first_line(op.doc)}", f"  irdl.operation @{dialect_op_name(op).split('.', 1)[1]} {{"]
     operands = []
     for i, name in enumerate(op.inputs):
@@ -231,14 +244,18 @@ def irdl_operation(op: Op) -> list[str]:
     if sum(1 for o in operands if "variadic" in o or "optional" in o) > 1:
         raise ValueError(f"{op.name}: more than one variadic/optional operand group needs operandSegmentSizes, "
                          "which the exporter does not write")
-    lines.append(f"    %out = irdl.base {_TENSOR}")
+    outs = [f"out{i}" for i in range(arity)] if arity > 0 else ["out"]
+    lines += [f"    %{o} = irdl.base {_TENSOR}" for o in outs]
     attrs = []
     for name in op.attrs:
         base = attr_constraint(kinds[name])
         lines.append(f"    %attr_{name} = " + (f'irdl.base "{base}"' if base else "irdl.any"))
         attrs.append(f'"{name}" = %attr_{name}')
     lines.append(f"    irdl.operands({', '.join(operands)})")
-    lines.append("    irdl.results(results: variadic %out)" if tuple_result else "    irdl.results(result: %out)")
+    if arity == VARIADIC:
+        lines.append("    irdl.results(results: variadic %out)")
+    else:
+        lines.append(f"    irdl.results({', '.join(f'result{o[3:]}: %{o}' for o in outs)})")
     if attrs:
         lines.append(f"    irdl.attributes {{{', '.join(attrs)}}}")
     lines.append("  }")
@@ -270,13 +287,11 @@ def load_relax_dialect(context: ir.Context, extra: Sequence[Op] = ()) -> frozens
     with context:
         definition = ir.Module.parse(_irdl_cached(ops))
         irdl.load_dialects(definition)
-    _KEEP_ALIVE.append(definition)  # the loaded ops refer to the definition's constraints
-    if len(_KEEP_ALIVE) > 64:
-        del _KEEP_ALIVE[:-64]
+    _DEFINITIONS[context] = definition  # kept as long as the context, in case the loaded ops refer to it
     return frozenset(dialect_op_name(op) for op in ops)
 
 
-_KEEP_ALIVE: list[ir.Module] = []
+_DEFINITIONS: "weakref.WeakKeyDictionary[ir.Context, ir.Module]" = weakref.WeakKeyDictionary()
 
 
 # --- README ---------------------------------------------------------------------------------------------------
@@ -295,7 +310,11 @@ a test checks this file and `relax.irdl.mlir` equal the generated text. Verify a
 - **Operands** are builtin ranked tensors (`tensor<?x784xf32>`; a Relax size variable is a `?` dimension). A tuple
   input is a variadic group, an optional input an optional one. Ops with a `shape` attribute take one `index`
   operand (`dims`) per dynamic dimension of their result, in order, as `tensor.empty` does.
-- **Results**: one tensor, or a variadic group for ops returning a tuple.
+- **Results**: one tensor (`result`); a tuple of fixed length k is k results (`result0`...); a tuple whose length
+  varies (`split`) is a variadic group.
+- **Variadic groups hold one type** (IRDL binds a constraint variable to a single type): the export casts the members
+  to their common type with `tensor.cast` (same rank and dtype; a dimension static only where all agree) and back.
+  So `concat(..., axis=None)` of tensors of different ranks is exported as `concat` of their `flatten`s on axis 0.
 - **Attributes**: every Relax attribute is present: `None` is `unit`, bools `true`/`false`, ints `i64`, floats `f64`,
   dtypes types (`f32`, `i1` for bool), tuples of ints `array<i64: ...>`, other strings strings. `shape` is the
   result's shape with `-1` for each dynamic dimension. A kind in brackets below is checked by the dialect; `any` means
@@ -312,42 +331,35 @@ a test checks this file and `relax.irdl.mlir` equal the generated text. Verify a
 
 
 def _example(op: Op) -> str:
-    """The generic form of the op on its first sample (size variables bound), exported for real."""
-    from ..ir.expr import Function, SeqExpr, Var, VarBinding, BindingBlock
+    """The generic form of the op on its first sample (size variables bound to small sizes), exported for real."""
+    from ..ir.expr import BindingBlock, Function, SeqExpr, Var, VarBinding
     from ..ir.module import IRModule
-    from ..ir.struct_info import substitute
-    from .export import export_module
+    from .export import export_module  # export imports this module
 
-    sizes = {"n": 3, "m": 5, "k": 2, "b": 4, "c": 6, "h": 7, "w": 8}
     sinfos, attrs, _ = _canonical_samples(op)[0]
-    from ..ir.struct_info import free_vars
-
-    env = {v: sizes.get(v, 2) for s in sinfos for v in free_vars(s)}
-    env.update(op.samples[0].sizes)
-    from ..op.registry import substitute_attrs
-
+    env = {v: 3 for s in sinfos for v in free_vars(s)} | dict(op.samples[0].sizes)
     params = [Var(f"a{i}", substitute(s, env)) for i, s in enumerate(sinfos)]
     call = op(*params, **substitute_attrs(attrs, env))
     out = Var("out", call.struct_info)
     func = Function(params, SeqExpr([BindingBlock([VarBinding(out, call)])], out))
     text = export_module(IRModule({"example": func}))
-    lines = [line.strip() for line in text.splitlines() if f'"{dialect_op_name(op)}"' in line]
-    return "\n".join(lines)
+    return "\n".join(line.strip() for line in text.splitlines() if f'"{dialect_op_name(op)}"' in line)
 
 
 def readme_text() -> str:
     """The documentation of every dialect op, with an example each (``dialects/README.md``)."""
     parts = [_README_HEAD]
     for op in lowered_ops():
-        tuple_result, kinds = _op_facts(op)
+        arity, kinds = _op_facts(op)
         parts.append(f"### `{dialect_op_name(op)}` (`{op.name}`)\n")
-        parts.append(" ".join(op.doc.split()) + "\n")
+        parts.append(_first_line(op.doc) + "\n")
         ins = [f"`{n}`" + (" (variadic)" if op.tuple_input and i == 0 else "")
                + (" (optional)" if i >= len(op.inputs) - op.num_optional else "") for i, n in enumerate(op.inputs)]
         if has_dims_operands(op):
             ins.append("`dims` (variadic `index`)")
         parts.append(f"- operands: {', '.join(ins) or 'none'}")
-        parts.append("- results: " + ("`results` (variadic)" if tuple_result else "`result`"))
+        parts.append("- results: " + ("`results` (variadic, one type)" if arity == VARIADIC else
+                                      ", ".join(f"`result{i}`" for i in range(arity)) if arity else "`result`"))
         if op.attrs:
             listed = ", ".join(f"`{n}` [{(attr_constraint(kinds[n]) or 'any').replace('#builtin.', '')}]"
                                for n in op.attrs)

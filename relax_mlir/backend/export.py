@@ -13,6 +13,9 @@ The calling convention, the same at every stage and in the runtime:
 * **Constants** are ``arith.constant dense<...>``; **attributes** follow ``dialect.py``.
 * A ``match_cast`` is a ``tensor.cast`` to the refined type (checked by nobody at run time: the runtime checks
   the arguments of public functions only).
+* The members of a variadic group (``concat``'s tensors, ``split``'s results) are cast to their common type
+  (IRDL binds a variadic constraint to one type) and back; ``concat(t, axis=None)`` is exported as ``concat``
+  of the ``flatten``ed members on axis 0, since they may differ in rank.
 
 Composite ops are decomposed first when their record has ``decompose(call) -> Expr`` (built with op
 constructors, as gradient rules are). Ops with neither a lowering nor a decomposition are reported all at once.
@@ -34,7 +37,8 @@ from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..ir.sym import SymDim
 from ..ir.visitor import post_order_visit
 from ..op.registry import REQUIRED, Op, get_op
-from .dialect import dialect_op_name, element_type, encode_attr, has_dims_operands, load_relax_dialect
+from .dialect import (VARIADIC, dialect_op_name, element_type, encode_attr, has_dims_operands, load_relax_dialect,
+                      result_arity)
 
 Flat = Union[ir.Value, tuple]
 
@@ -99,6 +103,20 @@ def constant(data: np.ndarray, sinfo: TensorStructInfo, where: str) -> ir.Value:
     return arith.ConstantOp(t, attr).result
 
 
+def join_type(types: Sequence[ir.RankedTensorType], where: str) -> ir.RankedTensorType:
+    """The one type a variadic group of the dialect holds (IRDL binds a constraint to a single type): the same
+    rank and element type, a dimension static only where every member has that same size."""
+    if not types:
+        raise ExportError(f"{where}: an empty tuple of tensors")
+    first = types[0]
+    if any(t.rank != first.rank or t.element_type != first.element_type for t in types):
+        raise ExportError(f"{where}: the tensors {', '.join(map(str, types))} differ in rank or dtype; a variadic "
+                          "group of the relax dialect needs one rank and dtype")
+    shape = [d if all(t.shape[i] == d for t in types) else ir.ShapedType.get_dynamic_size()
+             for i, d in enumerate(first.shape)]
+    return ir.RankedTensorType.get(shape, first.element_type)
+
+
 def coerce(v: ir.Value, t: ir.Type, where: str) -> ir.Value:
     """``v`` as type ``t``: itself, or a ``tensor.cast`` between static and dynamic dims."""
     if v.type == t:
@@ -146,6 +164,25 @@ class _Sizes:
                 term = self.var(v, where) if term is None else arith.muli(term, self.var(v, where))
             total = term if total is None else arith.addi(total, term)
         return total if total is not None else arith.constant(idx, 0)
+
+
+# --- rewrites before export ----------------------------------------------------------------------------------------
+def _concat_flattened(call: Call) -> Optional[Expr]:
+    """``concat(t, axis=None)`` (NumPy: flatten, then join) as ``concat(flatten(t[i])..., axis=0)``: the
+    tensors of a variadic group must have one rank."""
+    from ..op import manipulate
+
+    if call.attrs.get("axis", 0) is not None:
+        return None
+    tup = call.args[0]
+    fields = tup.fields if isinstance(tup, Tuple) else [TupleGetItem(tup, i) for i in range(len(tup.struct_info.fields))]
+    return manipulate.concat(Tuple([manipulate.flatten(f) for f in fields]), axis=0)
+
+
+def _export_rewrites() -> dict:
+    from ..op import manipulate
+
+    return {manipulate.concat: _concat_flattened}
 
 
 # --- one function --------------------------------------------------------------------------------------------
@@ -218,8 +255,11 @@ class _FunctionExporter:
 
     def op_call(self, call: Call) -> Flat:
         rec = call.op
-        if rec.decompose is not None and rec.name not in self.owner.overrides:
-            return self.expr(rec.decompose(call))
+        decompose = rec.decompose or EXPORT_REWRITES.get(rec)
+        if decompose is not None and rec.name not in self.owner.overrides:
+            rewritten = decompose(call)
+            if rewritten is not None:
+                return self.expr(rewritten)
         name = dialect_op_name(rec)
         if name not in self.owner.known_ops:
             raise ExportError(f"{self.where}: {rec.name} is not supported by the MLIR backend yet "
@@ -228,7 +268,9 @@ class _FunctionExporter:
         for i, arg in enumerate(call.args):
             value = self.expr(arg)
             if rec.tuple_input and i == 0:
-                operands += flat_values(value)
+                group = flat_values(value)
+                common = join_type([v.type for v in group], f"{self.where}: {rec.name}")
+                operands += [coerce(v, common, self.where) for v in group]
             elif isinstance(value, ir.Value):
                 operands.append(value)
             else:
@@ -238,6 +280,9 @@ class _FunctionExporter:
         if not all(isinstance(f, TensorStructInfo) for f in fields):
             raise ExportError(f"{self.where}: {rec.name} has result struct info {sinfo}")
         types = [tensor_type(f, self.where) for f in fields]
+        own_types = types
+        if isinstance(sinfo, TupleStructInfo) and result_arity(rec) == VARIADIC:
+            types = [join_type(types, f"{self.where}: {rec.name}")] * len(types)
         attrs = {}
         for key, default in rec.attrs.items():
             value = call.attrs.get(key, default)
@@ -252,7 +297,7 @@ class _FunctionExporter:
         if has_dims_operands(rec):
             operands += [self.sizes.dim(d, self.where) for d in fields[0].shape if not isinstance(d, int)]
         op = ir.Operation.create(name, results=types, operands=operands, attributes=attrs)
-        results = list(op.results)
+        results = [coerce(r, t, self.where) for r, t in zip(op.results, own_types)]
         return tuple(results) if isinstance(sinfo, TupleStructInfo) else results[0]
 
     def result_shape(self, sinfo: TensorStructInfo, rec: Op) -> tuple[int, ...]:
@@ -313,6 +358,9 @@ def unsupported_ops(mod: IRModule, names: Iterable[str], overrides: Mapping[str,
     return found
 
 
+EXPORT_REWRITES: dict = {}
+
+
 class Exporter:
     """Exports functions of a module into a fresh MLIR context with the relax dialect loaded."""
 
@@ -324,9 +372,12 @@ class Exporter:
         self.overrides = dict(overrides or {})
         self.names = reachable(mod, function)
         self.context = context or ir.Context()
-        self.extra = [get_op(n) for n in self.overrides if get_op(n).legalize is None]
+        # a custom lowering of an op without a default one, or of a composite, needs its op in the dialect
+        self.extra = [get_op(n) for n in self.overrides if get_op(n).legalize is None or get_op(n).decompose]
         self.known_ops = load_relax_dialect(self.context, self.extra)
         self.func_ops: dict[str, func.FuncOp] = {}
+        if not EXPORT_REWRITES:
+            EXPORT_REWRITES.update(_export_rewrites())
 
     def run(self) -> ir.Module:
         missing = unsupported_ops(self.mod, self.names, self.overrides)

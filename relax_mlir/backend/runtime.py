@@ -295,7 +295,8 @@ class CompiledModule:
         for name, sig in signatures.items():
             address = engine.raw_lookup(name)  # the packed wrapper `_mlir_<name>(void **)`
             if not address:
-                raise RuntimeError(f"compiled module has no function {name!r}")
+                raise RuntimeError(f"compiled module has no function {name!r} (if LLVM printed 'JIT session error: "
+                                   "Symbols not found' on stderr, the code calls a function no loaded library defines)")
             self.functions[name] = CompiledFunction(sig, address, self)
 
     def __getitem__(self, name: str) -> CompiledFunction:

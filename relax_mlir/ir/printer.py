@@ -110,15 +110,28 @@ def format_literal(v: Any) -> str:
 
 def _format_array(a: np.ndarray) -> str:
     dtype = from_numpy(a.dtype)
-    if dtype in ("float16", "bfloat16", "float32", "float64"):
-        # Every float32/16 value is exactly a float64, whose repr round-trips.
-        values = np.asarray(a, dtype=np.float64)
-        body = _nested(values, lambda x: _format_float(float(x)))
+    if dtype in ("float16", "float32", "float64"):
+        # The shortest decimal that reads back to the same value *in this dtype*: 0.01, not 0.009999999776...
+        body = _nested(a, _short_float)
+    elif dtype == "bfloat16":
+        # ml_dtypes scalars are not NumPy floats: go through float64, which holds every bfloat16 exactly.
+        body = _nested(np.asarray(a, dtype=np.float64), lambda x: _format_float(float(x)))
     elif dtype == "bool":
         body = _nested(a, lambda x: repr(bool(x)))
     else:
         body = _nested(a, lambda x: str(int(x)))
     return f'R.const({body}, "{dtype}")'
+
+
+def _short_float(x) -> str:
+    """The shortest text of ``x`` that parses (through a Python float, as the parser reads it) back to ``x``
+    in its own dtype; the float64 repr when double rounding would get in the way."""
+    if not np.isfinite(x):
+        return _format_float(float(x))
+    wide = abs(float(x))
+    text = np.format_float_positional(x, unique=True, trim="0") if wide == 0 or 1e-4 <= wide < 1e16 \
+        else np.format_float_scientific(x, unique=True, trim="0")
+    return text if type(x)(float(text)) == x else _format_float(float(x))
 
 
 def _nested(a: np.ndarray, fmt) -> str:

@@ -17,7 +17,7 @@ from ..ir.dtype import is_bool, to_numpy
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
 from .common import canonical_dtype, np_erf, require_float
-from .registry import BadSample, InferError, Op, Sample, fail, register
+from .registry import REQUIRED, BadSample, InferError, Op, Sample, fail, register
 
 _T = TensorStructInfo
 _FLOATS = ("float32", "float64", "float16")
@@ -148,7 +148,7 @@ def _astype_infer(args, attrs):
 
 
 astype = register(Op(
-    name="relax.astype", inputs=("x",), attrs={"dtype": "float32"}, infer=_astype_infer,
+    name="relax.astype", inputs=("x",), attrs={"dtype": REQUIRED}, infer=_astype_infer,
     canonicalize=canonical_dtype, gradient=_astype_grad,
     reference=lambda x, dtype: x.astype(to_numpy(dtype)),
     samples=[Sample([_T((2, 3), "float32")], {"dtype": "float64"}),

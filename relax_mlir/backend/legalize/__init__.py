@@ -1,7 +1,7 @@
 """TVM's LegalizeOps, on the MLIR side: every relax-dialect op becomes linalg/tensor/arith/math.
 
 Importing this package attaches the default lowering of each op family (``elementwise``, ``reduce``,
-``shape``, ``linalg``, ``nn``) to its op record's ``legalize`` slot. A lowering is
+``shape``, ``linalg``, ``nn``, ``grad``, ``random``) to its op record's ``legalize`` slot. A lowering is
 ``legalize(lc: LegalizeContext, op: mlir.ir.Operation) -> Value | Sequence[Value]`` (see ``core.py``).
 
 :func:`legalize_module` rewrites a module in place; ``overrides`` (op name or record -> rule) take precedence
@@ -14,9 +14,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 from mlir import ir
 
-from ...op.registry import Op
+from ...op.registry import Op, get_op
 from ..dialect import dialect_ops
-from . import elementwise, linalg, nn, reduce, shape  # noqa: F401 - each registers its rules
+from . import elementwise, grad, linalg, nn, random, reduce, shape  # noqa: F401 - each registers its rules
 from .core import LegalizeContext, LegalizeError, cast_to
 from .rules import RULES, attach_all, lowers
 
@@ -57,7 +57,7 @@ def legalize_module(module: ir.Module, overrides: Optional[Mapping[Any, Any]] = 
     ``overrides`` maps op names (``"relax.add"``) or records to rules used instead of the records' own.
     Raises :class:`LegalizeError` naming every op without a lowering at once."""
     overrides = {(k.name if isinstance(k, Op) else k): v for k, v in (overrides or {}).items()}
-    by_name = dialect_ops(extra)
+    by_name = dialect_ops(list(extra) + [get_op(name) for name in overrides])
     found: list[tuple[ir.Operation, Op]] = []
     unknown: set[str] = set()
 

@@ -99,10 +99,12 @@ def scalar(value: Union[int, float, bool], t: ir.Type) -> ir.Value:
     if isinstance(t, ir.IndexType):
         return arith.constant(t, int(value))
     w = t.width
+    if w == 1:
+        return arith.constant(t, ir.BoolAttr.get(bool(value)))
     v = int(value) & ((1 << w) - 1)
-    if w > 1 and v >= 1 << (w - 1):
+    if v >= 1 << (w - 1):
         v -= 1 << w
-    return arith.constant(t, ir.IntegerAttr.get(t, -v if w == 1 and v else v))
+    return arith.constant(t, ir.IntegerAttr.get(t, v))
 
 
 def lowest(t: ir.Type) -> ir.Value:
@@ -133,7 +135,13 @@ def convert(v: ir.Value, to: ir.Type) -> ir.Value:
     if is_float(src) and is_float(to):
         if src.width == to.width:  # f16 <-> bf16
             return arith.truncf(to, arith.extf(f32(), v))
+        if {src.width, to.width} == {16, 64}:
+            # f64 <-> f16/bf16 would call compiler-rt (__truncdfhf2), which the JIT cannot find: go through f32
+            # (exact when widening; narrowing may round twice, off by one half-float ulp in rare ties).
+            return convert(convert(v, f32()), to)
         return arith.extf(to, v) if to.width > src.width else arith.truncf(to, v)
+    if (is_float(to) and to.width == 16) or (is_float(src) and src.width == 16):
+        return convert(convert(v, f32()), to)  # int <-> half float also needs compiler-rt: go through f32
     if is_float(to):
         return arith.uitofp(to, v) if is_bool(src) else arith.sitofp(to, v)
     if is_float(src):
@@ -245,7 +253,7 @@ def generic(inputs: Sequence[ir.Value], inits: Sequence[ir.Value], maps: Sequenc
 
 def loop_index(axis: int) -> ir.Value:
     """The current iteration index of loop ``axis`` inside a generic's body."""
-    return linalg.index(axis)
+    return linalg.IndexOp(axis).result
 
 
 def broadcast_map(v: ir.Value, out_rank: int, out_shape: Sequence[int]) -> ir.AffineMap:
@@ -322,6 +330,12 @@ def reshape(src: ir.Value, sizes: Sequence[Size], t: Optional[ir.Type] = None) -
     if len(sizes) == 1:
         return cast_to(flat, out_type)
     dynamic = [s for s in sizes if not isinstance(s, int)]
+    if len(dynamic) > 1:
+        # expand-strided-metadata asserts (aborts) on an expand_shape group with two dynamic sizes:
+        # reshape by a shape tensor instead.
+        shape = tensor.from_elements(ir.RankedTensorType.get([len(sizes)], ir.IndexType.get()),
+                                     [as_index(s) for s in sizes])
+        return tensor.reshape(out_type, flat, shape)
     return tensor.expand_shape(out_type, flat, [list(range(len(sizes)))], dynamic, list(out_type.shape))
 
 

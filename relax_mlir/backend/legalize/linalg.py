@@ -82,6 +82,13 @@ def _contract(a: ir.Value, b: ir.Value, acc_t: ir.Type) -> ir.Value:
     return generic([a, b], [acc], [a_map, b_map, out_map], ["parallel"] * (nb + 2) + ["reduction"], body)[0]
 
 
+def _converted(v: ir.Value, t: ir.Type) -> ir.Value:
+    if elem(v) == t:
+        return v
+    sizes = sizes_of(v)
+    return map_elementwise([v], tensor_type(sizes, t), lambda x: convert(x, t), sizes)
+
+
 @lowers(L.matmul)
 def _matmul(lc, op):
     a, b = lc.inputs
@@ -92,6 +99,8 @@ def _matmul(lc, op):
         a = reshape(a, [1, dim(a, 0)])
     if col:
         b = reshape(b, [dim(b, 0), 1])
+    # The schedules vectorize linalg.matmul into a vector.contract, which needs one element type: convert first.
+    a, b = (_converted(v, acc_t) for v in (a, b))
     res = _contract(a, b, acc_t)
     sizes = sizes_of(res)
     if acc_t != out_elt:

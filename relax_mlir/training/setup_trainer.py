@@ -1,0 +1,133 @@
+"""``SetupTrainer``: turn a backbone module into a training module, as TVM's ``relax.training.SetupTrainer``.
+
+The input module has a function ``backbone(inputs..., params..., states...)`` returning the prediction, or
+``(prediction, new_states...)`` when it has states (batch-norm running statistics), and the module attributes
+``param_num`` and ``state_num``. The result adds:
+
+* ``predict(inputs..., params..., states...)``: the backbone for inference (``DecomposeOpsForInference``);
+* ``loss(inputs..., params..., states..., targets...)``: backbone and loss joined (``AppendLoss``), decomposed
+  for training; it returns the loss, or ``(loss, new_states...)``;
+* ``loss_adjoint``: its ``Gradient`` with respect to the parameters;
+* ``optimizer(params, grads, optim_states) -> (new_params, new_optim_states)``;
+* ``update_params(inputs..., params..., states..., targets..., optim_states...)``
+  ``-> (loss, (params...), (states...), (optim_states...))``: one whole training step (forward, loss, gradient,
+  optimizer update) in one function, with the calls inlined, so it compiles to one native function.
+
+and the module attributes ``input_num``, ``param_num``, ``state_num`` and ``optim_state`` (the optimizer's
+initial state, a tuple of NumPy arrays).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ..ir.block_builder import BlockBuilder
+from ..ir.expr import Call, Function, Tuple, TupleGetItem, Var
+from ..ir.module import IRModule
+from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from .loss import Loss
+from .optimizer import Optimizer
+
+
+class SetupTrainer:
+    """``SetupTrainer(loss, optimizer, loss_args, legalize=True)``; call it on a backbone module.
+
+    ``loss_args`` are the struct info (or Vars) of the loss function's arguments: the prediction's and the
+    targets'. With ``legalize`` the result is checked to be lowerable (``LegalizeOps``) at once.
+    """
+
+    BACKBONE = "backbone"
+
+    def __init__(self, loss: Loss, optimizer: Optimizer, loss_args: Sequence, legalize: bool = True):
+        if not isinstance(loss, Loss):
+            raise TypeError(f"SetupTrainer: loss must be a relax_mlir.training.loss.Loss, got {type(loss).__name__}")
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError("SetupTrainer: optimizer must be a relax_mlir.training.optimizer.Optimizer, "
+                            f"got {type(optimizer).__name__}")
+        self.loss, self.optimizer, self.loss_args, self.legalize = loss, optimizer, list(loss_args), legalize
+
+    # -- checks -------------------------------------------------------------------------------------
+    def _check(self, mod: IRModule) -> tuple[int, int, int]:
+        if not isinstance(mod, IRModule):
+            raise TypeError(f"SetupTrainer: expected an IRModule, got {type(mod).__name__}")
+        missing = [k for k in ("param_num", "state_num") if k not in mod.attrs]
+        if missing:
+            raise ValueError(f"SetupTrainer: the module needs the attributes {', '.join(missing)} "
+                             '(e.g. I.module_attrs({"param_num": 6, "state_num": 0}))')
+        if self.BACKBONE not in mod:
+            raise ValueError(f"SetupTrainer: the module has no function 'backbone' (it has: {', '.join(mod)})")
+        param_num, state_num = int(mod.attrs["param_num"]), int(mod.attrs["state_num"])
+        n_params = len(mod[self.BACKBONE].params)
+        input_num = n_params - param_num - state_num
+        if param_num < 1 or state_num < 0 or input_num < 1:
+            raise ValueError(f"SetupTrainer: backbone has {n_params} parameters, which cannot be at least one input "
+                             f"followed by param_num={param_num} parameters and state_num={state_num} states")
+        ret = mod[self.BACKBONE].ret_struct_info
+        if state_num and (not isinstance(ret, TupleStructInfo) or len(ret.fields) != 1 + state_num):
+            raise ValueError(f"SetupTrainer: with state_num={state_num}, backbone must return (prediction, "
+                             f"{state_num} new states), but it returns {ret}")
+        return input_num, param_num, state_num
+
+    # -- construction -------------------------------------------------------------------------------
+    def __call__(self, mod: IRModule) -> IRModule:
+        from .. import transform
+        from .utils import append_loss
+
+        input_num, param_num, state_num = self._check(mod)
+        backbone = mod[self.BACKBONE]
+        out = IRModule({self.BACKBONE: backbone}, dict(mod.attrs))
+        out["predict"] = backbone
+        out = transform.DecomposeOpsForInference("predict")(out)
+
+        loss_func = self.loss(*self.loss_args)
+        out["loss"] = append_loss(backbone, loss_func, num_backbone_outputs=1)
+        out = transform.DecomposeOpsForTraining("loss")(out)
+        loss = out["loss"]
+        params = list(loss.params[input_num:input_num + param_num])
+        out = transform.Gradient("loss", require_grads=params, target_index=0)(out)
+        out = transform.Sequential([transform.CanonicalizeBindings(), transform.DeadCodeElimination()])(out)
+
+        self.optimizer.init(params)
+        out["optimizer"] = self.optimizer.get_function().with_attr("global_symbol", "optimizer")
+        out["update_params"] = self._update_params(out, input_num, param_num, state_num)
+        out.attrs.update({"input_num": input_num, "param_num": param_num, "state_num": state_num,
+                          "optim_state": tuple(self.optimizer.state)})
+        if self.legalize:
+            out = transform.LegalizeOps()(out)
+        return out
+
+    def _update_params(self, mod: IRModule, input_num: int, param_num: int, state_num: int) -> Function:
+        """One training step: ``loss_adjoint`` then ``optimizer``, inlined into one function."""
+        from ..transform.inline_functions import inline_calls
+
+        loss = mod["loss"]
+        args = [Var(p.name_hint, p.struct_info) for p in loss.params]
+        params = args[input_num:input_num + param_num]
+        states = args[input_num + param_num:input_num + param_num + state_num]
+        opt_sinfo = mod["optimizer"].params[2].struct_info
+        opt_states = [Var(f"optim_state_{i}", s) for i, s in enumerate(opt_sinfo.fields)]
+        bb = BlockBuilder(mod)
+        with bb.function("update_params", args + opt_states):
+            with bb.dataflow():
+                adjoint = bb.emit(Call(bb.get_global_var("loss_adjoint"), args))
+                ret = bb.emit(TupleGetItem(adjoint, 0))
+                grads = bb.emit(TupleGetItem(adjoint, 1))
+                loss_value = bb.emit(TupleGetItem(ret, 0)) if state_num else ret
+                new_states = [bb.emit(TupleGetItem(ret, 1 + i)) for i in range(state_num)]
+                step = bb.emit(Call(bb.get_global_var("optimizer"), [Tuple(params), grads, Tuple(opt_states)]))
+                new_params, new_opt = bb.emit(TupleGetItem(step, 0)), bb.emit(TupleGetItem(step, 1))
+                result = bb.emit_output(Tuple([loss_value, new_params, Tuple(new_states), new_opt]))
+            bb.emit_func_output(result)
+        from .. import transform
+
+        fused = inline_calls(bb.get()["update_params"], bb.get())
+        tmp = IRModule({"update_params": fused})
+        tmp = transform.Sequential([transform.CanonicalizeBindings(), transform.DeadCodeElimination()])(tmp)
+        return tmp["update_params"]
+
+
+def optimizer_state_struct_info(state: Sequence) -> TupleStructInfo:
+    """The struct info of an optimizer state given as NumPy arrays."""
+    from ..ir.dtype import from_numpy
+
+    return TupleStructInfo(TensorStructInfo(a.shape, from_numpy(a.dtype)) for a in state)

@@ -1,0 +1,289 @@
+"""``Trainer``: keeps parameters, states and optimizer state, and runs a compiled training module.
+
+As the tutorial writes it:
+
+    trainer = Trainer(MLP, 6, setup_trainer)      # backbone module, param_num, SetupTrainer
+    trainer.build(target="cpu")                   # compile through MLIR ("numpy": the reference interpreter)
+    trainer.xavier_uniform_init_params()          # TVM's spelling xaiver_uniform_init_params works too
+    loss = trainer.update_params(x, y)            # one step; loss.numpy()
+    logits = trainer.predict(x)
+    trainer.save("ckpt.npz"); trainer.load("ckpt.npz")   # parameters, states, optimizer state, step: atomic
+
+Every batch is checked (shapes, dtypes, class labels in range) before native code runs.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from ..ir.dtype import is_int, to_numpy
+from ..ir.module import IRModule
+from ..ir.struct_info import TensorStructInfo
+from ..ir.sym import SymDim
+
+_FORMAT = 1
+
+
+class NDArray(np.ndarray):
+    """A NumPy array that also answers ``.numpy()``, as TVM's arrays do in the tutorial's code."""
+
+    def numpy(self) -> np.ndarray:
+        return np.asarray(self)
+
+
+def _nd(a) -> NDArray:
+    return np.asarray(a).view(NDArray)
+
+
+class _InterpreterVM:
+    """``vm["f"](*args)`` through the NumPy reference interpreter (``build(target="numpy")``)."""
+
+    def __init__(self, mod: IRModule):
+        from ..interpreter import Interpreter
+
+        self._interp = Interpreter(mod)
+
+    def __getitem__(self, name: str):
+        return lambda *args: self._interp.call(name, *args)
+
+
+class Trainer:
+    """Runs ``update_params`` and ``predict`` of a module made by :class:`SetupTrainer`.
+
+    ``Trainer(backbone_module, param_num, setup_trainer)`` (the tutorial's form) applies ``setup_trainer``;
+    ``Trainer(train_module)`` takes a module ``SetupTrainer`` already made.
+    """
+
+    def __init__(self, mod: IRModule, param_num: Optional[int] = None, setup_trainer=None, seed: int = 0):
+        if setup_trainer is not None:
+            if param_num is not None and mod.attrs.get("param_num", param_num) != param_num:
+                raise ValueError(f"Trainer: param_num={param_num} disagrees with the module's "
+                                 f"param_num={mod.attrs['param_num']}")
+            if param_num is not None and "param_num" not in mod.attrs:
+                mod = mod.with_attrs({"param_num": param_num, "state_num": mod.attrs.get("state_num", 0)})
+            mod = setup_trainer(mod)
+        if "update_params" not in mod or "predict" not in mod:
+            raise ValueError("Trainer: the module has no update_params/predict: pass a backbone module with its "
+                             "param_num and SetupTrainer, or a module SetupTrainer made")
+        self.mod, self.setup_trainer = mod, setup_trainer
+        self.input_num = int(mod.attrs["input_num"])
+        self.param_num, self.state_num = int(mod.attrs["param_num"]), int(mod.attrs["state_num"])
+        predict = mod["predict"]
+        first, last = self.input_num, self.input_num + self.param_num
+        self.param_vars = list(predict.params[first:last])
+        self.state_vars = list(predict.params[last:last + self.state_num])
+        step = mod["update_params"]
+        self.target_vars = list(step.params[last + self.state_num:len(mod["loss"].params)])
+        self.input_vars = list(predict.params[:first])
+        self.params: Optional[list[np.ndarray]] = None
+        self.states = [np.zeros(_static_shape(v), to_numpy(v.struct_info.dtype)) for v in self.state_vars]
+        self.optim_state = [np.array(a, copy=True) for a in mod.attrs["optim_state"]]
+        self.step, self.seed = 0, seed
+        self.vm = None
+
+    # -- building ---------------------------------------------------------------------------------
+    def build(self, target: str = "cpu", device: Any = None, opt_level: int = 2) -> "Trainer":
+        """Compile the training module for the host CPU (``"cpu"`` or ``"llvm"``), or run it with the NumPy
+        reference interpreter (``"numpy"``). ``device`` is accepted for TVM's signature; only the CPU exists."""
+        if target in ("cpu", "llvm"):
+            from ..backend import VirtualMachine, compile
+
+            self.vm = VirtualMachine(compile(self.mod, target="cpu", opt_level=opt_level))
+        elif target in ("numpy", "interpreter"):
+            self.vm = _InterpreterVM(self.mod)
+        else:
+            raise ValueError(f"Trainer.build: unknown target {target!r}; expected 'cpu' (or 'llvm') or 'numpy'")
+        return self
+
+    def _require_vm(self, what: str):
+        if self.vm is None:
+            raise RuntimeError(f"Trainer.{what}: call build() first")
+        if self.params is None:
+            raise RuntimeError(f"Trainer.{what}: initialise or load the parameters first "
+                               "(xavier_uniform_init_params(), zero_init_params() or load_params())")
+        return self.vm
+
+    # -- parameters and states --------------------------------------------------------------------
+    def xavier_uniform_init_params(self, seed: Optional[int] = None) -> None:
+        """Every parameter ``sqrt(6 / sum(shape)) * U(-1, 1)`` (TVM's rule; a 1-D bias uses ``sqrt(6 / n)``)."""
+        rng = np.random.default_rng(self.seed if seed is None else seed)
+        self.params = []
+        for v in self.param_vars:
+            shape = _static_shape(v)
+            bound = np.sqrt(6.0 / max(sum(shape), 1))
+            self.params.append((bound * rng.uniform(-1.0, 1.0, size=shape)).astype(to_numpy(v.struct_info.dtype)))
+
+    xaiver_uniform_init_params = xavier_uniform_init_params  # TVM's spelling, as the tutorial calls it
+
+    def zero_init_params(self) -> None:
+        self.params = [np.zeros(_static_shape(v), to_numpy(v.struct_info.dtype)) for v in self.param_vars]
+
+    def load_params(self, params: Union[Mapping[str, Any], Sequence[Any]]) -> None:
+        """Set parameters from a dict by name (a subset is fine once initialised) or a full list in order."""
+        self.params = self._load(params, self.param_vars, self.params, "load_params")
+
+    def load_states(self, states: Union[Mapping[str, Any], Sequence[Any]]) -> None:
+        self.states = self._load(states, self.state_vars, self.states, "load_states")
+
+    def export_params(self) -> dict[str, NDArray]:
+        if self.params is None:
+            raise RuntimeError("Trainer.export_params: no parameters yet")
+        return {v.name_hint: _nd(a.copy()) for v, a in zip(self.param_vars, self.params)}
+
+    def export_states(self) -> dict[str, NDArray]:
+        return {v.name_hint: _nd(a.copy()) for v, a in zip(self.state_vars, self.states)}
+
+    def _load(self, values, variables, current, what: str) -> list[np.ndarray]:
+        names = [v.name_hint for v in variables]
+        if isinstance(values, Mapping):
+            unknown = [k for k in values if k not in names]
+            if unknown:
+                raise KeyError(f"Trainer.{what}: unknown name(s) {', '.join(map(repr, unknown))}; "
+                               f"expected some of {', '.join(names)}")
+            if current is None and len(values) != len(names):
+                raise ValueError(f"Trainer.{what}: the first load must give all of {', '.join(names)}")
+            out = list(current) if current is not None else [None] * len(names)
+            for k, a in values.items():
+                out[names.index(k)] = a
+        else:
+            if len(values) != len(names):
+                raise ValueError(f"Trainer.{what}: expected {len(names)} arrays ({', '.join(names)}), "
+                                 f"got {len(values)}")
+            out = list(values)
+        return [self._checked(np.asarray(a), v, f"Trainer.{what}") for a, v in zip(out, variables)]
+
+    @staticmethod
+    def _checked(a: np.ndarray, v, where: str) -> np.ndarray:
+        shape, dtype = _static_shape(v), to_numpy(v.struct_info.dtype)
+        if a.shape != shape or a.dtype != dtype:
+            raise ValueError(f"{where}: {v.name_hint!r} must be {dtype} of shape {shape}, got {a.dtype} {a.shape}")
+        return np.ascontiguousarray(a).copy()
+
+    # -- running ----------------------------------------------------------------------------------
+    def update_params(self, *batch) -> NDArray:
+        """One training step on ``(inputs..., targets...)``; returns the loss (a 0-d array with ``.numpy()``)."""
+        vm = self._require_vm("update_params")
+        n_in, n_tg = len(self.input_vars), len(self.target_vars)
+        if len(batch) != n_in + n_tg:
+            raise ValueError(f"Trainer.update_params: expected {n_in} input(s) and {n_tg} target(s) "
+                             f"({', '.join(v.name_hint for v in self.input_vars + self.target_vars)}), "
+                             f"got {len(batch)} arrays")
+        inputs = self._batch(batch[:n_in], self.input_vars, "update_params")
+        targets = self._batch(batch[n_in:], self.target_vars, "update_params")
+        self._check_labels(targets)
+        loss, params, states, optim = vm["update_params"](*inputs, *self.params, *self.states, *targets,
+                                                          *self.optim_state)
+        self.params, self.states, self.optim_state = list(params), list(states), list(optim)
+        self.step += 1
+        return _nd(loss)
+
+    update = update_params  # TVM 0.27's name
+
+    def predict(self, *inputs) -> NDArray:
+        """The backbone's prediction (inference mode: running statistics, no dropout)."""
+        vm = self._require_vm("predict")
+        if len(inputs) != len(self.input_vars):
+            raise ValueError(f"Trainer.predict: expected {len(self.input_vars)} input(s), got {len(inputs)}")
+        inputs = self._batch(inputs, self.input_vars, "predict")
+        out = vm["predict"](*inputs, *self.params, *self.states)
+        return _nd(out[0] if self.state_num else out)
+
+    def _batch(self, arrays, variables, where: str) -> list[np.ndarray]:
+        out = []
+        sizes: dict[str, int] = {}
+        for a, v in zip(arrays, variables):
+            a = np.ascontiguousarray(a)
+            sinfo: TensorStructInfo = v.struct_info
+            dtype = to_numpy(sinfo.dtype)
+            if a.dtype != dtype:
+                if a.dtype.kind == np.dtype(dtype).kind or (a.dtype.kind in "iu" and np.dtype(dtype).kind in "iu"):
+                    a = a.astype(dtype)  # float64 data for a float32 model, int32 labels for int64: safe casts
+                else:
+                    raise ValueError(f"Trainer.{where}: {v.name_hint!r} must be {dtype}, got {a.dtype}")
+            if sinfo.shape is not None and not _matches(a.shape, sinfo.shape, sizes):
+                raise ValueError(f"Trainer.{where}: {v.name_hint!r} must have shape "
+                                 f"{tuple(str(d) for d in sinfo.shape)}, got {a.shape}")
+            out.append(a)
+        return out
+
+    def _check_labels(self, targets: list[np.ndarray]) -> None:
+        """Class-index targets must name a class: 0 <= y < C (or the loss's ignore_index)."""
+        pred = self.mod["predict"].ret_struct_info
+        pred = pred.fields[0] if self.state_num else pred
+        if not isinstance(pred, TensorStructInfo) or pred.shape is None or not isinstance(pred.shape[-1], int):
+            return
+        classes = pred.shape[-1]
+        ignore = getattr(getattr(self.setup_trainer, "loss", None), "ignore_index", None)
+        for y, v in zip(targets, self.target_vars):
+            if is_int(v.struct_info.dtype) and v.struct_info.ndim == pred.ndim - 1:
+                bad = (y < 0) | (y >= classes)
+                if ignore is not None:
+                    bad &= y != ignore
+                if bad.any():
+                    raise ValueError(f"Trainer.update_params: {v.name_hint!r} holds labels outside the "
+                                     f"{classes} classes [0, {classes}): {np.unique(y[bad])[:8].tolist()}")
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def save(self, path: str, extra: Optional[Mapping[str, Any]] = None) -> None:
+        """Write parameters, states, optimizer state and step to one ``.npz``, atomically (a temporary file
+        in the same directory, flushed and renamed over ``path``): a crash leaves the old file intact."""
+        if self.params is None:
+            raise RuntimeError("Trainer.save: no parameters yet")
+        arrays = {"format": np.array(_FORMAT), "step": np.array(self.step), "seed": np.array(self.seed)}
+        arrays.update({f"param/{v.name_hint}": a for v, a in zip(self.param_vars, self.params)})
+        arrays.update({f"state/{v.name_hint}": a for v, a in zip(self.state_vars, self.states)})
+        arrays.update({f"optim/{i}": a for i, a in enumerate(self.optim_state)})
+        for k, v in (extra or {}).items():
+            arrays[f"extra/{k}"] = np.asarray(v)
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **arrays)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def load(self, path: str) -> dict[str, np.ndarray]:
+        """Restore what :meth:`save` wrote (exactly); returns its ``extra`` entries."""
+        with np.load(path, allow_pickle=False) as f:
+            data = {k: f[k] for k in f.files}
+        if int(data.get("format", -1)) != _FORMAT:
+            raise ValueError(f"Trainer.load: {path} is not a relax-mlir checkpoint (format {_FORMAT})")
+        self.load_params({v.name_hint: data[f"param/{v.name_hint}"] for v in self.param_vars})
+        if self.state_vars:
+            self.load_states({v.name_hint: data[f"state/{v.name_hint}"] for v in self.state_vars})
+        optim = [data.get(f"optim/{i}") for i in range(len(self.optim_state))]
+        for i, (a, ref) in enumerate(zip(optim, self.optim_state)):
+            if a is None or a.shape != ref.shape or a.dtype != ref.dtype:
+                raise ValueError(f"Trainer.load: optimizer state {i} in {path} does not match this optimizer")
+        self.optim_state = [a.copy() for a in optim]
+        self.step, self.seed = int(data["step"]), int(data["seed"])
+        return {k[len("extra/"):]: v for k, v in data.items() if k.startswith("extra/")}
+
+
+def _static_shape(v) -> tuple[int, ...]:
+    s = v.struct_info
+    if not isinstance(s, TensorStructInfo) or s.shape is None or not all(isinstance(d, int) for d in s.shape):
+        raise ValueError(f"Trainer: {v.name_hint!r} needs a static shape, got {s}")
+    return tuple(s.shape)
+
+
+def _matches(shape: tuple[int, ...], dims, sizes: dict[str, int]) -> bool:
+    if len(shape) != len(dims):
+        return False
+    for n, d in zip(shape, dims):
+        if isinstance(d, SymDim) and d.is_var():
+            if sizes.setdefault(d.name, n) != n:
+                return False
+        elif isinstance(d, int) and d != n:
+            return False
+    return True

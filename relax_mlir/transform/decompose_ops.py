@@ -1,0 +1,138 @@
+"""``DecomposeOpsForTraining`` / ``DecomposeOpsForInference``: composite ops into primitive ops (TVM's names).
+
+    bn = R.nn.batch_norm(x, gamma, beta, mean, var)          (x: R.Tensor((8, 3), "float32"); for training:)
+->
+    lv = R.mean(x, axis=(0,))
+    lv1 = R.expand_dims(lv, (0,))
+    lv2 = R.subtract(x, lv1)
+    lv3 = R.variance(x, axis=(0,))
+    ...                                                      (/ sqrt(var + eps), * gamma, + beta: lv11)
+    lv12 = R.multiply(R.const(0.9, "float32"), mean)
+    lv13 = R.multiply(R.const(0.1, "float32"), lv)
+    lv14 = R.add(lv12, lv13)
+    ...                                                      (the running variance likewise: lv17)
+    bn = (lv11, lv14, lv17)
+
+``DecomposeOps`` replaces every call whose op record has a ``decompose(call) -> Expr`` slot by that expression
+(``relax_mlir.op.nn.norm`` documents the contract); the pass never names an op. A decomposition may use other
+composites: they are decomposed in turn.
+
+* ``DecomposeOpsForTraining(func_name=None)``: ``MutateOpsForTraining`` then ``DecomposeOps``: batch_norm with the
+  batch statistics (and updated running statistics), layer_norm, dropout with a random mask (the function gets an
+  ``rng_key`` parameter, see ``MutateOpsForTraining``).
+* ``DecomposeOpsForInference(func_name=None)``: ``MutateOpsForInference`` then ``DecomposeOps``: batch_norm with the
+  moving statistics (returned unchanged), layer_norm, dropout as the identity (``(data, ones_like(data))``).
+
+With ``func_name`` only that function changes (TVM's ``ApplyDecomposeToFunction``); the result is well formed
+(the pass infrastructure checks).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..ir.expr import Call, Expr, Function, Tuple, TupleGetItem
+from ..ir.module import IRModule
+from ..ir.printer import format_struct_info
+from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..ir.visitor import ExprMutator
+from ..op.registry import Op
+from .mutate_ops_for_training import ModePass, set_mode
+from .pass_infra import FunctionPass, PassContext, PassInfo
+
+_MAX_DEPTH = 32
+
+
+class _Decomposer(ExprMutator):
+    """Replaces each call of an op with a ``decompose`` slot by its decomposition (arguments first)."""
+
+    def __init__(self, mod: IRModule):
+        super().__init__(mod)
+        self.depth = 0
+
+    def visit_call_(self, call: Call) -> Expr:
+        call = self.visit_expr_post_order(call)
+        decompose = call.op.decompose if isinstance(call, Call) and isinstance(call.op, Op) else None
+        new = decompose(call) if decompose is not None else None
+        if new is None:
+            return call
+        if self.depth >= _MAX_DEPTH:
+            raise ValueError(f"DecomposeOps: decomposing {call.op.name} keeps producing composites "
+                             f"(nested {_MAX_DEPTH} deep); a decomposition must not use its own op")
+        self.depth += 1
+        try:
+            out = self._bind(new, {}, top=True)
+        finally:
+            self.depth -= 1
+        if not _compatible(out.struct_info, call.struct_info):
+            raise ValueError(f"DecomposeOps: the decomposition of {call.op.name} gives "
+                             f"{format_struct_info(out.struct_info)}, but the call has "
+                             f"{format_struct_info(call.struct_info)}")
+        return out
+
+    def _bind(self, e: Expr, memo: dict, top: bool = False) -> Expr:
+        """Emit a decomposition's nested calls, each once: a subexpression object used twice (a mask that is
+        both multiplied and returned) is bound once. Composites inside it are decomposed in turn."""
+        if id(e) in memo:
+            return memo[id(e)]
+        if isinstance(e, Call):
+            e2: Expr = Call(e.op, [self._bind(a, memo) for a in e.args], e.attrs, span=e.span)
+        elif isinstance(e, Tuple):
+            e2 = Tuple([self._bind(f, memo) for f in e.fields], span=e.span)
+        elif isinstance(e, TupleGetItem):
+            e2 = TupleGetItem(self._bind(e.tuple_value, memo), e.index, span=e.span)
+        else:
+            return self.visit_expr(e)
+        out = self.visit_expr(e2)
+        if not top and isinstance(out, (Call, TupleGetItem)):
+            out = self.emit(out)
+        memo[id(e)] = out
+        return out
+
+
+def _compatible(a: Optional[StructInfo], b: Optional[StructInfo]) -> bool:
+    """Same tuple structure, dtypes and ranks (shapes may come out more refined)."""
+    if isinstance(a, TupleStructInfo) and isinstance(b, TupleStructInfo):
+        return len(a.fields) == len(b.fields) and all(_compatible(x, y) for x, y in zip(a.fields, b.fields))
+    if isinstance(a, TensorStructInfo) and isinstance(b, TensorStructInfo):
+        return a.dtype == b.dtype and (a.ndim == b.ndim or -1 in (a.ndim, b.ndim))
+    return a == b
+
+
+def decompose_function(func: Function, mod: IRModule) -> Function:
+    """``func`` with every call of an op that has a ``decompose`` slot replaced by its decomposition."""
+    return _Decomposer(mod).visit_function(func)
+
+
+class DecomposeOps(FunctionPass):
+    """Decompose every composite op (``func_name``: in one function; default all), in whatever mode it is."""
+
+    def __init__(self, func_name: Optional[str] = None):
+        self.func_name = func_name
+
+    @property
+    def info(self) -> PassInfo:
+        return PassInfo("DecomposeOps")
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+        return decompose_function(func, mod)
+
+
+class _ModeThenDecompose(ModePass):
+    """The training (inference) forms, then the decompositions: one pass, as TVM's Sequential of the two, so the
+    well-formedness check runs once, on the result."""
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+        return decompose_function(set_mode(func, mod, self.training, self.info.name), mod)
+
+
+class DecomposeOpsForTraining(_ModeThenDecompose):
+    """``MutateOpsForTraining`` then ``DecomposeOps``, on ``func_name`` or every function."""
+
+    training = True
+
+
+class DecomposeOpsForInference(_ModeThenDecompose):
+    """``MutateOpsForInference`` then ``DecomposeOps``, on ``func_name`` or every function."""
+
+    training = False

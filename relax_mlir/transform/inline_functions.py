@@ -1,0 +1,81 @@
+"""Inlining calls between functions of a module (``InlineFunctions``), used to fuse a training step.
+
+    def step(x, w):                          def step(x, w):
+        r = cls.adjoint(x, w)        ->          lv = R.exp(x)           # adjoint's bindings, renamed
+        return r                                 r = (lv, ...)
+                                                 return r
+
+The callee's bindings are copied into the caller's block (with fresh variables), its parameters replaced by
+the call's arguments, and the call's variable bound to the callee's result. Calls are inlined recursively;
+a recursive function is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ..ir.expr import (BindingBlock, Call, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, MatchCast, SeqExpr,
+                       Var, VarBinding)
+from ..ir.module import IRModule
+from .pass_infra import Pass, PassContext, PassInfo
+from .utils import substitute
+
+
+def inline_calls(func: Function, mod: IRModule, _stack: tuple[str, ...] = ()) -> Function:
+    """``func`` with every call to a function of ``mod`` replaced by the callee's body."""
+    if not isinstance(func.body, SeqExpr):
+        return func
+    remap: dict[Var, Expr] = {}
+    blocks = []
+    for block in func.body.blocks:
+        dataflow = isinstance(block, DataflowBlock)
+        out: list = []
+        for b in block.bindings:
+            value = substitute(b.value, remap)
+            if isinstance(b, VarBinding) and isinstance(value, Call) and isinstance(value.op, GlobalVar):
+                name = value.op.name_hint
+                if name in _stack:
+                    raise ValueError(f"InlineFunctions: {name} calls itself (through {' -> '.join(_stack)})")
+                callee = inline_calls(mod[name], mod, _stack + (name,))
+                result = _splice(callee, value.args, out, dataflow)
+                out.append(VarBinding(b.var, result, span=b.span))
+                continue
+            if value is not b.value:
+                b = MatchCast(b.var, value, b.struct_info, span=b.span) if isinstance(b, MatchCast) \
+                    else VarBinding(b.var, value, span=b.span)
+            out.append(b)
+        blocks.append(DataflowBlock(out) if dataflow else BindingBlock(out))
+    return Function(func.params, SeqExpr(blocks, substitute(func.body.body, remap)), func.ret_struct_info,
+                    func.attrs, func.is_pure, span=func.span)
+
+
+def _splice(callee: Function, args: Sequence[Expr], out: list, dataflow: bool) -> Expr:
+    """Append the callee's bindings (renamed) to ``out``; return its result expression."""
+    remap: dict[Var, Expr] = dict(zip(callee.params, args))
+    for block in callee.blocks:
+        for b in block.bindings:
+            cls = DataflowVar if dataflow else Var
+            var = cls(b.var.name_hint, b.var.struct_info, span=b.var.span)
+            value = substitute(b.value, remap)
+            out.append(MatchCast(var, value, b.struct_info, span=b.span) if isinstance(b, MatchCast)
+                       else VarBinding(var, value, span=b.span))
+            remap[b.var] = var
+    body = callee.body.body if isinstance(callee.body, SeqExpr) else callee.body
+    return substitute(body, remap)
+
+
+class InlineFunctions(Pass):
+    """Inline every call between functions in the functions named (default: all)."""
+
+    def __init__(self, func_names: Optional[Sequence[str]] = None):
+        self.func_names = list(func_names) if func_names is not None else None
+
+    @property
+    def info(self) -> PassInfo:
+        return PassInfo("InlineFunctions")
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        out = mod.copy()
+        for name in self.func_names if self.func_names is not None else list(mod):
+            out[name] = inline_calls(mod[name], mod, (name,))
+        return out
