@@ -99,11 +99,10 @@ def cnn(batch: Union[int, str, Dim] = 64, image_shape: Sequence[int] = (1, 8, 8)
                 mean, var = states[2 * i:2 * i + 2]
                 t = bb.emit(op.nn.conv2d(t, weight, padding=(1, 1, 1, 1)))
                 bn = bb.emit(op.nn.batch_norm(t, gamma, beta, mean, var, axis=1))
-                new_states += [bb.emit(bn[1]), bb.emit(bn[2])]
+                new_states += [bb.emit_output(bn[1], f"bn{i}_mean_new"), bb.emit_output(bn[2], f"bn{i}_var_new")]
                 t = bb.emit(op.nn.relu(bn[0]))
                 t = bb.emit(op.nn.max_pool2d(t, pool_size=(2, 2), strides=(2, 2)))
             flat = bb.emit(op.reshape(t, (batch, features)))
-            logits = bb.emit(op.add(op.matmul(flat, params[-2]), params[-1]))
-            out = bb.emit_output((logits, *new_states))
-        bb.emit_func_output(out)
+            logits = bb.emit_output(op.add(op.matmul(flat, params[-2]), params[-1]), "logits")
+        bb.emit_func_output((logits, *new_states))  # a tuple of variables, as AppendLoss expects
     return bb.get().with_attrs({"param_num": len(params), "state_num": len(states)})

@@ -23,6 +23,7 @@ constructors, as gradient rules are). Ops with neither a lowering nor a decompos
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -179,7 +180,10 @@ def _concat_flattened(call: Call) -> Optional[Expr]:
     return manipulate.concat(Tuple([manipulate.flatten(f) for f in fields]), axis=0)
 
 
-def _export_rewrites() -> dict:
+@functools.lru_cache(maxsize=None)
+def export_rewrites() -> dict:
+    """Rewrites the export applies to records without a ``decompose`` slot: record -> ``fn(call) -> Expr | None``
+    (``None``: export the call as it is)."""
     from ..op import manipulate
 
     return {manipulate.concat: _concat_flattened}
@@ -255,7 +259,7 @@ class _FunctionExporter:
 
     def op_call(self, call: Call) -> Flat:
         rec = call.op
-        decompose = rec.decompose or EXPORT_REWRITES.get(rec)
+        decompose = rec.decompose or export_rewrites().get(rec)
         if decompose is not None and rec.name not in self.owner.overrides:
             rewritten = decompose(call)
             if rewritten is not None:
@@ -358,9 +362,6 @@ def unsupported_ops(mod: IRModule, names: Iterable[str], overrides: Mapping[str,
     return found
 
 
-EXPORT_REWRITES: dict = {}
-
-
 class Exporter:
     """Exports functions of a module into a fresh MLIR context with the relax dialect loaded."""
 
@@ -376,8 +377,6 @@ class Exporter:
         self.extra = [get_op(n) for n in self.overrides if get_op(n).legalize is None or get_op(n).decompose]
         self.known_ops = load_relax_dialect(self.context, self.extra)
         self.func_ops: dict[str, func.FuncOp] = {}
-        if not EXPORT_REWRITES:
-            EXPORT_REWRITES.update(_export_rewrites())
 
     def run(self) -> ir.Module:
         missing = unsupported_ops(self.mod, self.names, self.overrides)

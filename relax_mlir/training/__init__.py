@@ -4,3 +4,5 @@ from .checkpoint import checkpoint, checkpoint_sequential
 from .loss import CategoricalCrossEntropyLoss, CrossEntropyLoss, L1Loss, Loss, MSELoss
 from .optimizer import SGD, Adam, AdamW, MomentumSGD, Optimizer
 from .utils import append_loss
+from .setup_trainer import SetupTrainer
+from .trainer import Trainer

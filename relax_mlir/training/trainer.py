@@ -24,6 +24,7 @@ from ..ir.dtype import is_int, to_numpy
 from ..ir.module import IRModule
 from ..ir.struct_info import TensorStructInfo
 from ..ir.sym import SymDim
+from ..op.random import fold_in
 
 _FORMAT = 1
 
@@ -76,8 +77,12 @@ class Trainer:
         first, last = self.input_num, self.input_num + self.param_num
         self.param_vars = list(predict.params[first:last])
         self.state_vars = list(predict.params[last:last + self.state_num])
-        step = mod["update_params"]
-        self.target_vars = list(step.params[last + self.state_num:len(mod["loss"].params)])
+        from ..transform.mutate_ops_for_training import RNG_KEY
+
+        loss_params = mod["loss"].params
+        # A model with dropout takes a random key last (MutateOpsForTraining): fold_in(seed, step) each step.
+        self.has_rng_key = bool(loss_params) and loss_params[-1].name_hint == RNG_KEY
+        self.target_vars = list(loss_params[last + self.state_num:len(loss_params) - self.has_rng_key])
         self.input_vars = list(predict.params[:first])
         self.params: Optional[list[np.ndarray]] = None
         self.states = [np.zeros(_static_shape(v), to_numpy(v.struct_info.dtype)) for v in self.state_vars]
@@ -175,7 +180,8 @@ class Trainer:
         inputs = self._batch(batch[:n_in], self.input_vars, "update_params")
         targets = self._batch(batch[n_in:], self.target_vars, "update_params")
         self._check_labels(targets)
-        loss, params, states, optim = vm["update_params"](*inputs, *self.params, *self.states, *targets,
+        key = [fold_in(self.seed, self.step)] if self.has_rng_key else []
+        loss, params, states, optim = vm["update_params"](*inputs, *self.params, *self.states, *targets, *key,
                                                           *self.optim_state)
         self.params, self.states, self.optim_state = list(params), list(states), list(optim)
         self.step += 1

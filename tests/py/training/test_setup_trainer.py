@@ -1,0 +1,173 @@
+"""SetupTrainer and Trainer: the training module's structure, one step against a hand-written NumPy step,
+states (batch norm), dropout keys, checkpoints that resume bit for bit, and bad batches."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from relax_mlir.ir import Call, GlobalVar, TensorStructInfo
+from relax_mlir.models import cnn, mlp
+from relax_mlir.testing import roundtrip
+from relax_mlir.training import SetupTrainer, Trainer
+from relax_mlir.training.loss import CrossEntropyLoss
+from relax_mlir.training.optimizer import SGD, Adam
+
+B, SIZES = 8, (6, 5, 3)
+
+
+def _setup(optimizer=None, reduction="sum"):
+    return SetupTrainer(CrossEntropyLoss(reduction=reduction), optimizer or SGD(0.05, weight_decay=0.01),
+                        [TensorStructInfo((B, SIZES[-1]), "float32"), TensorStructInfo((B,), "int64")])
+
+
+def _batch(seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(B, SIZES[0])).astype(np.float32), rng.integers(0, SIZES[-1], size=B)
+
+
+def test_training_module_structure():
+    mod = _setup()(mlp(B, SIZES))
+    for name in ("backbone", "predict", "loss", "loss_adjoint", "optimizer", "update_params"):
+        assert name in mod, name
+    assert mod.attrs["input_num"] == 1 and mod.attrs["param_num"] == 4 and mod.attrs["state_num"] == 0
+    assert [a.shape for a in mod.attrs["optim_state"]] == [()]  # SGD: num_steps
+    step = mod["update_params"]
+    calls = [b for blk in step.blocks for b in blk.bindings
+             if isinstance(b.value, Call) and isinstance(b.value.op, GlobalVar)]
+    assert not calls, "update_params must be one function (calls inlined), to compile to one native function"
+    roundtrip(mod)
+
+
+def _numpy_step(x, y, params, lr, wd):
+    """The MLP's summed softmax cross-entropy, its gradient and SGD with coupled weight decay, by hand."""
+    w0, b0, w1, b1 = [p.astype(np.float64) for p in params]
+    h_pre = x @ w0 + b0
+    h = np.maximum(h_pre, 0)
+    z = h @ w1 + b1
+    z = z - z.max(1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(1, keepdims=True))
+    loss = -logp[np.arange(len(y)), y].sum()
+    dz = np.exp(logp)
+    dz[np.arange(len(y)), y] -= 1
+    gw1, gb1 = h.T @ dz, dz.sum(0)
+    dh = (dz @ w1.T) * (h_pre >= 0)
+    gw0, gb0 = x.T @ dh, dh.sum(0)
+    new = [p - lr * (wd * p + g) for p, g in zip((w0, b0, w1, b1), (gw0, gb0, gw1, gb1))]
+    return loss, new
+
+
+@pytest.mark.parametrize("target", ["numpy", "cpu"])
+def test_one_step_matches_a_hand_written_numpy_step(target):
+    trainer = Trainer(mlp(B, SIZES), 4, _setup()).build(target=target)
+    trainer.xavier_uniform_init_params(seed=3)
+    before = [a.copy() for a in trainer.params]
+    x, y = _batch()
+    loss = trainer.update_params(x, y)
+    want_loss, want_params = _numpy_step(x.astype(np.float64), y, before, 0.05, 0.01)
+    # float32 arithmetic against a float64 reference: relative error ~1e-6 on these magnitudes
+    assert float(loss.numpy()) == pytest.approx(want_loss, rel=1e-5)
+    for got, want in zip(trainer.params, want_params):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert trainer.step == 1 and int(trainer.optim_state[0]) == 1
+
+
+def test_compiled_and_interpreted_training_agree():
+    runs = []
+    for target in ("numpy", "cpu"):
+        trainer = Trainer(mlp(B, SIZES), 4, _setup(Adam(0.01))).build(target=target)
+        trainer.xavier_uniform_init_params(seed=1)
+        runs.append([float(trainer.update_params(*_batch(i)).numpy()) for i in range(5)])
+    np.testing.assert_allclose(runs[0], runs[1], rtol=1e-5)  # float32, different summation orders
+
+
+def test_states_are_updated_and_used_for_prediction():
+    classes = 3
+    setup = SetupTrainer(CrossEntropyLoss(reduction="mean"), SGD(0.1),
+                         [TensorStructInfo((4, classes), "float32"), TensorStructInfo((4,), "int64")])
+    trainer = Trainer(cnn(4, (1, 4, 4), (2,), classes), None, setup).build(target="numpy")
+    assert trainer.state_num == 2 and [v.name_hint for v in trainer.state_vars] == ["bn0_mean", "bn0_var"]
+    trainer.xavier_uniform_init_params()
+    trainer.load_states({"bn0_mean": np.zeros(2, np.float32), "bn0_var": np.ones(2, np.float32)})
+    rng = np.random.default_rng(0)
+    x = rng.normal(2.0, 3.0, size=(4, 1, 4, 4)).astype(np.float32)
+    p0 = trainer.predict(x).numpy()
+    trainer.update_params(x, np.array([0, 1, 2, 0]))
+    mean = trainer.export_states()["bn0_mean"].numpy()
+    assert np.all(mean != 0), "the running mean moves toward the batch mean (momentum 0.1)"
+    p1 = trainer.predict(x).numpy()
+    assert not np.allclose(p0, p1)
+
+
+def test_save_load_continue_is_bit_identical(tmp_path):
+    def make():
+        t = Trainer(mlp(B, SIZES), 4, _setup(Adam(0.01))).build(target="cpu")
+        t.xavier_uniform_init_params(seed=5)
+        return t
+
+    straight = make()
+    for i in range(6):
+        straight.update_params(*_batch(i))
+    first = make()
+    for i in range(3):
+        first.update_params(*_batch(i))
+    path = str(tmp_path / "ckpt.npz")
+    first.save(path)
+    resumed = make()
+    resumed.load(path)
+    assert resumed.step == 3
+    for i in range(3, 6):
+        resumed.update_params(*_batch(i))
+    for a, b in zip(straight.params + straight.optim_state, resumed.params + resumed.optim_state):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_save_is_atomic(tmp_path, monkeypatch):
+    trainer = Trainer(mlp(B, SIZES), 4, _setup()).build(target="numpy")
+    trainer.xavier_uniform_init_params()
+    path = str(tmp_path / "ckpt.npz")
+    trainer.save(path)
+    before = open(path, "rb").read()
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "savez", broken)
+    trainer.update_params(*_batch())
+    with pytest.raises(OSError, match="disk full"):
+        trainer.save(path)
+    assert open(path, "rb").read() == before, "a failed save must leave the old checkpoint intact"
+    assert [f for f in os.listdir(tmp_path) if f != "ckpt.npz"] == [], "no temporary file left behind"
+
+
+def test_bad_batches_are_refused_before_native_code():
+    trainer = Trainer(mlp(B, SIZES), 4, _setup()).build(target="cpu")
+    trainer.zero_init_params()
+    x, y = _batch()
+    with pytest.raises(ValueError, match=r"'x' must have shape \('8', '6'\), got \(8, 7\)"):
+        trainer.update_params(np.zeros((B, 7), np.float32), y)
+    with pytest.raises(ValueError, match=r"must be float32, got bool"):
+        trainer.update_params(x.astype(bool), y)
+    with pytest.raises(ValueError, match=r"labels outside the 3 classes \[0, 3\): \[3, 7\]"):
+        trainer.update_params(x, np.array([0, 1, 3, 7, 0, 0, 0, 0]))
+    with pytest.raises(ValueError, match=r"expected 1 input\(s\) and 1 target\(s\)"):
+        trainer.update_params(x)
+    assert trainer.step == 0
+
+
+def test_misuse_is_reported():
+    with pytest.raises(ValueError, match="needs the attributes param_num, state_num"):
+        _setup()(mlp(B, SIZES).without_attr("param_num").without_attr("state_num"))
+    trainer = Trainer(mlp(B, SIZES), 4, _setup())
+    with pytest.raises(RuntimeError, match="call build\\(\\) first"):
+        trainer.update_params(*_batch())
+    trainer.build(target="numpy")
+    with pytest.raises(RuntimeError, match="initialise or load the parameters first"):
+        trainer.predict(_batch()[0])
+    with pytest.raises(KeyError, match="unknown name\\(s\\) 'w9'"):
+        trainer.load_params({"w9": np.zeros(1)})
+    with pytest.raises(ValueError, match="'w0' must be float32 of shape \\(6, 5\\), got float64 \\(6, 5\\)"):
+        trainer.load_params([np.zeros((6, 5)), np.zeros(5), np.zeros((5, 3)), np.zeros(3)])
+    assert trainer.xaiver_uniform_init_params.__func__ is Trainer.xavier_uniform_init_params
