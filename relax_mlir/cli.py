@@ -105,51 +105,73 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .training.run import TrainConfig, plot, train
+    import os
 
-    cfg = TrainConfig(model=args.model, hidden=args.hidden, channels=args.channels, optimizer=args.optimizer,
-                      lr=args.lr, weight_decay=args.weight_decay, momentum=args.momentum,
+    from .training.run import TrainConfig, check_output_path, plot, train
+
+    cfg = TrainConfig(model=args.model, hidden=tuple(args.hidden), channels=tuple(args.channels),
+                      optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay, momentum=args.momentum,
                       dampening=args.dampening, nesterov=args.nesterov, betas=tuple(args.betas), eps=args.eps,
                       reduction=args.reduction, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
                       data=args.data, target=args.target, opt_level=args.opt_level, save=args.save,
                       resume=args.resume)
-    history = train(cfg, progress=not args.no_progress and sys.stderr.isatty() or args.progress)
+    check_output_path(args.plot, "--plot")
+    show_progress = args.progress if args.progress is not None else sys.stderr.isatty()
+    try:
+        history = train(cfg, progress=show_progress)
+    except KeyboardInterrupt:
+        saved = f"; the last checkpoint is {cfg.save}" if cfg.save else ""
+        print(f"relax-mlir train: interrupted{saved}", file=sys.stderr)
+        return 130
     if args.plot:
-        plot(history, args.plot, f"relax-mlir train: {cfg.model}, {cfg.optimizer} lr={cfg.lr}")
+        data = os.path.basename(os.path.normpath(cfg.data)) if cfg.data else "digits"
+        shape = "-".join(map(str, cfg.hidden if cfg.model == "mlp" else cfg.channels))
+        plot(history, args.plot, f"relax-mlir train: {cfg.model} ({shape}) on {data}, {cfg.optimizer} "
+                                 f"lr={cfg.lr}, batch {cfg.batch_size}, seed {cfg.seed}",
+             loss_label=f"cross-entropy ({cfg.reduction} over the batch)")
         print(f"wrote {args.plot}")
-    print(f"final test accuracy: {100 * history.accuracy[-1]:.2f}%" if history.accuracy else "nothing to train")
+    if history.accuracy:
+        print(f"final test accuracy: {100 * history.accuracy[-1]:.2f}%")
     return 0
 
 
 def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train a model on digits (or --data) through MLIR: the main job",
                        description="Defaults are the tutorial's: MLP 64-128-128-10 with ReLU, SGD lr 0.01, "
-                                   "weight decay 0.01, summed cross-entropy, batch 64, Xavier init, 5 epochs.")
-    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
-    p.add_argument("--hidden", type=int, nargs="+", default=[128, 128], help="MLP hidden widths")
-    p.add_argument("--channels", type=int, nargs="+", default=[8, 16], help="CNN channels per stage")
-    p.add_argument("--optimizer", choices=["sgd", "momentum", "adam", "adamw"], default="sgd")
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--weight-decay", type=float, default=0.01)
-    p.add_argument("--momentum", type=float, default=0.9, help="MomentumSGD's momentum")
-    p.add_argument("--dampening", type=float, default=0.0)
-    p.add_argument("--nesterov", action="store_true")
-    p.add_argument("--betas", type=float, nargs=2, default=[0.9, 0.999], help="Adam/AdamW betas")
-    p.add_argument("--eps", type=float, default=1e-8)
+                                   "weight decay 0.01, summed cross-entropy, batch 64, Xavier init, 5 epochs, "
+                                   "on scikit-learn's digits (80/20 split, fixed).")
+    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp",
+                   help="mlp: dense layers with ReLU; cnn: conv2d 3x3 + batch_norm + relu + max_pool per stage")
+    p.add_argument("--hidden", type=int, nargs="+", default=[128, 128], metavar="N", help="MLP hidden widths")
+    p.add_argument("--channels", type=int, nargs="+", default=[8, 16], metavar="C", help="CNN channels per stage")
+    g = p.add_argument_group("optimizer")
+    g.add_argument("--optimizer", choices=["sgd", "momentum", "adam", "adamw"], default="sgd")
+    g.add_argument("--lr", type=float, default=0.01, help="learning rate (default 0.01)")
+    g.add_argument("--weight-decay", type=float, default=0.01,
+                   help="L2 weight decay (decoupled for adamw; default 0.01)")
+    g.add_argument("--momentum", type=float, default=0.9, help="momentum's momentum (default 0.9)")
+    g.add_argument("--dampening", type=float, default=0.0, help="momentum's dampening (default 0)")
+    g.add_argument("--nesterov", action="store_true", help="Nesterov momentum (with --optimizer momentum)")
+    g.add_argument("--betas", type=float, nargs=2, default=[0.9, 0.999], metavar=("B1", "B2"),
+                   help="adam/adamw betas (default 0.9 0.999)")
+    g.add_argument("--eps", type=float, default=1e-8, help="adam/adamw epsilon (default 1e-8)")
     p.add_argument("--reduction", choices=["sum", "mean"], default="sum", help="cross-entropy reduction")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data", help="a directory of MNIST/Fashion-MNIST IDX files (gzip or not) or an .npz "
-                                  "(x_train, y_train, x_test, y_test); default: scikit-learn's digits")
+    p.add_argument("--seed", type=int, default=0, help="initial parameters and batch order (default 0)")
+    p.add_argument("--data", metavar="PATH",
+                   help="a directory of MNIST/Fashion-MNIST IDX files (gzip or not) or an .npz (x_train, "
+                        "y_train, x_test, y_test, or x and y); default: scikit-learn's digits")
     p.add_argument("--target", choices=["cpu", "numpy"], default="cpu",
                    help="cpu: compiled through MLIR; numpy: the reference interpreter")
-    p.add_argument("--opt-level", type=int, default=2)
-    p.add_argument("--plot", help="write a PNG of the loss and accuracy curves")
-    p.add_argument("--save", help="write a checkpoint (.npz) after every epoch")
-    p.add_argument("--resume", help="continue from a checkpoint written by --save")
-    p.add_argument("--progress", action="store_true", help="show the progress bar even when not on a terminal")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--opt-level", type=int, default=2, choices=[0, 1, 2, 3])
+    p.add_argument("--plot", metavar="PNG", help="write a PNG of the loss and accuracy curves")
+    p.add_argument("--save", metavar="NPZ", help="write a checkpoint after every epoch")
+    p.add_argument("--resume", metavar="NPZ", help="continue from a checkpoint written by --save")
+    bar = p.add_mutually_exclusive_group()
+    bar.add_argument("--progress", action="store_true", default=None,
+                     help="show the progress bar (default: when standard error is a terminal)")
+    bar.add_argument("--no-progress", dest="progress", action="store_false")
     p.set_defaults(run=cmd_train)
 
 

@@ -1,12 +1,20 @@
 """The training loop behind ``relax-mlir train``: build a model, set it up for training, compile, train, evaluate.
 
-Deterministic for a given seed: the data split, the initial parameters, the batch order of every epoch and
-dropout keys all derive from it, and a run resumed from a checkpoint continues exactly where it stopped.
+Deterministic for a given seed: the initial parameters, the batch order of every epoch (it depends only on
+``(seed, epoch)``) and dropout keys all derive from it; the 80/20 split of digits is fixed. A checkpoint
+(``save``, written after every epoch) holds parameters, states, optimizer state, step, the history and the
+settings that shape the trajectory; ``resume`` checks those settings and continues so that the final
+parameters and every epoch's loss and accuracy are bit for bit those of an uninterrupted run.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
+import os
 import time
+import zipfile
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -14,10 +22,13 @@ import numpy as np
 
 from .data import Dataset, batches, load_data
 
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+MODELS = ("mlp", "cnn")
+
 
 @dataclass
 class TrainConfig:
-    """Everything a run depends on (the CLI's options)."""
+    """Everything a run depends on (the CLI's options); the defaults are the tutorial's settings."""
 
     model: str = "mlp"
     hidden: Sequence[int] = (128, 128)
@@ -39,6 +50,43 @@ class TrainConfig:
     opt_level: int = 2
     save: Optional[str] = None
     resume: Optional[str] = None
+
+    def problems(self) -> list[str]:
+        """Every bad setting, phrased as the CLI option it comes from."""
+        out = []
+        if self.model not in MODELS:
+            out.append(f"--model {self.model!r}: expected one of {', '.join(MODELS)}")
+        if self.optimizer not in OPTIMIZERS:
+            out.append(f"--optimizer {self.optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
+        for name, value, low in (("epochs", self.epochs, 1), ("batch-size", self.batch_size, 1),
+                                 ("seed", self.seed, 0), ("opt-level", self.opt_level, 0)):
+            if value < low:
+                out.append(f"--{name} {value}: must be at least {low}")
+        for name, sizes in (("hidden", self.hidden), ("channels", self.channels)):
+            if not sizes or min(sizes) < 1:
+                out.append(f"--{name} {' '.join(map(str, sizes))}: widths must be positive")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            out.append(f"--lr {self.lr}: must be a positive number")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            out.append(f"--weight-decay {self.weight_decay}: must be a number >= 0")
+        for name, value in (("momentum", self.momentum), ("dampening", self.dampening),
+                            ("betas", self.betas[0]), ("betas", self.betas[1])):
+            if not 0 <= value < 1:
+                out.append(f"--{name} {value}: must be in [0, 1)")
+        if not (math.isfinite(self.eps) and self.eps > 0):
+            out.append(f"--eps {self.eps}: must be a positive number")
+        if self.nesterov and self.optimizer != "momentum":
+            out.append("--nesterov needs --optimizer momentum")
+        return out
+
+    def trajectory(self) -> dict:
+        """The settings that decide the parameters after each epoch (the ones a resumed run must share)."""
+        keys = ["model", "hidden" if self.model == "mlp" else "channels", "optimizer", "lr", "weight_decay",
+                "reduction", "batch_size", "seed"]
+        keys += {"sgd": [], "momentum": ["momentum", "dampening", "nesterov"],
+                 "adam": ["betas", "eps"], "adamw": ["betas", "eps"]}.get(self.optimizer, [])
+        return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in
+                ((k, getattr(self, k)) for k in keys)}
 
 
 @dataclass
@@ -62,11 +110,11 @@ def make_optimizer(cfg: TrainConfig):
         return Adam(cfg.lr, tuple(cfg.betas), cfg.eps, cfg.weight_decay)
     if cfg.optimizer == "adamw":
         return AdamW(cfg.lr, tuple(cfg.betas), cfg.eps, cfg.weight_decay)
-    raise ValueError(f"unknown optimizer {cfg.optimizer!r}; expected sgd, momentum, adam or adamw")
+    raise ValueError(f"unknown optimizer {cfg.optimizer!r}; expected {', '.join(OPTIMIZERS)}")
 
 
 def make_trainer(cfg: TrainConfig, data: Dataset):
-    """The backbone for ``cfg.model``, set up with softmax cross-entropy and the optimizer, built."""
+    """The backbone for ``cfg.model``, set up with softmax cross-entropy and the optimizer, built, initialised."""
     from ..ir.struct_info import TensorStructInfo
     from ..models import cnn, mlp
     from .loss import CrossEntropyLoss
@@ -79,13 +127,13 @@ def make_trainer(cfg: TrainConfig, data: Dataset):
     elif cfg.model == "cnn":
         backbone = cnn(b, data.image_shape, cfg.channels, classes)
     else:
-        raise ValueError(f"unknown model {cfg.model!r}; expected mlp or cnn")
+        raise ValueError(f"unknown model {cfg.model!r}; expected {', '.join(MODELS)}")
     setup = SetupTrainer(CrossEntropyLoss(reduction=cfg.reduction), make_optimizer(cfg),
                          [TensorStructInfo((b, classes), "float32"), TensorStructInfo((b,), "int64")])
     trainer = Trainer(backbone, int(backbone.attrs["param_num"]), setup, seed=cfg.seed)
     trainer.build(target=cfg.target, opt_level=cfg.opt_level)
     trainer.xavier_uniform_init_params()
-    if trainer.state_vars:  # batch-norm running statistics: mean 0, variance 1
+    if trainer.state_vars:  # batch-norm running statistics start at mean 0, variance 1 (Trainer's default is 0)
         trainer.load_states({v.name_hint: (np.ones if v.name_hint.endswith("_var") else np.zeros)(
             tuple(v.struct_info.shape), np.float32) for v in trainer.state_vars})
     return trainer
@@ -108,49 +156,122 @@ def evaluate(trainer, cfg: TrainConfig, x: np.ndarray, y: np.ndarray) -> float:
     return correct / len(x)
 
 
+def check_output_path(path: Optional[str], option: str) -> None:
+    """Fail before training, not after it, when ``path`` cannot be written."""
+    if path is None:
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"{option} {path}: is a directory; expected a file name")
+    if not os.path.isdir(directory):
+        raise ValueError(f"{option} {path}: the directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise ValueError(f"{option} {path}: the directory {directory} is not writable")
+
+
+def data_fingerprint(data: Dataset) -> str:
+    """A short hash of the training set, so a checkpoint is never resumed on other data."""
+    h = hashlib.blake2b(digest_size=8)
+    for a in (data.x_train, data.y_train):
+        h.update(str(a.shape).encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def _read_checkpoint_extra(path: str) -> dict:
+    """The run's record in a checkpoint (``extra/*``), read before compiling so mismatches fail fast."""
+    if not os.path.isfile(path):
+        raise ValueError(f"--resume {path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            extra = {k[len("extra/"):]: f[k] for k in f.files if k.startswith("extra/")}
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError) as exc:
+        raise ValueError(f"--resume {path}: not a checkpoint written by --save ({exc})") from None
+    if "config" not in extra or "epoch" not in extra:
+        raise ValueError(f"--resume {path}: not a checkpoint written by `relax-mlir train --save`")
+    return extra
+
+
+def _check_resumable(path: str, extra: dict, cfg: TrainConfig, fingerprint: str) -> None:
+    """Every setting that differs from the checkpoint's, at once."""
+    saved, now = json.loads(str(extra["config"])), cfg.trajectory()
+    diffs = [f"{k}: {saved.get(k)!r} in the checkpoint, {now.get(k)!r} now"
+             for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
+    if str(extra.get("data", "")) != fingerprint:
+        diffs.append("the training data differ")
+    if diffs:
+        raise ValueError(f"--resume {path}: the run would not continue the checkpoint's: " + "; ".join(diffs))
+
+
+def _restore(trainer, path: str, extra: dict, history: History) -> int:
+    """Load the checkpoint into ``trainer`` and ``history``; returns the first epoch still to run."""
+    try:
+        trainer.load(path)
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"--resume {path}: does not fit this model ({exc})") from None
+    for key in ("epoch_loss", "accuracy", "seconds", "step_loss"):
+        setattr(history, key, [float(v) for v in extra.get(key, [])])
+    return int(extra["epoch"]) + 1
+
+
 def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool = True) -> History:
-    """Train as ``cfg`` says; returns the history (and writes ``cfg.save`` after every epoch)."""
-    data = load_data(cfg.data, cfg.seed)
+    """Train as ``cfg`` says; returns the history (and writes ``cfg.save`` after every epoch).
+
+    Raises ``ValueError`` (bad settings, data or checkpoint) or ``FloatingPointError`` (the loss diverged)."""
+    problems = cfg.problems()
+    if problems:
+        raise ValueError("; ".join(problems))
+    check_output_path(cfg.save, "--save")
+    extra = _read_checkpoint_extra(cfg.resume) if cfg.resume else None
+    data = load_data(cfg.data)
     if len(data.x_train) < cfg.batch_size:
-        raise ValueError(f"the training set has {len(data.x_train)} examples, fewer than one batch "
-                         f"of {cfg.batch_size}")
+        raise ValueError(f"--batch-size {cfg.batch_size}: the training set has only {len(data.x_train)} examples")
+    fingerprint = data_fingerprint(data) if cfg.save or cfg.resume else ""
+    if extra is not None:
+        _check_resumable(cfg.resume, extra, cfg, fingerprint)
     start_compile = time.perf_counter()
     trainer = make_trainer(cfg, data)
     log(f"{data.name}: {len(data.x_train)} training / {len(data.x_test)} test examples, "
-        f"{data.image_shape} images, {data.num_classes} classes; {cfg.model} compiled for {cfg.target} "
-        f"in {time.perf_counter() - start_compile:.2f} s")
+        f"{'x'.join(map(str, data.image_shape))} images, {data.num_classes} classes; {cfg.model} compiled for "
+        f"{cfg.target} in {time.perf_counter() - start_compile:.2f} s")
     history, first_epoch = History(), 0
-    if cfg.resume:
-        extra = trainer.load(cfg.resume)
-        first_epoch = int(extra.get("epoch", -1)) + 1
-        for key in ("epoch_loss", "accuracy", "seconds", "step_loss"):
-            if key in extra:
-                setattr(history, key, [float(v) for v in extra[key]])
+    if extra is not None:
+        first_epoch = _restore(trainer, cfg.resume, extra, history)
         log(f"resumed from {cfg.resume} after epoch {first_epoch} (step {trainer.step})")
+        if first_epoch >= cfg.epochs:
+            log(f"nothing to train: the checkpoint has {first_epoch} epochs, --epochs is {cfg.epochs}")
     for epoch in range(first_epoch, cfg.epochs):
-        t0, losses = time.perf_counter(), []
-        order = list(batches(len(data.x_train), cfg.batch_size, cfg.seed, epoch))
-        steps = _progress(order, f"epoch {epoch + 1}/{cfg.epochs}", progress)
-        for idx in steps:
-            loss = float(trainer.update_params(_inputs(cfg, data.x_train[idx]), data.y_train[idx]).numpy())
-            if not np.isfinite(loss):
-                raise FloatingPointError(f"the loss became {loss} at step {trainer.step}: lower the learning rate")
-            losses.append(loss)
-            if progress and hasattr(steps, "set_postfix"):
-                steps.set_postfix(loss=f"{loss:.3f}", refresh=False)
-        seconds = time.perf_counter() - t0
-        accuracy = evaluate(trainer, cfg, data.x_test, data.y_test)
-        history.epoch_loss.append(float(np.mean(losses)))
-        history.accuracy.append(accuracy)
-        history.seconds.append(seconds)
-        history.step_loss += losses
-        log(f"epoch {epoch + 1}: loss {history.epoch_loss[-1]:.4f}  test accuracy {100 * accuracy:.2f}%  "
-            f"({len(order)} steps, {1e3 * seconds / max(len(order), 1):.3f} ms/step)")
+        _run_epoch(trainer, cfg, data, epoch, history, log, progress)
         if cfg.save:
-            trainer.save(cfg.save, extra={"epoch": epoch, "epoch_loss": history.epoch_loss,
+            trainer.save(cfg.save, extra={"epoch": epoch, "config": json.dumps(cfg.trajectory()),
+                                          "data": fingerprint, "epoch_loss": history.epoch_loss,
                                           "accuracy": history.accuracy, "seconds": history.seconds,
                                           "step_loss": history.step_loss})
     return history
+
+
+def _run_epoch(trainer, cfg: TrainConfig, data: Dataset, epoch: int, history: History,
+               log: Callable[[str], None], progress: bool) -> None:
+    """One pass over the training set in the (seed, epoch) order, then the test accuracy."""
+    t0, losses = time.perf_counter(), []
+    order = list(batches(len(data.x_train), cfg.batch_size, cfg.seed, epoch))
+    steps = _progress(order, f"epoch {epoch + 1}/{cfg.epochs}", progress)
+    for idx in steps:
+        loss = float(trainer.update_params(_inputs(cfg, data.x_train[idx]), data.y_train[idx]).numpy())
+        if not math.isfinite(loss):
+            raise FloatingPointError(f"the loss became {loss} at step {trainer.step} (epoch {epoch + 1}); "
+                                     f"lower the learning rate (--lr {cfg.lr})")
+        losses.append(loss)
+        if progress:
+            steps.set_postfix(loss=f"{loss:.3f}", refresh=False)
+    seconds = time.perf_counter() - t0
+    accuracy = evaluate(trainer, cfg, data.x_test, data.y_test)
+    history.epoch_loss.append(float(np.mean(losses)))
+    history.accuracy.append(accuracy)
+    history.seconds.append(seconds)
+    history.step_loss += losses
+    log(f"epoch {epoch + 1}/{cfg.epochs}: loss {history.epoch_loss[-1]:.4f}  test accuracy "
+        f"{100 * accuracy:.2f}%  ({len(order)} steps, {1e3 * seconds / len(order):.3f} ms/step)")
 
 
 def _progress(items, desc: str, enabled: bool):
@@ -161,26 +282,36 @@ def _progress(items, desc: str, enabled: bool):
     return tqdm(items, desc=desc, unit="step", leave=False, dynamic_ncols=True)
 
 
-def plot(history: History, path: str, title: str = "") -> None:
-    """Loss per step and per epoch, and test accuracy per epoch, in one PNG."""
+def plot(history: History, path: str, title: str = "", loss_label: str = "training loss") -> None:
+    """Training loss (per step and per epoch) and test accuracy per epoch, side by side, as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
+    epochs = np.arange(1, len(history.epoch_loss) + 1)
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4.2))
     steps_per_epoch = len(history.step_loss) / max(len(history.epoch_loss), 1)
     ax_loss.plot(np.arange(1, len(history.step_loss) + 1) / steps_per_epoch, history.step_loss,
-                 lw=0.6, alpha=0.5, label="per step")
-    ax_loss.plot(np.arange(1, len(history.epoch_loss) + 1), history.epoch_loss, "o-", label="epoch mean")
-    ax_loss.set(xlabel="epoch", ylabel="training loss", title="Training loss")
-    ax_loss.legend()
-    ax_loss.grid(alpha=0.3)
-    ax_acc.plot(np.arange(1, len(history.accuracy) + 1), [100 * a for a in history.accuracy], "o-", color="C2")
-    ax_acc.set(xlabel="epoch", ylabel="test accuracy (%)", title="Test accuracy")
-    ax_acc.grid(alpha=0.3)
+                 lw=0.7, alpha=0.45, color="C0", label="each step")
+    ax_loss.plot(epochs, history.epoch_loss, "o-", color="C1", label="mean over the epoch")
+    ax_loss.set(xlabel="epoch", ylabel=loss_label, title="Training loss")
+    ax_loss.set_ylim(bottom=0)
+    acc = [100 * a for a in history.accuracy]
+    ax_acc.plot(epochs, acc, "o-", color="C2", label="test accuracy")
+    if acc:
+        ax_acc.annotate(f"{acc[-1]:.2f}%", (epochs[-1], acc[-1]), textcoords="offset points", xytext=(0, -16),
+                        ha="center")
+        ax_acc.set_ylim(max(0.0, min(acc) - 5), 100.5)
+    ax_acc.set(xlabel="epoch", ylabel="test accuracy (%)", title="Test accuracy after each epoch")
+    for ax in (ax_loss, ax_acc):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(0 if ax is ax_loss else 0.5, len(epochs) + 0.5)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper right" if ax is ax_loss else "lower right")
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format="png")
     plt.close(fig)

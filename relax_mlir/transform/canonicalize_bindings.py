@@ -6,8 +6,8 @@
     t = (lv1, gv)                (the tuple item t[1] is gv itself)
     out = t[1]
 
-A binding ``y = x`` (or a ``match_cast`` that refines nothing, or a field of a tuple built in the function) is
-dropped and ``y`` replaced by its value, unless that would let a dataflow variable escape its block (then the
+A binding ``y = x`` (or a ``match_cast`` that refines nothing, or a field of a tuple built in the function, which
+may itself be a tuple) is dropped and ``y`` replaced by its value, unless that would let a dataflow variable escape its block (then the
 binding stays, as TVM does).
 """
 
@@ -35,7 +35,7 @@ class CanonicalizeBindings(FunctionPass):
         for block in func.body.blocks:
             kept = []
             for b in block.bindings:
-                value = substitute(b.value, remap)
+                value = self._resolve_field(substitute(b.value, remap), tuples)
                 target = self._trivial(b, value, tuples)
                 if target is not None and self._may_replace(b.var, target, block):
                     remap[b.var] = target
@@ -60,10 +60,17 @@ class CanonicalizeBindings(FunctionPass):
             return value if isinstance(value, Var) and value.struct_info == b.struct_info else None
         if isinstance(value, Var) and value.struct_info == b.var.struct_info:
             return value
-        if isinstance(value, TupleGetItem) and value.tuple_value in tuples:
-            field = tuples[value.tuple_value].fields[value.index]
-            return field if isinstance(field, Var) else None
         return None
+
+    @staticmethod
+    def _resolve_field(value: Expr, tuples: dict) -> Expr:
+        """``t[i]`` of a tuple built in the function (or written out in place) is its field."""
+        if isinstance(value, TupleGetItem):
+            tup = value.tuple_value
+            tup = tuples.get(tup, tup) if isinstance(tup, Var) else tup
+            if isinstance(tup, Tuple):
+                return tup.fields[value.index]
+        return value
 
     @staticmethod
     def _may_replace(var: Var, target: Expr, block) -> bool:

@@ -41,6 +41,7 @@ from ..ir.expr import (Call, Constant, DataflowVar, Expr, Function, GlobalVar, M
 from ..ir.module import IRModule
 from ..ir.printer import format_struct_info
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..op.grad_utils import forward_bindings
 from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
 from .pass_infra import Pass, PassContext, PassInfo
 from .dead_code_elimination import remove_unused_bindings
@@ -240,7 +241,9 @@ class _Differentiator:
                 for b in self.bindings:
                     if b.var in keep:
                         self._copy(bb, b, remap, b.var in outputs)
-                grads = self._backward(bb, relevant, remap)
+                forward = {remap[b.var]: substitute(b.value, remap) for b in self.bindings if b.var in remap}
+                with forward_bindings(lambda e: forward.get(e) if isinstance(e, Var) else None):
+                    grads = self._backward(bb, relevant, remap)
                 grad_vars = [self._output_grad(bb, v, grads.get(v)) for v in self.requires]
             bb.emit_func_output(Tuple([substitute(self.ret, remap), Tuple(grad_vars)]))
         # Rules receive the forward result even when they do not use it; drop recomputations nobody used.

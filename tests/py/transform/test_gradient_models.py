@@ -138,3 +138,19 @@ def test_checkpointing_lowers_peak_memory_sublinearly(n):
     assert plain >= n * activation
     # With sqrt(N) segments: O(sqrt(N)) segment outputs + one segment's O(sqrt(N)) recomputed activations.
     assert ckpt <= 6 * int(np.ceil(np.sqrt(n))) * activation + 4 * activation, (plain, ckpt)
+
+
+def test_linear_layer_with_a_transposed_weight():
+    x, w = Var("x", TensorStructInfo((2, 3), F64)), Var("w", TensorStructInfo((4, 3), F64))
+    bb = BlockBuilder()
+    with bb.function("f", [x, w]):
+        with bb.dataflow():
+            wt = bb.emit(op.permute_dims(w))
+            out = bb.emit_output(op.sum(op.tanh(op.matmul(x, wt))))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    after = roundtrip(transform.Gradient("f")(mod))
+    rng = np.random.default_rng(4)
+    args = [rng.normal(size=(2, 3)), rng.normal(size=(4, 3))]
+    _, grads = interpret(after, "f_adjoint", *args)
+    _assert_grads(mod, "f", args, [0, 1], grads)
