@@ -105,4 +105,6 @@ def cnn(batch: Union[int, str, Dim] = 64, image_shape: Sequence[int] = (1, 8, 8)
             flat = bb.emit(op.reshape(t, (batch, features)))
             logits = bb.emit_output(op.add(op.matmul(flat, params[-2]), params[-1]), "logits")
         bb.emit_func_output((logits, *new_states))  # a tuple of variables, as AppendLoss expects
-    return bb.get().with_attrs({"param_num": len(params), "state_num": len(states)})
+    # Running variances start at 1 (running means at 0): the Trainer reads "state_init".
+    return bb.get().with_attrs({"param_num": len(params), "state_num": len(states),
+                                "state_init": {v.name_hint: 1.0 for v in states if v.name_hint.endswith("_var")}})

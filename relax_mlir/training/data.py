@@ -222,7 +222,8 @@ def _labels(y: np.ndarray, what: str, classes: Optional[int]) -> tuple[np.ndarra
                         f"{y[~np.isfinite(y) | (y != np.round(y))][:3].tolist()}")
     labels = y.astype(np.int64)
     if labels.size and labels.min() < 0:
-        raise DataError(f"{what}: labels out of range: negative class indices {np.unique(labels[labels < 0])[:8].tolist()}")
+        negative = np.unique(labels[labels < 0])[:8].tolist()
+        raise DataError(f"{what}: labels out of range: negative class indices {negative}")
     if classes is None:
         return labels, int(labels.max(initial=0)) + 1
     bad = labels >= classes

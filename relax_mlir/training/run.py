@@ -132,10 +132,7 @@ def make_trainer(cfg: TrainConfig, data: Dataset):
                          [TensorStructInfo((b, classes), "float32"), TensorStructInfo((b,), "int64")])
     trainer = Trainer(backbone, int(backbone.attrs["param_num"]), setup, seed=cfg.seed)
     trainer.build(target=cfg.target, opt_level=cfg.opt_level)
-    trainer.xavier_uniform_init_params()
-    if trainer.state_vars:  # batch-norm running statistics start at mean 0, variance 1 (Trainer's default is 0)
-        trainer.load_states({v.name_hint: (np.ones if v.name_hint.endswith("_var") else np.zeros)(
-            tuple(v.struct_info.shape), np.float32) for v in trainer.state_vars})
+    trainer.xavier_uniform_init_params()  # states start as the model says (its "state_init" attribute)
     return trainer
 
 
@@ -195,7 +192,8 @@ def _read_checkpoint_extra(path: str) -> dict:
 def _check_resumable(path: str, extra: dict, cfg: TrainConfig, fingerprint: str) -> None:
     """Every setting that differs from the checkpoint's, at once."""
     saved, now = json.loads(str(extra["config"])), cfg.trajectory()
-    diffs = [f"{k}: {saved.get(k)!r} in the checkpoint, {now.get(k)!r} now"
+    shown = lambda d, k: repr(d[k]) if k in d else "unused"  # noqa: E731
+    diffs = [f"{k}: {shown(saved, k)} in the checkpoint, {shown(now, k)} now"
              for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
     if str(extra.get("data", "")) != fingerprint:
         diffs.append("the training data differ")
@@ -203,15 +201,16 @@ def _check_resumable(path: str, extra: dict, cfg: TrainConfig, fingerprint: str)
         raise ValueError(f"--resume {path}: the run would not continue the checkpoint's: " + "; ".join(diffs))
 
 
-def _restore(trainer, path: str, extra: dict, history: History) -> int:
-    """Load the checkpoint into ``trainer`` and ``history``; returns the first epoch still to run."""
+def _saved_history(extra: dict) -> History:
+    return History(*([float(v) for v in extra.get(key, [])] for key in ("epoch_loss", "accuracy", "seconds",
+                                                                        "step_loss")))
+
+
+def _restore(trainer, path: str) -> None:
     try:
         trainer.load(path)
     except (KeyError, ValueError) as exc:
         raise ValueError(f"--resume {path}: does not fit this model ({exc})") from None
-    for key in ("epoch_loss", "accuracy", "seconds", "step_loss"):
-        setattr(history, key, [float(v) for v in extra.get(key, [])])
-    return int(extra["epoch"]) + 1
 
 
 def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool = True) -> History:
@@ -227,27 +226,33 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool =
     if len(data.x_train) < cfg.batch_size:
         raise ValueError(f"--batch-size {cfg.batch_size}: the training set has only {len(data.x_train)} examples")
     fingerprint = data_fingerprint(data) if cfg.save or cfg.resume else ""
+    history, first_epoch = History(), 0
     if extra is not None:
         _check_resumable(cfg.resume, extra, cfg, fingerprint)
+        history, first_epoch = _saved_history(extra), int(extra["epoch"]) + 1
+        if first_epoch >= cfg.epochs:
+            log(f"nothing to train: {cfg.resume} holds {first_epoch} epochs, --epochs is {cfg.epochs}")
+            return history
     start_compile = time.perf_counter()
     trainer = make_trainer(cfg, data)
     log(f"{data.name}: {len(data.x_train)} training / {len(data.x_test)} test examples, "
         f"{'x'.join(map(str, data.image_shape))} images, {data.num_classes} classes; {cfg.model} compiled for "
         f"{cfg.target} in {time.perf_counter() - start_compile:.2f} s")
-    history, first_epoch = History(), 0
     if extra is not None:
-        first_epoch = _restore(trainer, cfg.resume, extra, history)
+        _restore(trainer, cfg.resume)
         log(f"resumed from {cfg.resume} after epoch {first_epoch} (step {trainer.step})")
-        if first_epoch >= cfg.epochs:
-            log(f"nothing to train: the checkpoint has {first_epoch} epochs, --epochs is {cfg.epochs}")
     for epoch in range(first_epoch, cfg.epochs):
         _run_epoch(trainer, cfg, data, epoch, history, log, progress)
         if cfg.save:
-            trainer.save(cfg.save, extra={"epoch": epoch, "config": json.dumps(cfg.trajectory()),
-                                          "data": fingerprint, "epoch_loss": history.epoch_loss,
-                                          "accuracy": history.accuracy, "seconds": history.seconds,
-                                          "step_loss": history.step_loss})
+            _save(trainer, cfg, epoch, fingerprint, history)
     return history
+
+
+def _save(trainer, cfg: TrainConfig, epoch: int, fingerprint: str, history: History) -> None:
+    """The checkpoint: the Trainer's arrays plus what ``resume`` checks and the history so far."""
+    trainer.save(cfg.save, extra={"epoch": epoch, "config": json.dumps(cfg.trajectory()), "data": fingerprint,
+                                  "epoch_loss": history.epoch_loss, "accuracy": history.accuracy,
+                                  "seconds": history.seconds, "step_loss": history.step_loss})
 
 
 def _run_epoch(trainer, cfg: TrainConfig, data: Dataset, epoch: int, history: History,

@@ -85,7 +85,11 @@ class Trainer:
         self.target_vars = list(loss_params[last + self.state_num:len(loss_params) - self.has_rng_key])
         self.input_vars = list(predict.params[:first])
         self.params: Optional[list[np.ndarray]] = None
-        self.states = [np.zeros(_static_shape(v), to_numpy(v.struct_info.dtype)) for v in self.state_vars]
+        # A model may say how its states start (module attribute "state_init": name -> fill value, e.g. a
+        # batch-norm running variance of 1); the rest start at zero, as in TVM.
+        fills = dict(mod.attrs.get("state_init", {}))
+        self.states = [np.full(_static_shape(v), fills.get(v.name_hint, 0), to_numpy(v.struct_info.dtype))
+                       for v in self.state_vars]
         self.optim_state = [np.array(a, copy=True) for a in mod.attrs["optim_state"]]
         self.step, self.seed = 0, seed
         self.vm = None
@@ -252,18 +256,29 @@ class Trainer:
                 np.savez(f, **arrays)
                 f.flush()
                 os.fsync(f.fileno())
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a checkpoint is an ordinary file
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+        _fsync_directory(directory)  # the rename itself survives a crash only once the directory is synced
 
     def load(self, path: str) -> dict[str, np.ndarray]:
-        """Restore what :meth:`save` wrote (exactly); returns its ``extra`` entries."""
+        """Restore what :meth:`save` wrote (exactly), including the step and the seed (which decide dropout
+        keys), so training continues as if never stopped; returns the ``extra`` entries."""
         with np.load(path, allow_pickle=False) as f:
             data = {k: f[k] for k in f.files}
         if int(data.get("format", -1)) != _FORMAT:
             raise ValueError(f"Trainer.load: {path} is not a relax-mlir checkpoint (format {_FORMAT})")
+        wanted = ["step", "seed"] + [f"param/{v.name_hint}" for v in self.param_vars] + \
+            [f"state/{v.name_hint}" for v in self.state_vars]
+        missing = [k for k in wanted if k not in data]
+        if missing:
+            raise ValueError(f"Trainer.load: {path} is a checkpoint of another model: it lacks "
+                             f"{', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}")
         self.load_params({v.name_hint: data[f"param/{v.name_hint}"] for v in self.param_vars})
         if self.state_vars:
             self.load_states({v.name_hint: data[f"state/{v.name_hint}"] for v in self.state_vars})
@@ -274,6 +289,17 @@ class Trainer:
         self.optim_state = [a.copy() for a in optim]
         self.step, self.seed = int(data["step"]), int(data["seed"])
         return {k[len("extra/"):]: v for k, v in data.items() if k.startswith("extra/")}
+
+
+def _fsync_directory(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return  # some filesystems do not open directories; the rename is still atomic there
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _static_shape(v) -> tuple[int, ...]:

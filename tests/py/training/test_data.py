@@ -4,7 +4,6 @@ split, batches; every malformed input raises a ``DataError`` that names the file
 from __future__ import annotations
 
 import gzip
-import os
 
 import numpy as np
 import pytest
@@ -104,8 +103,9 @@ def test_idx_directory(tmp_path, rng, compress):
 
 def test_idx_directory_dotted_names(tmp_path, rng):
     """Some copies of MNIST name the files train-images.idx3-ubyte."""
-    for name, a in (("train-images.idx3-ubyte", _mnist_like(rng, 8)[0]), ("train-labels.idx1-ubyte", np.ones(8, np.uint8)),
-                    ("t10k-images.idx3-ubyte", _mnist_like(rng, 4)[0]), ("t10k-labels.idx1-ubyte", np.zeros(4, np.uint8))):
+    files = {"train-images.idx3-ubyte": _mnist_like(rng, 8)[0], "train-labels.idx1-ubyte": np.ones(8, np.uint8),
+             "t10k-images.idx3-ubyte": _mnist_like(rng, 4)[0], "t10k-labels.idx1-ubyte": np.zeros(4, np.uint8)}
+    for name, a in files.items():
         _write(tmp_path / name, _idx_bytes(a))
     assert len(load_idx_dir(str(tmp_path)).x_train) == 8
 

@@ -171,3 +171,21 @@ def test_misuse_is_reported():
     with pytest.raises(ValueError, match="'w0' must be float32 of shape \\(6, 5\\), got float64 \\(6, 5\\)"):
         trainer.load_params([np.zeros((6, 5)), np.zeros(5), np.zeros((5, 3)), np.zeros(3)])
     assert trainer.xaiver_uniform_init_params.__func__ is Trainer.xavier_uniform_init_params
+
+
+def test_models_say_how_their_states_start_and_foreign_checkpoints_are_refused(tmp_path):
+    setup = SetupTrainer(CrossEntropyLoss(), SGD(0.1),
+                         [TensorStructInfo((4, 3), "float32"), TensorStructInfo((4,), "int64")])
+    trainer = Trainer(cnn(4, (1, 4, 4), (2,), 3), None, setup)
+    states = trainer.export_states()
+    np.testing.assert_array_equal(states["bn0_var"], [1, 1])
+    np.testing.assert_array_equal(states["bn0_mean"], [0, 0])
+    other = Trainer(mlp(B, SIZES), 4, _setup()).build(target="numpy")
+    other.zero_init_params()
+    path = str(tmp_path / "mlp.npz")
+    other.save(path)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask, "a checkpoint gets the usual file permissions"
+    with pytest.raises(ValueError, match=r"checkpoint of another model: it lacks param/conv0_weight"):
+        trainer.load(path)

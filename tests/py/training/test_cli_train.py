@@ -1,0 +1,198 @@
+"""``relax-mlir train`` in-process: the tutorial's settings reach 95% on digits, every optimizer and the CNN run,
+--data reads IDX directories and npz archives, --plot writes a PNG, --save/--resume continues bit for bit, runs
+are deterministic, and bad options end with status 1 and a one-line message.
+
+Compiled modules are cached in-process, so runs sharing a configuration (model, sizes, optimizer settings) compile
+once; the file stays well under a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import re
+
+import numpy as np
+import pytest
+
+from relax_mlir.cli import main
+
+MOMENTUM = ["--optimizer", "momentum", "--lr", "0.001"]  # summed loss: SGD with momentum needs a smaller step
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["train", *args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _final_accuracy(out: str) -> float:
+    return float(re.search(r"final test accuracy: ([\d.]+)%", out).group(1))
+
+
+def _figures(out: str) -> list[str]:
+    """The per-epoch lines without their timings and the run's epoch count ("epoch 3: loss ...")."""
+    return [re.sub(r"^epoch (\d+)/\d+|\s*\(\d+ steps.*\)", lambda m: f"epoch {m.group(1)}" if m.group(1) else "",
+                   line) for line in out.splitlines() if line.startswith("epoch ")]
+
+
+def _checkpoint(path) -> dict:
+    with np.load(path) as f:
+        return {k: f[k] for k in f.files if k != "extra/seconds"}
+
+
+@pytest.fixture(scope="module")
+def tutorial_run(tmp_path_factory):
+    """The default settings (the tutorial's), 5 epochs, compiled, with a plot and a checkpoint."""
+    tmp = tmp_path_factory.mktemp("tutorial")
+    code, out, err = _run("--plot", str(tmp / "curves.png"), "--save", str(tmp / "full.npz"))
+    assert code == 0, err
+    return tmp, out
+
+
+def test_tutorial_settings_reach_95_percent(tutorial_run):
+    _, out = tutorial_run
+    assert "digits: 1438 training / 359 test examples" in out and "mlp compiled for cpu" in out
+    figures = _figures(out)
+    assert [f.split(":")[0] for f in figures] == [f"epoch {i}" for i in range(1, 6)]
+    assert "epoch 5/5: loss" in out
+    losses = [float(re.search(r"loss ([\d.]+)", f).group(1)) for f in figures]
+    assert losses[-1] < losses[0] / 4
+    assert _final_accuracy(out) >= 95.0
+
+
+def test_plot_writes_a_png(tutorial_run):
+    tmp, out = tutorial_run
+    png = (tmp / "curves.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 30_000
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert width > height > 300
+    assert f"wrote {tmp / 'curves.png'}" in out
+
+
+def test_resume_equals_uninterrupted_run(tutorial_run):
+    tmp, out = tutorial_run
+    part = str(tmp / "part.npz")
+    code, first, _ = _run("--epochs", "2", "--save", part)
+    assert code == 0
+    code, rest, _ = _run("--resume", part, "--save", part)
+    assert code == 0 and "resumed from" in rest and "after epoch 2 (step 44)" in rest
+    assert _figures(first) == _figures(out)[:2]
+    assert _figures(rest) == _figures(out)[2:]
+    full, resumed = _checkpoint(tmp / "full.npz"), _checkpoint(part)
+    assert sorted(full) == sorted(resumed) and any(k.startswith("param/") for k in full)
+    for key in full:  # parameters, optimizer state, step, the history: bit for bit
+        np.testing.assert_array_equal(resumed[key], full[key], err_msg=key, strict=True)
+
+
+@pytest.mark.parametrize("options", [[], MOMENTUM, MOMENTUM + ["--nesterov"], ["--optimizer", "adam", "--lr", "0.001"],
+                                     ["--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.05"]],
+                         ids=["sgd", "momentum", "nesterov", "adam", "adamw"])
+def test_each_optimizer_trains_one_epoch(options):
+    code, out, err = _run("--epochs", "1", *options)
+    assert code == 0, err
+    [figure] = _figures(out)
+    assert re.fullmatch(r"epoch 1: loss [\d.]+  test accuracy [\d.]+%", figure)
+    assert _final_accuracy(out) > 50.0
+
+
+def test_cnn_one_epoch():
+    code, out, err = _run("--model", "cnn", "--epochs", "1", "--progress")
+    assert code == 0, err
+    assert "cnn compiled for cpu" in out and len(_figures(out)) == 1
+    assert "epoch 1/1" in err and "step" in err  # the tqdm bar, on standard error
+    assert _final_accuracy(out) > 30.0
+
+
+def _write_idx(path, array: np.ndarray) -> None:
+    header = bytes([0, 0, 0x08, array.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in array.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+def test_data_idx_directory(tmp_path):
+    """Digits written as MNIST-style gzipped IDX files (uint8 pixels 0..240)."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x, y = (digits.images * 15).astype(np.uint8), digits.target.astype(np.uint8)
+    for name, a in (("train-images-idx3-ubyte", x[:1400]), ("train-labels-idx1-ubyte", y[:1400]),
+                    ("t10k-images-idx3-ubyte", x[1400:]), ("t10k-labels-idx1-ubyte", y[1400:])):
+        _write_idx(tmp_path / (name + ".gz"), a)
+    code, out, err = _run("--data", str(tmp_path), "--epochs", "2", *MOMENTUM)
+    assert code == 0, err
+    assert f"{tmp_path.name}: 1400 training / 397 test examples, 1x8x8 images, 10 classes" in out
+    assert _final_accuracy(out) > 80.0
+
+
+def test_data_npz(tmp_path):
+    """256 random 8x8 images, each a class prototype plus noise; labels one-hot, split 80/20 by the loader."""
+    rng = np.random.default_rng(0)
+    prototypes = rng.uniform(0, 1, (10, 8, 8))
+    y = rng.integers(0, 10, 256)
+    x = (0.5 * prototypes[y] + 0.5 * rng.uniform(0, 1, (256, 8, 8))).astype(np.float32)
+    np.savez(tmp_path / "blobs.npz", x=x, y=np.eye(10, dtype=np.float32)[y])
+    code, out, err = _run("--data", str(tmp_path / "blobs.npz"), "--epochs", "10", *MOMENTUM)
+    assert code == 0, err
+    assert "blobs.npz: 205 training / 51 test examples" in out
+    assert _final_accuracy(out) >= 80.0
+
+
+def test_deterministic_for_a_seed():
+    runs = [_run("--epochs", "2", "--seed", str(seed)) for seed in (7, 7, 8)]
+    assert all(code == 0 for code, _, _ in runs)
+    (_, a, _), (_, b, _), (_, c, _) = runs
+    assert _figures(a) == _figures(b) and len(_figures(a)) == 2
+    assert _figures(a) != _figures(c)
+
+
+@pytest.fixture
+def bad_data(tmp_path):
+    """Paths to malformed data sets, by name."""
+    good = {"train-images-idx3-ubyte": np.zeros((64, 8, 8)), "train-labels-idx1-ubyte": np.zeros(64),
+            "t10k-images-idx3-ubyte": np.zeros((8, 8, 8)), "t10k-labels-idx1-ubyte": np.zeros(8)}
+    paths = {}
+    for case in ("magic", "truncated"):
+        d = tmp_path / case
+        d.mkdir()
+        for name, a in good.items():
+            _write_idx(d / (name + ".gz"), a)
+        paths[case] = str(d)
+    (tmp_path / "magic" / "train-labels-idx1-ubyte.gz").write_bytes(gzip.compress(b"\x08\x03\x00\x00" + bytes(68)))
+    raw = gzip.decompress((tmp_path / "truncated" / "train-images-idx3-ubyte.gz").read_bytes())
+    (tmp_path / "truncated" / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(raw[:-100]))
+    np.savez(tmp_path / "missing.npz", x_train=np.zeros((64, 64)), y_train=np.zeros(64))
+    np.savez(tmp_path / "labels.npz", x=np.zeros((100, 64)), y=np.arange(100) % 10 - 1)
+    paths.update(missing=str(tmp_path / "missing.npz"), labels=str(tmp_path / "labels.npz"), dir=str(tmp_path))
+    return paths
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--data", "{dir}/nowhere"], "no such file or directory"),
+    (["--data", "{magic}"], "train-labels-idx1-ubyte.gz: not an IDX file (bad magic number"),
+    (["--data", "{truncated}"], "train-images-idx3-ubyte.gz: truncated: the header promises 64x8x8 uint8"),
+    (["--data", "{missing}"], "missing arrays x_test, y_test"),
+    (["--data", "{labels}"], "labels out of range: negative class indices [-1]"),
+    (["--batch-size", "5000"], "--batch-size 5000: the training set has only 1438 examples"),
+    (["--epochs", "0", "--lr", "-1", "--nesterov"], "--epochs 0: must be at least 1; --lr -1.0: must be a "
+                                                    "positive number; --nesterov needs --optimizer momentum"),
+    (["--lr", "1e6", "--epochs", "1"], "the loss became nan"),
+    (["--resume", "{dir}/absent.npz"], "--resume {dir}/absent.npz: no such file"),
+    (["--resume", "{missing}"], "not a checkpoint written by `relax-mlir train --save`"),
+    (["--plot", "{dir}/no/such/dir/curves.png"], "does not exist"),
+    (["--save", "{dir}"], "is a directory"),
+])
+def test_errors_exit_1_with_one_line(bad_data, args, message):
+    code, out, err = _run(*[a.format(**bad_data) for a in args])
+    assert code == 1
+    assert err.count("\n") == 1 and err.startswith("relax-mlir train: error: ")
+    assert message.format(**bad_data) in err
+
+
+def test_resume_refuses_other_settings(tutorial_run):
+    tmp, _ = tutorial_run
+    code, _, err = _run("--resume", str(tmp / "full.npz"), "--lr", "0.02", "--seed", "1", "--epochs", "6")
+    assert code == 1 and err.count("\n") == 1
+    assert "lr: 0.01 in the checkpoint, 0.02 now; seed: 0 in the checkpoint, 1 now" in err
