@@ -24,7 +24,7 @@ import numpy as np
 
 from .dtype import from_numpy
 from .expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, MatchCast,
-                   PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
+                   PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var)
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                           TensorStructInfo, TupleStructInfo)
 from ..op.registry import REQUIRED

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from .. import op as _op
-from ..ir.expr import MatchCast, PrimValue, ShapeExpr, StringImm, Tuple as _TupleExpr, const
+from ..ir.expr import PrimValue, ShapeExpr, StringImm, Tuple as _TupleExpr, const
 from ..ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                               TensorStructInfo, TupleStructInfo)
 from ._source import caller_env, in_class_body, source_of

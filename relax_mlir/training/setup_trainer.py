@@ -19,12 +19,12 @@ initial state, a tuple of NumPy arrays).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Sequence
 
 from ..ir.block_builder import BlockBuilder
 from ..ir.expr import Call, Function, Tuple, TupleGetItem, Var
 from ..ir.module import IRModule
-from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..ir.struct_info import TupleStructInfo
 from .loss import Loss
 from .optimizer import Optimizer
 
@@ -103,7 +103,6 @@ class SetupTrainer:
         loss = mod["loss"]
         args = [Var(p.name_hint, p.struct_info) for p in loss.params]
         params = args[input_num:input_num + param_num]
-        states = args[input_num + param_num:input_num + param_num + state_num]
         opt_sinfo = mod["optimizer"].params[2].struct_info
         opt_states = [Var(f"optim_state_{i}", s) for i, s in enumerate(opt_sinfo.fields)]
         bb = BlockBuilder(mod)
@@ -125,9 +124,3 @@ class SetupTrainer:
         tmp = transform.Sequential([transform.CanonicalizeBindings(), transform.DeadCodeElimination()])(tmp)
         return tmp["update_params"]
 
-
-def optimizer_state_struct_info(state: Sequence) -> TupleStructInfo:
-    """The struct info of an optimizer state given as NumPy arrays."""
-    from ..ir.dtype import from_numpy
-
-    return TupleStructInfo(TensorStructInfo(a.shape, from_numpy(a.dtype)) for a in state)

@@ -392,8 +392,6 @@ def _zeros(s: StructInfo) -> Expr:
 
 def _materialize(adj: _Adjoint) -> Expr:
     """The sum of the contributions (no addition for a single one), or zeros; tuples field by field."""
-    from .. import op
-
     if isinstance(adj.sinfo, TupleStructInfo) and not adj.terms:
         return Tuple([_materialize(adj.fields[i]) if i in adj.fields and not adj.fields[i].empty()
                       else _zeros(f) for i, f in enumerate(adj.sinfo.fields)])

@@ -108,14 +108,19 @@ def _conv2d_canon(attrs: dict) -> dict:
     return canonical_dtype(attrs, "out_dtype")
 
 
-def _conv2d_infer(args, attrs):
-    data, weight = args
+def check_conv_operands(data, weight, attrs) -> str:
+    """Rank-4 numeric ``data`` and ``weight`` of one dtype (conv2d and conv2d_transpose); the output dtype."""
     for s, what in ((data, "data"), (weight, "weight")):
         require_ndim(s, 4, what)
         if is_bool(s.dtype):
             fail(f"{what} must be numeric, got bool")
     require_same_dtype([data, weight], ["data", "weight"])
-    out_dtype = attrs["out_dtype"] or data.dtype
+    return attrs["out_dtype"] or data.dtype
+
+
+def _conv2d_infer(args, attrs):
+    data, weight = args
+    out_dtype = check_conv_operands(data, weight, attrs)
     if data.shape is None or weight.shape is None:
         return _T(None, out_dtype, 4)
     (n, c, _, _), (o, i, kh, kw), g = data.shape, weight.shape, attrs["groups"]

@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from ... import op
-from ...ir.dtype import from_numpy, is_bool, is_float, to_numpy
+from ...ir.dtype import from_numpy, is_float, to_numpy
 from ...ir.struct_info import TensorStructInfo
-from ..common import canonical_dtype, check_dims_match, is_int_value, require_ndim, require_same_dtype
+from ..common import canonical_dtype, check_dims_match, is_int_value
 from ..grad_utils import sinfo_of
 from ..registry import BadSample, Op, Sample, fail, register
-from .conv import _canonical_window, _window_tuple, conv2d, conv2d_weight_grad
+from .conv import _canonical_window, _window_tuple, check_conv_operands, conv2d, conv2d_weight_grad
 
 _T = TensorStructInfo
 _F64 = np.float64
@@ -45,12 +45,7 @@ def _out_size(size, kernel, stride, dilation, before, after, extra, where):
 
 def _infer(args, attrs):
     data, weight = args
-    for s, what in ((data, "data"), (weight, "weight")):
-        require_ndim(s, 4, what)
-        if is_bool(s.dtype):
-            fail(f"{what} must be numeric, got bool")
-    require_same_dtype([data, weight], ["data", "weight"])
-    out_dtype = attrs["out_dtype"] or data.dtype
+    out_dtype = check_conv_operands(data, weight, attrs)
     if data.shape is None or weight.shape is None:
         return _T(None, out_dtype, 4)
     (n, c, h, w), (i, o, kh, kw), g = data.shape, weight.shape, attrs["groups"]

@@ -11,7 +11,7 @@ import pytest
 
 from relax_mlir import interpret, op, transform
 from relax_mlir.analysis import peak_live_bytes
-from relax_mlir.ir import BlockBuilder, TensorStructInfo, TupleStructInfo, Var
+from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var
 from relax_mlir.testing import finite_difference_gradients, roundtrip
 from relax_mlir.models import deep_mlp
 
