@@ -36,7 +36,8 @@ def _binary_infer(kind: str):
 
 
 def _samples(kind: str, low: float, high: float) -> list[Sample]:
-    dtypes = ("float32", "float64", "float16") if kind == "float" else ("float32", "float64", "int32", "int64")
+    dtypes = ("float32", "float64", "float16", "bfloat16") if kind == "float" else \
+        ("float32", "float64", "int32", "int64", "bfloat16")
     shapes = [((3, 4), (3, 4))] * len(dtypes)
     out = [Sample([_T(a, d), _T(b, d)], low=low, high=high) for (a, b), d in zip(shapes, dtypes)]
     for a, b in [((2, 3, 4), (4,)), ((3, 1), (1, 5)), ((), (2, 2)), (("n", 4), (4,)), (("n", 1), ("n", 3))]:

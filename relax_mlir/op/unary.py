@@ -20,7 +20,7 @@ from .common import canonical_dtype, np_erf, require_float
 from .registry import REQUIRED, BadSample, InferError, Op, Sample, fail, register
 
 _T = TensorStructInfo
-_FLOATS = ("float32", "float64", "float16")
+_FLOATS = ("float32", "float64", "float16", "bfloat16")
 
 
 def _compute(fn):
