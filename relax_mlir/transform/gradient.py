@@ -26,7 +26,9 @@ becomes, next to ``main``:
 
 Beyond TVM: the function may have several binding blocks, dataflow or not (they are merged into the adjoint's
 one dataflow block), tuple-typed parameters, and gradients of intermediate variables. Every op without a
-gradient rule is reported at once. Segments marked with ``grad.start_checkpoint`` / ``grad.end_checkpoint``
+gradient rule is reported at once. The adjoint comes out cleaned as CanonicalizeBindings and
+DeadCodeElimination would leave it; with ``matmul(x, permute_dims(w))`` the transpose of the transpose is ``w``
+itself (no new op). Segments marked with ``grad.start_checkpoint`` / ``grad.end_checkpoint``
 are recomputed in the backward pass instead of being kept (see :mod:`relax_mlir.transform.checkpoint`).
 """
 
@@ -44,6 +46,7 @@ from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..op.grad_utils import forward_bindings
 from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
 from .pass_infra import Pass, PassContext, PassInfo
+from .canonicalize_bindings import CanonicalizeBindings
 from .dead_code_elimination import remove_unused_bindings
 from .utils import free_vars, substitute, substitute_with
 
@@ -246,8 +249,12 @@ class _Differentiator:
                     grads = self._backward(bb, relevant, remap)
                 grad_vars = [self._output_grad(bb, v, grads.get(v)) for v in self.requires]
             bb.emit_func_output(Tuple([substitute(self.ret, remap), Tuple(grad_vars)]))
-        # Rules receive the forward result even when they do not use it; drop recomputations nobody used.
-        return remove_unused_bindings(bb.get()[f"{self.name}_adjoint"])
+        # Clean up as CanonicalizeBindings + DeadCodeElimination would: aliases left by the checkpoint markers
+        # go, and so do recomputations no rule used (rules receive the forward result even when they do not
+        # need it). Output aliases such as TVM's documented `x_adjoint = lv1_adjoint` stay: a dataflow variable
+        # may not leave its block.
+        adjoint = bb.get()[f"{self.name}_adjoint"]
+        return remove_unused_bindings(CanonicalizeBindings().transform_function(adjoint, None, None))
 
     def _live_forward(self) -> set[Var]:
         """Forward bindings the return value needs (the rest would be dead in the adjoint)."""
