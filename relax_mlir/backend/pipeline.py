@@ -29,6 +29,7 @@ import warnings
 from typing import Callable
 
 from mlir import ir, passmanager
+from mlir.dialects import bufferization
 
 from .bool_storage import widen_bool_memrefs
 from .schedule import schedule_matmuls
@@ -166,9 +167,24 @@ def _mark_args_read_only(func: ir.Operation) -> None:
     func.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
 
 
+def _copy_repeated_results(func: ir.Operation) -> None:
+    """Return a copy where a function returns one tensor twice (``return (a, a)``, or two results CSE merged):
+    buffer-results-to-out-params{hoist-static-allocs} of MLIR 22 crashes on an alloc returned twice."""
+    ret = list(func.regions[0].blocks[0].operations)[-1]
+    seen = []
+    for i, value in enumerate(list(ret.operands)):
+        if isinstance(value.type, ir.RankedTensorType) and any(value == v for v in seen):
+            with ir.InsertionPoint(ret), ret.location:
+                ret.operands[i] = bufferization.AllocTensorOp(value.type, [], copy=value).result
+        seen.append(value)
+
+
 def _bufferize(module: ir.Module, options: PipelineOptions) -> ir.Module:
     for func in public_funcs(module):
         _mark_args_read_only(func)
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and len(op.operation.regions[0].blocks) > 0:
+            _copy_repeated_results(op.operation)
     run_passes(module, BUFFERIZE_PIPELINE, options)
     return module
 

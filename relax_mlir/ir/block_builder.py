@@ -268,13 +268,19 @@ class BlockBuilder:
 
 def call_return_struct_info(name: str, callee: FuncStructInfo, args: Sequence[Optional[StructInfo]]) -> StructInfo:
     """Check a call's argument count and bind the callee's size variables from the argument shapes."""
+    return substitute(callee.ret, call_size_bindings(callee, args, name))
+
+
+def call_size_bindings(callee: FuncStructInfo, args: Sequence[Optional[StructInfo]],
+                       name: str = "function") -> dict[str, Any]:
+    """The callee's size variables bound to the arguments' dims (checking count, dtypes and static dims)."""
     if len(args) != len(callee.params):
         raise ValueError(f"call to {name}: expected {len(callee.params)} argument(s), got {len(args)}")
     env: dict[str, Any] = {}
     for i, (param, arg) in enumerate(zip(callee.params, args)):
         if arg is not None:
             _bind_sizes(param, arg, env, f"call to {name}: argument {i}")
-    return substitute(callee.ret, env)
+    return env
 
 
 def _bind_sizes(param: StructInfo, arg: StructInfo, env: dict, where: str) -> None:

@@ -316,9 +316,23 @@ class SeqExpr(Expr):
     span: Optional[Span] = _span()
 
     def __post_init__(self):
-        object.__setattr__(self, "blocks", tuple(self.blocks))
+        object.__setattr__(self, "blocks", _merge_plain_blocks(self.blocks))
         if self.struct_info is None:
             object.__setattr__(self, "struct_info", self.body.struct_info)
+
+
+def _merge_plain_blocks(blocks) -> tuple:
+    """Adjacent plain binding blocks are one block (the text format cannot tell them apart), and empty
+    blocks are nothing: a normal form every constructor of a SeqExpr gets for free."""
+    out: list = []
+    for block in blocks:
+        if not block.bindings:
+            continue
+        if out and type(block) is BindingBlock and type(out[-1]) is BindingBlock:
+            out[-1] = BindingBlock(out[-1].bindings + block.bindings)
+        else:
+            out.append(block)
+    return tuple(out)
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -23,8 +23,9 @@ def fmt(shape) -> str:
 def broadcast_shapes(*shapes: Optional[Sequence[Dim]]) -> Optional[tuple[Dim, ...]]:
     """NumPy broadcasting of static and symbolic shapes; ``None`` (unknown) if any input is unknown.
 
-    A symbolic dim against an int ``k > 1`` gives ``k`` (the only valid runtime outcomes are ``1`` and ``k``);
-    two different symbolic dims give an error, since the result would not be expressible.
+    A symbolic dim against an int ``k > 1``, or two different symbolic dims, are refused: at run time the
+    symbolic one could be 1 (and broadcast) or equal the other, two programs that compiled code cannot both be;
+    ``R.match_cast`` the operand to the size it has first.
     """
     if any(s is None for s in shapes):
         return None
@@ -41,13 +42,9 @@ def broadcast_shapes(*shapes: Optional[Sequence[Dim]]) -> Optional[tuple[Dim, ..
             elif isinstance(d, int) and isinstance(result, int):
                 fail(f"cannot broadcast shapes {', '.join(fmt(s) for s in shapes[:-1])} and {fmt(shapes[-1])}"
                      if len(shapes) > 1 else "cannot broadcast")
-            elif isinstance(d, int):
-                result = d
-            elif isinstance(result, int):
-                continue
             else:
-                fail(f"cannot broadcast shapes {' and '.join(fmt(s) for s in shapes)}: "
-                     f"dims {result} and {d} may differ")
+                fail(f"cannot broadcast shapes {' and '.join(fmt(s) for s in shapes)}: dims {result} and {d} "
+                     "may differ or be 1; match_cast an operand to the size it has")
         out.append(result)
     return tuple(out)
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from ..ir.expr import Call, Function, GlobalVar, SeqExpr
+from ..ir.expr import Call, Function, GlobalVar, MatchCast, SeqExpr
 from ..ir.module import IRModule
+from ..ir.struct_info import free_vars as struct_free_vars
 from .pass_infra import Pass, PassContext, PassInfo
 from .utils import free_vars
 
@@ -42,11 +43,26 @@ class DeadCodeElimination(Pass):
         return out
 
 
+def size_defining_casts(func: Function) -> set:
+    """The ``match_cast`` bindings that define a size variable (one no parameter defines): later struct info
+    may mention it, so they stay even when their variable is unused."""
+    known = set().union(*(struct_free_vars(p.struct_info) for p in func.params)) if func.params else set()
+    out = set()
+    for block in func.blocks:
+        for b in block.bindings:
+            if isinstance(b, MatchCast):
+                new = struct_free_vars(b.struct_info) - known
+                if new:
+                    out.add(b.var)
+                    known |= new
+    return out
+
+
 def remove_unused_bindings(func: Function) -> Function:
     """``func`` without the bindings nothing uses (the same object if there are none)."""
     if not isinstance(func.body, SeqExpr):
         return func
-    used = set(free_vars(func.body.body))
+    used = set(free_vars(func.body.body)) | size_defining_casts(func)
     keep_blocks = []
     changed = False
     for block in reversed(func.body.blocks):

@@ -47,7 +47,7 @@ from ..op.grad_utils import forward_bindings
 from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
 from .pass_infra import Pass, PassContext, PassInfo
 from .canonicalize_bindings import CanonicalizeBindings
-from .dead_code_elimination import remove_unused_bindings
+from .dead_code_elimination import remove_unused_bindings, size_defining_casts
 from .utils import free_vars, substitute, substitute_with
 
 
@@ -258,7 +258,7 @@ class _Differentiator:
 
     def _live_forward(self) -> set[Var]:
         """Forward bindings the return value needs (the rest would be dead in the adjoint)."""
-        live = set(free_vars_of([self.ret]))
+        live = set(free_vars_of([self.ret])) | size_defining_casts(self.func)
         for b in reversed(self.bindings):
             if b.var in live:
                 live.update(free_vars_of([b.value]))
@@ -350,7 +350,11 @@ class _Differentiator:
                 for i, f in enumerate(target.fields):
                     give(f, TupleGetItem(g, i))
 
-        if isinstance(value, Var) or isinstance(b, MatchCast):
+        if isinstance(b, MatchCast) and value.struct_info != b.struct_info:
+            # The cast's adjoint has the cast's struct info (maybe with sizes only the cast defines): cast it
+            # back, so that the value's adjoint (a parameter's gradient, say) has the value's own.
+            give(value, bb.match_cast(grad, value.struct_info, f"{b.var.name_hint}_adjoint_cast"))
+        elif isinstance(value, Var) or isinstance(b, MatchCast):
             give(value, grad)
         elif isinstance(value, Tuple):
             give(value, grad)

@@ -12,11 +12,16 @@ a recursive function is refused.
 
 from __future__ import annotations
 
+import itertools
 from typing import Optional, Sequence
 
 from ..ir.expr import (BindingBlock, Call, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, MatchCast, SeqExpr,
                        Var, VarBinding)
 from ..ir.module import IRModule
+from ..ir.struct_info import free_vars as struct_free_vars
+from ..ir.struct_info import substitute as substitute_struct_info
+from ..ir.sym import SizeVar
+from ..op.registry import substitute_attrs
 from .pass_infra import Pass, PassContext, PassInfo
 from .utils import substitute
 
@@ -50,18 +55,45 @@ def inline_calls(func: Function, mod: IRModule, _stack: tuple[str, ...] = ()) ->
 
 
 def _splice(callee: Function, args: Sequence[Expr], out: list, dataflow: bool) -> Expr:
-    """Append the callee's bindings (renamed) to ``out``; return its result expression."""
+    """Append the callee's bindings (renamed, their size variables bound to the caller's) to ``out``; return
+    its result expression."""
     remap: dict[Var, Expr] = dict(zip(callee.params, args))
+    sizes = _callee_sizes(callee, args)
     for block in callee.blocks:
         for b in block.bindings:
             cls = DataflowVar if dataflow else Var
-            var = cls(b.var.name_hint, b.var.struct_info, span=b.var.span)
-            value = substitute(b.value, remap)
-            out.append(MatchCast(var, value, b.struct_info, span=b.span) if isinstance(b, MatchCast)
-                       else VarBinding(var, value, span=b.span))
+            var = cls(b.var.name_hint, substitute_struct_info(b.var.struct_info, sizes), span=b.var.span)
+            value = _resize(substitute(b.value, remap), sizes)
+            out.append(MatchCast(var, value, substitute_struct_info(b.struct_info, sizes), span=b.span)
+                       if isinstance(b, MatchCast) else VarBinding(var, value, span=b.span))
             remap[b.var] = var
     body = callee.body.body if isinstance(callee.body, SeqExpr) else callee.body
-    return substitute(body, remap)
+    return _resize(substitute(body, remap), sizes)
+
+
+_fresh = itertools.count()
+
+
+def _callee_sizes(callee: Function, args: Sequence[Expr]) -> dict:
+    """The callee's size variables in the caller's terms: bound by the arguments' shapes, and fresh names for
+    those a ``match_cast`` of the callee defines (inlining twice must not define one name twice)."""
+    from ..ir.block_builder import call_size_bindings
+
+    sizes = call_size_bindings(callee.struct_info, [a.struct_info for a in args])
+    for block in callee.blocks:
+        for b in block.bindings:
+            if isinstance(b, MatchCast):
+                for name in sorted(struct_free_vars(b.struct_info) - sizes.keys()):
+                    sizes[name] = SizeVar(f"{name}_{next(_fresh)}")
+    return sizes
+
+
+def _resize(e: Expr, sizes: dict) -> Expr:
+    """Calls rebuilt with the caller's sizes in their struct info and attributes (a reshape to ``(n, -1)``)."""
+    if not sizes or not isinstance(e, Call):
+        return e
+    attrs = substitute_attrs(e.attrs, sizes) if not isinstance(e.op, GlobalVar) else e.attrs
+    return Call(e.op, e.args, attrs, substitute_struct_info(e.struct_info, sizes), span=e.span)
 
 
 class InlineFunctions(Pass):

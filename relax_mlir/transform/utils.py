@@ -13,10 +13,11 @@ def substitute_with(e: Expr, fn: Callable[[Var], Expr]) -> Expr:
         return fn(e)
     if isinstance(e, Tuple):
         fields = [substitute_with(f, fn) for f in e.fields]
-        return e if all(a is b for a, b in zip(fields, e.fields)) else Tuple(fields, e.struct_info, span=e.span)
+        # A rebuilt tuple takes its fields' struct info: a substitute may be more (or differently) specific.
+        return e if all(a is b for a, b in zip(fields, e.fields)) else Tuple(fields, span=e.span)
     if isinstance(e, TupleGetItem):
         inner = substitute_with(e.tuple_value, fn)
-        return e if inner is e.tuple_value else TupleGetItem(inner, e.index, e.struct_info, span=e.span)
+        return e if inner is e.tuple_value else TupleGetItem(inner, e.index, span=e.span)
     if isinstance(e, Call):
         args = [substitute_with(a, fn) for a in e.args]
         if all(a is b for a, b in zip(args, e.args)):

@@ -336,6 +336,8 @@ def reshape(src: ir.Value, sizes: Sequence[Size], t: Optional[ir.Type] = None) -
         shape = tensor.from_elements(ir.RankedTensorType.get([len(sizes)], ir.IndexType.get()),
                                      [as_index(s) for s in sizes])
         return tensor.reshape(out_type, flat, shape)
+    # expand_shape wants the flat size dynamic exactly when a target size is ((6,) -> (2, m), (m,) -> (2, 3)).
+    flat = cast_to(flat, ir.RankedTensorType.get([DYN if dynamic else _static_prod(out_type.shape)], elem(src)))
     return tensor.expand_shape(out_type, flat, [list(range(len(sizes)))], dynamic, list(out_type.shape))
 
 

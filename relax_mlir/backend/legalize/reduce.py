@@ -15,7 +15,7 @@ from mlir import ir
 from mlir.dialects import arith
 
 from ...op import reduce as R
-from .core import (Size, amap, compute_type, convert, dim, elem, filled, generic, highest, identity, is_float,
+from .core import (DYN, Size, amap, compute_type, convert, dim, elem, filled, generic, highest, identity, is_float,
                    loop_index, lowest, map_elementwise, norm_axes, reduce, reshape, scalar, sizes_of, sprod,
                    tensor_type)
 from .rules import lowers, set_rule
@@ -174,6 +174,10 @@ def _collapse_sum_to(lc, op):
     x = lc.inputs[0]
     target = list(lc.result_type.shape)
     lead = x.type.rank - len(target)
+    unknown = [i for i, d in enumerate(target) if d == DYN and x.type.shape[lead + i] not in (DYN, 1)]
+    if unknown:  # summed when the size is 1 at run time, kept when it is the input's: refuse, not guess
+        lc.fail(f"cannot tell at compile time whether to sum axis {lead + unknown[0]} of {x.type} to make "
+                f"{lc.result_type} (a symbolic size against a static one)")
     axes = list(range(lead)) + [lead + i for i, d in enumerate(target) if d == 1 and x.type.shape[lead + i] != 1]
     acc_t = compute_type(elem(x))
     compact = reduce(x, axes, acc_t, scalar(0, acc_t), _add(acc_t))
