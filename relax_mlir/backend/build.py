@@ -22,7 +22,7 @@ from __future__ import annotations
 import collections
 import re
 import threading
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 from mlir import ir
@@ -35,7 +35,7 @@ from ..ir.sym import SymDim
 from ..ir.visitor import post_order_visit
 from ..op.registry import Op
 from ..transform.legalize_ops import LEGALIZE_MAP_ATTR, lookup_rule
-from .export import export, flatten_struct_info
+from .export import export, flatten_struct_info, nest
 from .legalize import legalize_module
 from .pipeline import STAGES, PipelineOptions, lower_module, run_passes
 from .runtime import ArgumentError, CompiledModule, compile_module
@@ -260,22 +260,11 @@ class _TupleFunction:
             self._flatten(a, s, n, flat)
         results = self.compiled(*flat) if out is None else self.compiled(*flat, out=out)
         results = results if isinstance(results, tuple) else (results,)
-        value, _ = _renest(list(results), self.fn.ret_struct_info)
+        value, _ = nest(list(results), self.fn.ret_struct_info)
         return value
 
     def __repr__(self) -> str:
         return f"<VM function {self.name} (tuples flattened) of {self.compiled!r}>"
-
-
-def _renest(values: Sequence[Any], sinfo: StructInfo) -> tuple[Any, int]:
-    if isinstance(sinfo, TupleStructInfo):
-        out, used = [], 0
-        for f in sinfo.fields:
-            v, n = _renest(values[used:], f)
-            out.append(v)
-            used += n
-        return tuple(out), used
-    return values[0], 1
 
 
 class VirtualMachine:

@@ -80,11 +80,12 @@ def flat_values(v: Flat) -> list[ir.Value]:
     return [v] if isinstance(v, ir.Value) else [x for f in v for x in flat_values(f)]
 
 
-def _nest(values: Sequence[ir.Value], sinfo: StructInfo) -> tuple[Flat, int]:
+def nest(values: Sequence[Any], sinfo: StructInfo) -> tuple[Any, int]:
+    """Rebuild the nesting of a flattened tuple (depth-first) from its leading values: (nested, count used)."""
     if isinstance(sinfo, TupleStructInfo):
         out, used = [], 0
         for f in sinfo.fields:
-            v, n = _nest(values[used:], f)
+            v, n = nest(values[used:], f)
             out.append(v)
             used += n
         return tuple(out), used
@@ -202,7 +203,7 @@ class _FunctionExporter:
         args = list(block.arguments)
         for p in self.fn.params:
             n = len(flatten_struct_info(p.struct_info, p.name_hint, self.name))
-            value, _ = _nest(args[:n], p.struct_info)
+            value, _ = nest(args[:n], p.struct_info)
             args = args[n:]
             self.values[p] = value
             self.sizes.bind(value, p.struct_info)
@@ -320,7 +321,7 @@ class _FunctionExporter:
             raise ExportError(f"{self.where}: {callee_name} takes {len(ftype.inputs)} tensors, got {len(args)}")
         args = [coerce(v, t, f"{self.where}: argument of {callee_name}") for v, t in zip(args, ftype.inputs)]
         op = func.CallOp(list(ftype.results), ir.FlatSymbolRefAttr.get(callee_name), args)
-        value, _ = _nest(list(op.results), self.owner.mod[callee_name].ret_struct_info)
+        value, _ = nest(list(op.results), self.owner.mod[callee_name].ret_struct_info)
         return value
 
 
