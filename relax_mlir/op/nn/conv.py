@@ -179,14 +179,21 @@ def _output_padding(call, out_shape) -> tuple[int, int]:
     return rest
 
 
+def conv_output_grad(call, grad):
+    """The output gradient in the data's dtype (``out_dtype`` may differ), or ``None`` for integer data."""
+    dtype = sinfo_of(call.args[0]).dtype
+    if not is_float(dtype):
+        return None
+    return grad if sinfo_of(grad).dtype == dtype else op.astype(grad, dtype)
+
+
 def _conv2d_grad(orig, call, grad):
     from .conv_transpose import conv2d_transpose  # conv_transpose.py builds on this module
 
     data, weight = call.args
-    dtype = sinfo_of(data).dtype
-    if not is_float(dtype):
+    g = conv_output_grad(call, grad)
+    if g is None:
         return [None, None]
-    g = grad if sinfo_of(grad).dtype == dtype else op.astype(grad, dtype)  # out_dtype may differ
     a = call.attrs
     out_padding = _output_padding(call, known_shape(orig, call.op.name))
     d_data = conv2d_transpose(g, weight, a["strides"], a["padding"], out_padding, a["dilation"], a["groups"])

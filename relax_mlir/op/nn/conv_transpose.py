@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import op
 from ...ir.dtype import from_numpy, is_float, to_numpy
 from ...ir.struct_info import TensorStructInfo
 from ..common import canonical_dtype, check_dims_match, is_int_value
-from ..grad_utils import sinfo_of
 from ..registry import BadSample, Op, Sample, fail, register
-from .conv import _canonical_window, _window_tuple, check_conv_operands, conv2d, conv2d_weight_grad
+from .conv import (_canonical_window, _window_tuple, check_conv_operands, conv2d, conv2d_weight_grad,
+                   conv_output_grad)
 
 _T = TensorStructInfo
 _F64 = np.float64
@@ -79,10 +78,9 @@ def _reference(data, weight, *, strides, padding, output_padding, dilation, grou
 
 def _gradient(orig, call, grad):
     data, weight = call.args
-    dtype = sinfo_of(data).dtype
-    if not is_float(dtype):
+    g = conv_output_grad(call, grad)
+    if g is None:
         return [None, None]
-    g = grad if sinfo_of(grad).dtype == dtype else op.astype(grad, dtype)  # out_dtype may differ
     a = call.attrs
     # output_padding < strides, so conv2d's floor division lands exactly on data's size.
     d_data = conv2d(g, weight, strides=a["strides"], padding=a["padding"], dilation=a["dilation"], groups=a["groups"])
