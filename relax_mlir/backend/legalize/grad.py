@@ -25,7 +25,7 @@ from ...op.nn import conv_transpose as CT
 from .core import (DYN, Size, as_index, compute_type, convert, dim, elem, empty, filled, generic,
                    identity, index, is_float, loop_index, map_elementwise, reshape, sadd, scalar, sizes_of, smul,
                    sprod, ssub, tensor_type)
-from .nn import _pool_geometry, _window_count, pad
+from .nn import _pool_geometry, _window_count, class_weight, pad
 from .rules import lowers
 from .shape import _slice_bounds, extract_slice
 
@@ -131,14 +131,9 @@ def _nll_loss_backward(lc, op):
     cls = 1 if rank > 1 else 0
     classes = as_index(dim(pred, cls))
     ignore, reduction = lc.attrs["ignore_index"], lc.attrs["reduction"]
-    idx = ir.IndexType.get()
 
     def weight_of(tv):
-        valid = arith.cmpi(arith.CmpIPredicate.ne, tv, scalar(ignore, tv.type))
-        i = convert(tv, idx)
-        i = arith.maxsi(arith.minsi(i, arith.subi(classes, index(1))), index(0))
-        w = convert(tensor.extract(weights, [i]), ct) if weights is not None else scalar(1, ct)
-        return valid, i, arith.select(valid, w, scalar(0, ct))
+        return class_weight(tv, classes, ignore, weights, ct)
 
     ins = [g, targets]
     per_item = [d for d in range(rank) if d != cls]

@@ -72,6 +72,17 @@ def _cross_entropy(lc, op):
     return map_elementwise([total], lc.result_type, lambda t: convert(arith.negf(arith.divf(t, count)), out_t), [])
 
 
+
+def class_weight(t: ir.Value, classes: ir.Value, ignore: int, weights, ct: ir.Type):
+    """For a class-index target ``t``: (``t != ignore_index``, the class clamped into [0, classes) so that no
+    read leaves the tensor, the class's weight or 1, and 0 where ``t`` is ignored). Shared by nll_loss and
+    its backward op."""
+    valid = arith.cmpi(arith.CmpIPredicate.ne, t, scalar(ignore, t.type))
+    i = convert(t, ir.IndexType.get())
+    i = arith.maxsi(arith.minsi(i, arith.subi(classes, as_index(1))), as_index(0))
+    w = convert(tensor.extract(weights, [i]), ct) if weights is not None else scalar(1, ct)
+    return valid, i, arith.select(valid, w, scalar(0, ct))
+
 @lowers(LS.nll_loss)
 def _nll_loss(lc, op):
     pred, targets = lc.inputs[:2]
@@ -80,17 +91,12 @@ def _nll_loss(lc, op):
     k = targets.type.rank
     classes = as_index(dim(pred, 1 if pred.type.rank > 1 else 0))
     ignore, reduction = lc.attrs["ignore_index"], lc.attrs["reduction"]
-    idx_t = ir.IndexType.get()
 
     def picked(t):
         """(-pred[n, t, ...] * w[t], w[t]) with both 0 where t is ignored."""
-        valid = arith.cmpi(arith.CmpIPredicate.ne, t, scalar(ignore, t.type))
-        i = convert(t, idx_t)
-        i = arith.maxsi(arith.minsi(i, arith.subi(classes, as_index(1))), as_index(0))
+        _, i, w = class_weight(t, classes, ignore, weights, ct)
         coords = [loop_index(0), i] + [loop_index(a) for a in range(1, k)] if pred.type.rank > 1 else [i]
         p = convert(tensor.extract(pred, coords), ct)
-        w = convert(tensor.extract(weights, [i]), ct) if weights is not None else scalar(1, ct)
-        w = arith.select(valid, w, scalar(0, ct))
         return arith.negf(arith.mulf(p, w)), w
 
     if reduction == "none":
