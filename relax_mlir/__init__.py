@@ -16,11 +16,15 @@ def to_mlir(mod, stage: str = "relax", function=None, options=None) -> str:
     return _to_mlir(mod, stage, function, options)
 
 
-def compile(mod, target: str = "cpu", opt_level: int = 2, options=None):  # noqa: A001 - TVM's name (relax.build)
-    """Compile every function of ``mod`` to native code: an ``Executable`` for :class:`VirtualMachine`."""
+def compile(mod, target: str = "cpu", opt_level: int = 2, options=None,  # noqa: A001 - TVM's name (relax.build)
+            num_threads=None):
+    """Compile every function of ``mod`` to native code: an ``Executable`` for :class:`VirtualMachine`.
+
+    ``num_threads``: threads large ops may be split across (default ``$RELAX_MLIR_NUM_THREADS`` or every core
+    of this process); small ops stay on one thread whatever it is."""
     from .backend.build import build
 
-    return build(mod, target, opt_level, options)
+    return build(mod, target, opt_level, options, num_threads=num_threads)
 
 
 build = compile  # TVM spells it relax.build

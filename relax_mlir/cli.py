@@ -46,6 +46,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def cmd_emit(args: argparse.Namespace) -> int:
     from .backend.build import to_mlir
     from .backend.pipeline import PipelineOptions
@@ -56,7 +66,8 @@ def cmd_emit(args: argparse.Namespace) -> int:
         mod = IRModule({"main": mod})
     check_well_formed(mod)
     try:
-        text = to_mlir(mod, args.stage, args.function, PipelineOptions(opt_level=args.opt_level))
+        options = PipelineOptions(opt_level=args.opt_level, num_threads=args.threads, timing=args.timing)
+        text = to_mlir(mod, args.stage, args.function, options)
     except KeyError as exc:  # an unknown --function
         raise ValueError(exc.args[0]) from None
     print(text)
@@ -203,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--function", help="emit only this function (and the functions it calls)")
     p.add_argument("-O", "--opt-level", type=int, default=2, choices=[0, 1, 2, 3],
                    help="pipeline optimisation level (0: naive loops)")
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="threads large ops may be split across (default: $RELAX_MLIR_NUM_THREADS or every core)")
+    p.add_argument("--timing", action="store_true", help="print MLIR's pass timing for every stage on stderr")
     p.set_defaults(run=cmd_emit)
     return parser
 

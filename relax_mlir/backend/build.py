@@ -59,11 +59,15 @@ def legalize_overrides(mod: IRModule) -> dict[str, Any]:
 
 
 # --- text at a stage -------------------------------------------------------------------------------------------
-def _options(options: Optional[PipelineOptions], opt_level: Optional[int] = None) -> PipelineOptions:
+def _options(options: Optional[PipelineOptions], opt_level: Optional[int] = None,
+             num_threads: Optional[int] = None) -> PipelineOptions:
     if options is None:
-        return PipelineOptions() if opt_level is None else PipelineOptions(opt_level=opt_level)
+        return PipelineOptions(opt_level=2 if opt_level is None else opt_level, num_threads=num_threads)
     if not isinstance(options, PipelineOptions):
         raise TypeError(f"options must be a PipelineOptions, got {type(options).__name__}")
+    if num_threads is not None and num_threads != options.num_threads:
+        raise ValueError(f"compile: num_threads={num_threads} disagrees with options.num_threads="
+                         f"{options.num_threads}; give one of them")
     return options
 
 
@@ -191,13 +195,13 @@ def _cache_key(mod: IRModule, target: str, options: PipelineOptions) -> tuple:
 
 
 def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
-          options: Optional[PipelineOptions] = None) -> Executable:
+          options: Optional[PipelineOptions] = None, num_threads: Optional[int] = None) -> Executable:
     """Compile every function of ``mod`` to native code (``relax_mlir.compile``); cached in-process."""
     if target not in ("cpu", "llvm"):
         raise ValueError(f"compile: unknown target {target!r}; the MLIR backend compiles for 'cpu' (the host)")
     if not isinstance(mod, IRModule):
         raise TypeError(f"compile: expected an IRModule, got {type(mod).__name__}")
-    options = _options(options, opt_level)
+    options = _options(options, opt_level, num_threads)
     key = _cache_key(mod, "cpu", options)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)

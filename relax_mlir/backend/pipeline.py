@@ -4,16 +4,16 @@ Stages, in order (each one's text is what ``lower(module, stage)`` returns)::
 
     linalg      func.func on builtin tensors with linalg/tensor/arith/math ops (the input)
     fused       elementwise producers fused into their consumers (linalg-fuse-elementwise-ops)
-    scheduled   matmul-like ops tiled [8, 32, 1], vectorized to vector.contract, accumulator hoisted
-                (transform-dialect scripts, see ``schedule.py``)
+    scheduled   matmul-like ops tiled for threads (scf.forall), caches and registers, vectorized to
+                vector.contract, accumulator hoisted (transform-dialect scripts, see ``schedule/``)
     bufferized  one-shot bufferization across function boundaries, identity layouts; every result is an
                 out-parameter (memref) the caller allocates; temporaries freed (buffer-deallocation-pipeline)
     llvm        LLVM dialect, ready for ``mlir.execution_engine.ExecutionEngine``
 
 ``opt_level``: 0 = naive loops (no fusion, no schedule: the debugging baseline); >= 1 (default 2) =
-elementwise fusion + matmul schedules (1, 2 and 3 are the same today; higher levels are room for packing
-and threads). Elementwise loops are vectorized by LLVM's own loop vectorizer at every level (the engine
-compiles at -O3).
+elementwise fusion + schedules (1, 2 and 3 are the same today). Elementwise loops are vectorized by LLVM's own
+loop vectorizer at every level (the engine compiles at -O3). ``num_threads`` > 1 lets the schedules split large
+ops across threads: ``scf.forall`` loops become OpenMP regions (``openmp.py``) after bufferization.
 
 Example::
 
@@ -32,7 +32,8 @@ from mlir import ir, passmanager
 from mlir.dialects import bufferization
 
 from .bool_storage import widen_bool_memrefs
-from .schedule import schedule_matmuls
+from .openmp import resolve_threads
+from .schedule import schedule_module
 
 STAGES: tuple[str, ...] = ("linalg", "fused", "scheduled", "bufferized", "llvm")
 
@@ -54,8 +55,12 @@ BUFFERIZE_PIPELINE = (
 # LLVM intrinsic go first and the rest (tanh, erf, ...) to libm; without convert-ub-to-llvm a leftover
 # ub.poison makes ExecutionEngine() fail with no message. Between the two halves, boolean memrefs are
 # retyped to bytes (bool_storage.py: MLIR 22 aborts on i1 loads/stores).
+# Parallel tiles: scf.forall -> scf.parallel -> omp.parallel/omp.wsloop (with the thread count as a clause),
+# before the linalg ops inside them become loops.
+OPENMP_PASSES = "scf-forall-to-parallel,convert-scf-to-openmp{num-threads=%d},"
 LOOPS_PIPELINE = (
     "builtin.module("
+    "%s"
     "convert-linalg-to-loops,"
     "convert-vector-to-scf{full-unroll=1},"
     "canonicalize,cse)"
@@ -75,6 +80,7 @@ LLVM_PIPELINE = (
     "convert-index-to-llvm,"
     "convert-ub-to-llvm,"
     "convert-func-to-llvm,"
+    "convert-openmp-to-llvm,"
     "convert-cf-to-llvm,"
     "reconcile-unrealized-casts)"
 )
@@ -90,16 +96,20 @@ class PipelineOptions:
     timing: print MLIR's pass timing report to stderr after each stage (``PassManager.enable_timing``).
     fallback_on_schedule_failure: if a transform script fails, warn and lower that module naively instead
         of raising.
+    num_threads: threads the schedules may split an op across (None: ``$RELAX_MLIR_NUM_THREADS`` or the
+        cores of this process; resolved when the options are made, and 1 when no OpenMP runtime is found).
     """
 
     opt_level: int = 2
     print_after_all: bool = False
     timing: bool = False
     fallback_on_schedule_failure: bool = True
+    num_threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.opt_level not in (0, 1, 2, 3):
             raise ValueError(f"PipelineOptions: opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+        object.__setattr__(self, "num_threads", resolve_threads(self.num_threads))
 
 
 def run_passes(module: ir.Module, pipeline: str, options: PipelineOptions) -> None:
@@ -127,14 +137,14 @@ def _schedule(module: ir.Module, options: PipelineOptions) -> ir.Module:
     backup = str(module) if options.fallback_on_schedule_failure else None
     start = time.perf_counter()
     try:
-        count = schedule_matmuls(module, print_ir=options.print_after_all)
+        count = schedule_module(module, threads=options.num_threads, print_ir=options.print_after_all)
     except (ir.MLIRError, RuntimeError, ValueError) as err:
         if backup is None:
             raise
         warnings.warn(f"matmul schedule failed, lowering with naive loops instead: {err}", RuntimeWarning)
         return ir.Module.parse(backup, module.context)
     if options.timing:  # the transform interpreter has no timing instrumentation of its own
-        sys.stderr.write(f"// relax_mlir: transform schedules for {count} matmul-like op(s): "
+        sys.stderr.write(f"// relax_mlir: transform schedules for {count} op(s): "
                          f"{time.perf_counter() - start:.4f} s\n")
         sys.stderr.flush()
     return module
@@ -190,7 +200,8 @@ def _bufferize(module: ir.Module, options: PipelineOptions) -> ir.Module:
 
 
 def _to_llvm(module: ir.Module, options: PipelineOptions) -> ir.Module:
-    run_passes(module, LOOPS_PIPELINE, options)
+    openmp = OPENMP_PASSES % options.num_threads if options.num_threads > 1 else ""
+    run_passes(module, LOOPS_PIPELINE % openmp, options)
     if widen_bool_memrefs(module) and options.print_after_all:
         sys.stderr.write(f"// -----// IR Dump After widen-bool-memrefs (relax_mlir) //----- //\n{module}\n")
         sys.stderr.flush()

@@ -32,6 +32,7 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from .fastpath import DATA_OFFSET, FAST_POINTER, any_overlap, data_ptr, fast_path_source
+from .openmp import openmp_library
 from .pipeline import PipelineOptions, lower_module, parse, public_funcs
 from .signature import FunctionSignature, TensorSpec, is_symbol, shape_evaluator, signature_from_func
 
@@ -321,6 +322,27 @@ class CompiledModule:
         self.engine.dump_to_object_file(path)
 
 
+def _openmp_libs(llvm_module: ir.Module) -> list[str]:
+    """The OpenMP runtime, if the module has parallel regions (their ``__kmpc_*`` calls appear only when the
+    engine translates ``omp`` ops to LLVM IR, so look for the ops)."""
+    found = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name.startswith("omp."):
+            found.append(op.name)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    llvm_module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if not found:
+        return []
+    lib = openmp_library()
+    if lib is None:  # resolve_threads keeps num_threads at 1 without a runtime: only a hand-made module gets here
+        raise RuntimeError("compiled code has OpenMP regions but no OpenMP runtime was found "
+                           "(install intel-openmp or set RELAX_MLIR_OPENMP_LIB)")
+    return [lib]
+
+
 def _normalize(signatures: Any) -> dict[str, FunctionSignature]:
     if signatures is None:
         return {}
@@ -370,7 +392,7 @@ def compile_module(
                 _check_out_params(m, sigs)
 
         module = lower_module(module, "llvm", options, on_stage=after)
-        libs = list(shared_libs) + find_shared_libs(module)
+        libs = list(shared_libs) + find_shared_libs(module) + _openmp_libs(module)
         start = time.perf_counter()
         try:
             engine = ExecutionEngine(module, opt_level=llvm_opt_level, shared_libs=libs)

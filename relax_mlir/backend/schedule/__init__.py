@@ -1,0 +1,25 @@
+"""Schedules: how the ``scheduled`` stage makes each op family fast, one file per family.
+
+* ``matmul.py``: register, cache and parallel tiles for ``linalg.matmul``/``batch_matmul``, vectorized to
+  ``vector.contract``;
+* ``host.py``: the host facts (vector width, caches, cores) every tile size is derived from;
+* ``common.py``: finding ops, writing and applying transform-dialect scripts.
+
+Each schedule is a transform-dialect script written per module from the ops it finds (their static shapes
+decide the tiles) and applied with ``mlir.dialects.transform.interpreter``. ``schedule_module`` runs them all.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from .host import HostCPU, host_cpu
+from .matmul import MATMUL_LIKE, PARALLEL_MIN_FLOPS, MatmulPlan, plan_matmul, schedule_matmuls
+
+__all__ = ["HostCPU", "host_cpu", "MATMUL_LIKE", "PARALLEL_MIN_FLOPS", "MatmulPlan", "plan_matmul",
+           "schedule_matmuls", "schedule_module"]
+
+
+def schedule_module(module: ir.Module, threads: int = 1, print_ir: bool = False) -> int:
+    """Apply every family's schedule to ``module`` (on tensors) in place; returns how many ops were scheduled."""
+    return schedule_matmuls(module, print_ir=print_ir, threads=threads)

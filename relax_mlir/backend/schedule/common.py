@@ -1,0 +1,77 @@
+"""What every schedule shares: finding ops, writing and applying transform scripts, clean-up patterns."""
+
+from __future__ import annotations
+
+import sys
+
+from mlir import ir
+from mlir.dialects.transform import interpreter
+
+ANY = "!transform.any_op"
+#: Unit attribute on the tiles that the vectorize script turns into vector ops.
+VEC_TAG = "relax_mlir.vectorize"
+
+
+def ops_named(root: ir.Operation, names: set[str]) -> list[ir.Operation]:
+    """Every op under ``root`` whose name is in ``names``, in pre-order."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in names:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
+
+
+def script(body: list[str]) -> str:
+    """A transform module whose ``@__transform_main`` runs ``body`` on the payload root ``%root``."""
+    lines = "\n    ".join(body)
+    return (
+        "module attributes {transform.with_named_sequence} {\n"
+        f"  transform.named_sequence @__transform_main(%root: {ANY} {{transform.readonly}}) {{\n"
+        f"    {lines}\n    transform.yield\n  }}\n}}\n"
+    )
+
+
+def cleanup(extra_patterns: str = "") -> list[str]:
+    """Canonicalize and CSE every function, then hoist loop-invariant reads/writes (on tensors: hoisting does
+    not see through memref.subview after bufferization)."""
+    return [
+        f'%funcs = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}',
+        "transform.apply_patterns to %funcs {",
+        "  transform.apply_patterns.canonicalization",
+        *([f"  {extra_patterns}"] if extra_patterns else []),
+        f"}} : {ANY}",
+        f"transform.apply_cse to %funcs : {ANY}",
+        f'%loops = transform.structured.match ops{{["scf.for"]}} in %root : ({ANY}) -> {ANY}',
+        f"transform.apply_licm to %loops : {ANY}",
+        f"transform.loop.hoist_loop_invariant_subsets %loops : {ANY}",
+    ]
+
+
+def apply(module: ir.Module, text: str, label: str, print_ir: bool) -> None:
+    """Run a transform script on ``module`` in place; with ``print_ir``, print the result to stderr."""
+    transform_module = ir.Module.parse(text, module.context)
+    entry = transform_module.body.operations[0]
+    interpreter.apply_named_sequence(module.operation, entry, transform_module)
+    if print_ir:
+        # Same banner as the pass manager's IR printing, so one stream reads as one pipeline.
+        sys.stderr.write(f"// -----// IR Dump After transform schedule: {label} //----- //\n{module}\n")
+        sys.stderr.flush()
+
+
+def all_static(op: ir.Operation) -> bool:
+    """Whether every operand and result of ``op`` is a tensor of static shape."""
+    return all(
+        isinstance(v.type, ir.RankedTensorType) and v.type.has_static_shape
+        for v in list(op.operands) + list(op.results)
+    )
+
+
+def element_bits(t: ir.Type) -> int:
+    """Bits of a float or integer element type (32 for anything else, e.g. index)."""
+    if isinstance(t, ir.FloatType):
+        return ir.FloatType(t).width
+    return ir.IntegerType(t).width if isinstance(t, ir.IntegerType) else 32

@@ -1,0 +1,140 @@
+"""The schedules: tile plans derived from the host, parallel tiles, the OpenMP runtime, and their numerics."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from mlir import ir
+
+from relax_mlir.backend import openmp
+from relax_mlir.backend.pipeline import PipelineOptions
+from relax_mlir.backend.runtime import compile_module
+from relax_mlir.backend.schedule import host as host_module
+from relax_mlir.backend.schedule import plan_matmul
+from relax_mlir.backend.schedule.host import HostCPU
+from relax_mlir.backend.schedule.matmul import PARALLEL_MIN_FLOPS, cache_tiles, register_tile
+
+AVX512 = HostCPU(vector_bits=512, vector_registers=32, l1d_bytes=32 * 1024, l2_bytes=1024 * 1024, cores=2)
+AVX2 = HostCPU(vector_bits=256, vector_registers=16, l1d_bytes=48 * 1024, l2_bytes=2048 * 1024, cores=4)
+
+MATMUL = """
+func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{m}x{n}xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>)
+                     outs(%acc : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  return %y : tensor<{m}x{n}xf32>
+}}
+"""
+
+
+def _plan(m: int, k: int, n: int, threads: int, host: HostCPU):
+    with ir.Context(), ir.Location.unknown():
+        mod = ir.Module.parse(MATMUL.format(m=m, k=k, n=n))
+        found = []
+        mod.operation.walk(lambda op: (found.append(plan_matmul(op, threads, host))
+                                       if op.name == "linalg.matmul" else None) or ir.WalkResult.ADVANCE,
+                           ir.WalkOrder.PRE_ORDER)
+        return found[0]
+
+
+def test_register_tile_follows_the_vector_registers():
+    assert register_tile(AVX512, 32) == (8, 32)  # two 16-lane zmm per row, 16 accumulators of 32 registers
+    assert register_tile(AVX512, 64) == (8, 16)
+    assert register_tile(AVX2, 32) == (6, 16)  # two 8-lane ymm per row, 12 accumulators of 16 registers
+
+
+def test_cache_tiles_from_the_host():
+    # B = 1024x1024 floats (4 MiB) does not fit in half of a 1 MiB L2: KC x NR (256 x 32 floats) fills the
+    # 32 KiB L1d, NC = 1 MiB / (4 x 256 x 4 B) = 256 columns, MC = 8 x MR.
+    assert cache_tiles((256, 1024, 1024), 8, 32, 4, AVX512) == (64, 256, 256)
+    assert cache_tiles((64, 128, 784), 8, 32, 4, AVX512) is None  # B (400 KiB) fits: no cache loops
+    assert cache_tiles((256, 1000, 1024), 8, 32, 4, AVX512) is None  # no multiple of 32 up to 256 divides 1000
+
+
+def test_plans_of_large_and_small_matmuls():
+    big = _plan(256, 1024, 1024, 2, AVX512)
+    assert big.tile_sizes == (8, 32, 1) and big.peel == ()
+    assert big.cache == (64, 256, 256)
+    assert big.parallel == (0, 512, 0)  # N is the larger side: one half per thread
+    assert _plan(256, 1024, 1024, 1, AVX512).parallel is None
+    small = _plan(64, 784, 128, 2, AVX512)  # 12.8 MFLOP: below the threshold
+    assert 2 * 64 * 784 * 128 < PARALLEL_MIN_FLOPS and small.parallel is None and small.cache is None
+    uneven = _plan(100, 512, 70, 2, AVX512)
+    assert uneven.peel == (1, 0) and uneven.parallel is None and uneven.cache is None
+    avx2 = _plan(1024, 256, 1024, 4, AVX2)
+    assert avx2.tile_sizes == (6, 16, 1) and avx2.peel == (0,)  # 1024 rows by 6: a peeled remainder
+    assert avx2.parallel == (0, 256, 0)  # 256 rows are not a whole number of 6-row tiles: split N
+    # KC: 48 KiB / (16 x 4 B) = 768 -> 512 (a power of two); NC = 2 MiB / (4 x 512 x 4 B) = 256; MC: no
+    # multiple of 6 up to 48 divides 1024, so the largest divisor up to 48, 32.
+    assert _plan(1024, 2048, 1024, 2, AVX2).cache == (32, 256, 512)
+
+
+@pytest.mark.parametrize("m, k, n", [(256, 512, 384), (256, 1024, 1024), (104, 300, 70)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_scheduled_matmuls_match_numpy(m, k, n, threads):
+    mod = compile_module(MATMUL.format(m=m, k=k, n=n), options=PipelineOptions(num_threads=threads))
+    rng = np.random.default_rng(m + k + n)
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    w = rng.standard_normal((k, n), dtype=np.float32)
+    want = x.astype(np.float64) @ w.astype(np.float64)
+    # float32 sums of k products in another order: the error grows like sqrt(k) ulps of the largest partial sums
+    np.testing.assert_allclose(mod.main(x, w), want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_parallel_code_calls_openmp_only_when_large():
+    text = str(compile_module(MATMUL.format(m=256, k=1024, n=1024),
+                              options=PipelineOptions(num_threads=2)).llvm_text)
+    assert "omp.parallel" in text
+    small = compile_module(MATMUL.format(m=64, k=784, n=128), options=PipelineOptions(num_threads=2)).llvm_text
+    assert "omp.parallel" not in small
+
+
+def test_num_threads_resolution(monkeypatch):
+    monkeypatch.setenv("RELAX_MLIR_NUM_THREADS", "3")
+    assert openmp.default_threads() == 3
+    assert PipelineOptions(num_threads=1).num_threads == 1
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("RELAX_MLIR_NUM_THREADS", bad)
+        with pytest.raises(ValueError, match="RELAX_MLIR_NUM_THREADS must be a positive integer"):
+            openmp.default_threads()
+    monkeypatch.delenv("RELAX_MLIR_NUM_THREADS")
+    assert openmp.default_threads() == host_module.host_cpu().cores
+    with pytest.raises(ValueError, match="num_threads must be a positive integer, got 0"):
+        PipelineOptions(num_threads=0)
+
+
+def test_no_openmp_runtime_means_one_thread_and_one_warning(monkeypatch):
+    monkeypatch.setattr(openmp, "openmp_library", lambda: None)
+    monkeypatch.setattr(openmp, "_warned", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert openmp.resolve_threads(4) == 1
+        assert openmp.resolve_threads(4) == 1
+    assert len(caught) == 1 and "no OpenMP runtime found" in str(caught[0].message)
+
+
+def test_the_installed_openmp_runtime_is_found():
+    path = openmp.openmp_library()
+    assert path is not None, "the intel-openmp wheel (a dependency on Linux x86-64) should provide libiomp5.so"
+
+
+def test_host_facts(monkeypatch):
+    assert host_module._size("32K") == 32 * 1024 and host_module._size("1024K") == 1 << 20
+    assert host_module._size("2M") == 2 << 20 and host_module._size("512") == 512
+    host = host_module.host_cpu()
+    assert host.vector_bits in (128, 256, 512) and host.l1d_bytes > 0 and host.l2_bytes > host.l1d_bytes
+    monkeypatch.setenv("RELAX_MLIR_VECTOR_BITS", "256")
+    host_module.host_cpu.cache_clear()
+    try:
+        assert host_module.host_cpu().vector_bits == 256
+        monkeypatch.setenv("RELAX_MLIR_VECTOR_BITS", "300")
+        host_module.host_cpu.cache_clear()
+        with pytest.raises(ValueError, match="RELAX_MLIR_VECTOR_BITS must be 128, 256 or 512"):
+            host_module.host_cpu()
+    finally:
+        monkeypatch.delenv("RELAX_MLIR_VECTOR_BITS")
+        host_module.host_cpu.cache_clear()
