@@ -32,6 +32,7 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from .fastpath import DATA_OFFSET, FAST_POINTER, any_overlap, data_ptr, fast_path_source
+from .heap import keep_freed_memory
 from .openmp import openmp_library
 from .pipeline import PipelineOptions, lower_module, parse, public_funcs
 from .signature import FunctionSignature, TensorSpec, is_symbol, shape_evaluator, signature_from_func
@@ -378,6 +379,7 @@ def compile_module(
     signature that does not fit its function, ``mlir.ir.MLIRError`` when a pass fails.
     """
     given = _normalize(signatures)
+    keep_freed_memory()
     module = parse(source) if isinstance(source, str) else ir.Module.parse(str(source), source.context)
     with module.context, ir.Location.unknown(module.context):
         funcs = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in public_funcs(module)}

@@ -2,6 +2,8 @@
 
 * ``matmul.py``: register, cache and parallel tiles for ``linalg.matmul``/``batch_matmul``, vectorized to
   ``vector.contract``;
+* ``elementwise.py``: large ``linalg.generic`` ops (elementwise, reductions) split across threads;
+* ``transpose.py``: square register tiles for transposes that move the innermost dimension;
 * ``host.py``: the host facts (vector width, caches, cores) every tile size is derived from;
 * ``common.py``: finding ops, writing and applying transform-dialect scripts.
 
@@ -15,11 +17,16 @@ from mlir import ir
 
 from .host import HostCPU, host_cpu
 from .matmul import MATMUL_LIKE, PARALLEL_MIN_FLOPS, MatmulPlan, plan_matmul, schedule_matmuls
+from .elementwise import PARALLEL_MIN_POINTS, plan_parallel_generic, schedule_elementwise
+from .transpose import TransposePlan, plan_transpose, schedule_transposes
 
 __all__ = ["HostCPU", "host_cpu", "MATMUL_LIKE", "PARALLEL_MIN_FLOPS", "MatmulPlan", "plan_matmul",
-           "schedule_matmuls", "schedule_module"]
+           "schedule_matmuls", "schedule_module", "TransposePlan", "plan_transpose", "schedule_transposes",
+           "PARALLEL_MIN_POINTS", "plan_parallel_generic", "schedule_elementwise"]
 
 
 def schedule_module(module: ir.Module, threads: int = 1, print_ir: bool = False) -> int:
     """Apply every family's schedule to ``module`` (on tensors) in place; returns how many ops were scheduled."""
-    return schedule_matmuls(module, print_ir=print_ir, threads=threads)
+    count = schedule_elementwise(module, threads=threads, print_ir=print_ir)
+    count += schedule_transposes(module, threads=threads, print_ir=print_ir)
+    return count + schedule_matmuls(module, print_ir=print_ir, threads=threads)

@@ -138,3 +138,72 @@ def test_host_facts(monkeypatch):
     finally:
         monkeypatch.delenv("RELAX_MLIR_VECTOR_BITS")
         host_module.host_cpu.cache_clear()
+
+
+TRANSPOSE = """
+func.func @main(%x: tensor<{m}x{n}xf32>) -> tensor<{n}x{m}xf32> {{
+  %e = tensor.empty() : tensor<{n}x{m}xf32>
+  %y = linalg.transpose ins(%x : tensor<{m}x{n}xf32>) outs(%e : tensor<{n}x{m}xf32>) permutation = [1, 0]
+  return %y : tensor<{n}x{m}xf32>
+}}
+"""
+
+BIAS_RELU = """
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+func.func @main(%x: tensor<{m}x{n}xf32>, %b: tensor<{n}xf32>) -> tensor<{m}x{n}xf32> {{
+  %e = tensor.empty() : tensor<{m}x{n}xf32>
+  %z = arith.constant 0.0 : f32
+  %r = linalg.generic {{indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}}
+       ins(%x, %b : tensor<{m}x{n}xf32>, tensor<{n}xf32>) outs(%e : tensor<{m}x{n}xf32>) {{
+  ^bb0(%i: f32, %j: f32, %o: f32):
+    %s = arith.addf %i, %j : f32
+    %r = arith.maximumf %s, %z : f32
+    linalg.yield %r : f32
+  }} -> tensor<{m}x{n}xf32>
+  return %r : tensor<{m}x{n}xf32>
+}}
+"""
+
+
+def _first_plan(text: str, name: str, planner):
+    with ir.Context(), ir.Location.unknown():
+        mod = ir.Module.parse(text)
+        found = []
+        mod.operation.walk(lambda op: (found.append(planner(op)) if op.name == name else None)
+                           or ir.WalkResult.ADVANCE, ir.WalkOrder.PRE_ORDER)
+        return found[0]
+
+
+def test_transpose_plans():
+    from relax_mlir.backend.schedule import plan_transpose
+
+    big = _first_plan(TRANSPOSE.format(m=1024, n=1024), "linalg.transpose", lambda op: plan_transpose(op, 2, AVX512))
+    assert big.tiles == (16, 16) and big.parallel == (512, 0)  # 16 float lanes; one half of the rows per thread
+    small = _first_plan(TRANSPOSE.format(m=64, n=32), "linalg.transpose", lambda op: plan_transpose(op, 2, AVX2))
+    assert small.tiles == (8, 8) and small.parallel is None
+    assert _first_plan(TRANSPOSE.format(m=100, n=32), "linalg.transpose",
+                       lambda op: plan_transpose(op, 2, AVX512)) is None  # 100 rows: no whole 16x16 tiles
+
+
+def test_elementwise_plans():
+    from relax_mlir.backend.schedule import PARALLEL_MIN_POINTS, plan_parallel_generic
+
+    assert 256 * 1024 >= PARALLEL_MIN_POINTS
+    assert _first_plan(BIAS_RELU.format(m=256, n=1024), "linalg.generic",
+                       lambda op: plan_parallel_generic(op, 2)) == [2, 0]
+    assert _first_plan(BIAS_RELU.format(m=64, n=128), "linalg.generic",
+                       lambda op: plan_parallel_generic(op, 2)) is None  # small: one thread
+    assert _first_plan(BIAS_RELU.format(m=256, n=1024), "linalg.generic",
+                       lambda op: plan_parallel_generic(op, 1)) is None
+
+
+@pytest.mark.parametrize("m, n", [(1024, 512), (48, 32), (100, 30)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_scheduled_transposes_and_generics_match_numpy(m, n, threads):
+    options = PipelineOptions(num_threads=threads)
+    x = np.random.default_rng(m * n).standard_normal((m, n), dtype=np.float32)
+    np.testing.assert_array_equal(compile_module(TRANSPOSE.format(m=m, n=n), options=options).main(x), x.T)
+    b = np.arange(n, dtype=np.float32) - n / 2
+    got = compile_module(BIAS_RELU.format(m=m, n=n), options=options).main(x, b)
+    np.testing.assert_array_equal(got, np.maximum(x + b, 0))

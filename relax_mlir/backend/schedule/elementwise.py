@@ -1,0 +1,85 @@
+"""Elementwise and reduction schedules: large ``linalg.generic`` ops split across threads.
+
+After fusion (``linalg-fuse-elementwise-ops``) a training step's elementwise work is a few ``linalg.generic``
+ops: bias + ReLU, the ReLU mask of the gradient, the optimizer's update of every parameter, and reductions
+such as a bias gradient (a sum over the batch). Their loops are vectorized by LLVM's loop vectorizer after
+``convert-linalg-to-loops``; what they lack on their own is the second core. A generic whose iteration space
+has at least ``PARALLEL_MIN_POINTS`` points is split into one chunk per thread (``tile_using_forall`` with
+``num_threads``) along its outermost parallel loop, which later becomes an OpenMP region; the loops inside
+each chunk stay as they were. Smaller generics stay on one thread: the fork/join would cost more than it saves.
+
+Measured on a 2-core AMD EPYC (AVX-512): in the 1024-wide MLP step the serial elementwise work (the SGD update
+of two 1024x1024 weights, bias/ReLU/masks on 256x1024) left the second core spinning at the barrier for 12% of
+the samples.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from .common import ANY, apply, ops_named, script
+
+#: Iteration points from which a generic is split across threads (256x1024: a layer's activations).
+PARALLEL_MIN_POINTS = 2 ** 18
+
+_TAG = "relax_mlir.par"
+
+
+def _loop_ranges(op: ir.Operation) -> list[int] | None:
+    """The static extent of every loop of a generic (from the operand shapes through the indexing maps)."""
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    n_loops = maps[0].n_dims
+    ranges: list[int | None] = [None] * n_loops
+    for value, amap in zip(list(op.operands), maps):
+        t = value.type
+        if not isinstance(t, ir.RankedTensorType):
+            continue
+        for expr, size in zip(amap.results, t.shape):
+            if isinstance(expr, ir.AffineDimExpr) and not ir.ShapedType.is_dynamic_size(size):
+                ranges[expr.position] = size
+    return None if any(r is None for r in ranges) else ranges
+
+
+def plan_parallel_generic(op: ir.Operation, threads: int) -> list[int] | None:
+    """``num_threads`` per loop for a large generic (``threads`` on its outermost parallel loop), or None."""
+    if threads < 2 or op.name != "linalg.generic" or len(op.results) != 1:
+        return None
+    if not isinstance(op.results[0].type, ir.RankedTensorType):
+        return None  # already bufferized: schedules run on tensors only
+    ranges = _loop_ranges(op)
+    if ranges is None:
+        return None
+    points = 1
+    for r in ranges:
+        points *= r
+    if points < PARALLEL_MIN_POINTS:
+        return None
+    kinds = [str(ir.Attribute(a)) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    for loop, (kind, extent) in enumerate(zip(kinds, ranges)):
+        if "parallel" in kind and extent >= threads:
+            counts = [0] * len(ranges)
+            counts[loop] = threads
+            return counts
+    return None
+
+
+def schedule_elementwise(module: ir.Module, threads: int = 1, print_ir: bool = False) -> int:
+    """Split every large generic of ``module`` across ``threads``; returns how many were split."""
+    body: list[str] = []
+    count = 0
+    for op in ops_named(module.operation, {"linalg.generic"}):
+        counts = plan_parallel_generic(op, threads)
+        if counts is None:
+            continue
+        op.attributes[_TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), count)
+        body += [f'%g{count} = transform.structured.match ops{{["linalg.generic"]}} '
+                 f"attributes{{{_TAG} = {count} : i64}} in %root : ({ANY}) -> {ANY}",
+                 f"%gt{count}, %gf{count} = transform.structured.tile_using_forall %g{count} num_threads "
+                 f"[{', '.join(map(str, counts))}] : ({ANY}) -> ({ANY}, {ANY})"]
+        count += 1
+    if count:
+        apply(module, script(body), "split large generics across threads", print_ir)
+        for op in ops_named(module.operation, {"linalg.generic"}):
+            if _TAG in op.attributes:
+                del op.attributes[_TAG]
+    return count
