@@ -43,6 +43,9 @@ from .host import HostCPU, host_cpu
 
 #: Iteration-space position of the (M, N) loops of each scheduled op; K is always the last loop.
 MATMUL_LIKE: dict[str, tuple[int, int]] = {"linalg.matmul": (0, 1), "linalg.batch_matmul": (1, 2)}
+#: A ``linalg.generic`` with this unit attribute is a (batched) matmul too: loops (batch..., M, N, K), A the
+#: first operand with K last, B the second (``conv.py`` tags the contractions of its im2col convolutions).
+CONTRACTION = "relax_mlir.contraction"
 #: A matmul is split across threads only from this many flops (2*M*N*K) on: below it the fork/join of a
 #: parallel region (2-5 µs with hot threads, tens of µs with sleeping ones) costs more than it saves. 2**24
 #: flops take about 170 µs on one AVX-512 core; the 64x784x128 matmul of the tutorial step (12.8 MFLOP) stays
@@ -113,15 +116,29 @@ def parallel_split(shape: tuple[int, int, int], mr: int, nr: int, threads: int,
     return None
 
 
+def _mn_positions(op: ir.Operation, out: ir.RankedTensorType) -> tuple[int, int] | None:
+    if op.name in MATMUL_LIKE:
+        return MATMUL_LIKE[op.name]
+    if op.name == "linalg.generic" and CONTRACTION in op.attributes and out.rank >= 2:
+        return out.rank - 2, out.rank - 1
+    return None
+
+
 def plan_matmul(op: ir.Operation, threads: int = 1, host: HostCPU | None = None) -> MatmulPlan | None:
-    """Tile sizes for a matmul-like op on tensors, or None if it should be left alone."""
-    if op.name not in MATMUL_LIKE or len(op.results) != 1:
+    """Tile sizes for a matmul-like op on tensors, or None if it should be left alone. Tagged contraction
+    generics are never split across threads here: the elementwise schedule splits their batch loop."""
+    if len(op.results) != 1:
         return None
     out = op.results[0].type
     if not isinstance(out, ir.RankedTensorType):
         return None  # already bufferized: schedules run on tensors only
+    positions = _mn_positions(op, out)
+    if positions is None:
+        return None
+    if op.name == "linalg.generic":
+        threads = 1
     host = host or host_cpu()
-    m_pos, n_pos = MATMUL_LIKE[op.name]
+    m_pos, n_pos = positions
     shape = list(out.shape)
     if any(d == 0 for d in shape):
         return None
@@ -209,7 +226,8 @@ def schedule_matmuls(module: ir.Module, print_ir: bool = False, threads: int = 1
     Must run on tensors (before bufferization). Raises ``RuntimeError`` (from the transform interpreter) if
     a script fails; the caller decides whether to fall back to the naive lowering.
     """
-    ops = ops_named(module.operation, set(MATMUL_LIKE))
+    names = set(MATMUL_LIKE) | {"linalg.generic"}
+    ops = ops_named(module.operation, names)
     plans: list[MatmulPlan] = []
     for op in ops:
         plan = plan_matmul(op, threads)
@@ -219,14 +237,15 @@ def schedule_matmuls(module: ir.Module, print_ir: bool = False, threads: int = 1
     if not plans:
         return 0
     apply(module, tile_script(plans), "tile and peel matmuls", print_ir)
-    tiled = [op for op in ops_named(module.operation, set(MATMUL_LIKE)) if _TAG in op.attributes]
+    tiled = [op for op in ops_named(module.operation, names) if _TAG in op.attributes]
     for op in tiled:
         del op.attributes[_TAG]
         if all_static(op):
             op.attributes[VEC_TAG] = ir.UnitAttr.get()
     if any(VEC_TAG in op.attributes for op in tiled):
         apply(module, vectorize_script({p.op_name for p in plans}), "vectorize matmul tiles", print_ir)
-    for op in ops_named(module.operation, set(MATMUL_LIKE)):  # the dynamic remainders keep the tag
-        if VEC_TAG in op.attributes:
-            del op.attributes[VEC_TAG]
+    for op in ops_named(module.operation, names):  # the dynamic remainders keep the tag
+        for tag in (VEC_TAG, CONTRACTION):
+            if tag in op.attributes:
+                del op.attributes[tag]
     return len(plans)

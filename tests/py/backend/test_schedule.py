@@ -207,3 +207,29 @@ def test_scheduled_transposes_and_generics_match_numpy(m, n, threads):
     b = np.arange(n, dtype=np.float32) - n / 2
     got = compile_module(BIAS_RELU.format(m=m, n=n), options=options).main(x, b)
     np.testing.assert_array_equal(got, np.maximum(x + b, 0))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_im2col_convolutions_and_reassociated_sums_match_the_interpreter(threads):
+    import relax_mlir
+    from relax_mlir.script import ir as I, relax as R  # noqa: E741
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((16, 3, 13, 11), "float32"), w: R.Tensor((5, 3, 3, 3), "float32")) -> R.Tensor((), "float32"):
+            with R.dataflow():
+                y = R.nn.conv2d(x, w, strides=(2, 1), padding=(1, 0, 2, 1))
+                s = R.sum(y)
+                R.output(s)
+            return s
+
+    text = relax_mlir.to_mlir(Module, "scheduled", options=PipelineOptions(num_threads=threads))
+    assert "fastmath<reassoc>" in text and "linalg.conv_2d_nchw_fchw" not in text  # im2col took it
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((16, 3, 13, 11), dtype=np.float32)
+    w = rng.standard_normal((5, 3, 3, 3), dtype=np.float32)
+    vm = relax_mlir.VirtualMachine(relax_mlir.compile(Module, num_threads=threads))
+    want = relax_mlir.interpret(Module, "main", x, w)
+    # a sum of 16x5x7x12 float32 values in another order: a few ulps of the sum of magnitudes
+    np.testing.assert_allclose(vm["main"](x, w), want, rtol=1e-4, atol=1e-3)
