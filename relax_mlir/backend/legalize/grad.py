@@ -219,6 +219,8 @@ def _max_pool2d_backward(lc, op):
     _, arg = generic([padded, window], [filled(sizes, t, float("-inf")), filled(sizes, i64, 0)],
                      [read, emap(6, [4, 5]), out_map, out_map], ["parallel"] * 4 + ["reduction"] * 2,
                      lambda v, _w, b, bi: first_max(v, b, bi))
+    if _tiles_exactly(lc, data, sizes):
+        return _tiled_pool_backward(g, data, arg, (kh, kw), ct)
 
     def contribution(coords, i, j):
         k = convert(arith.addi(arith.muli(i, index(kw)), j), i64)
@@ -242,6 +244,38 @@ def _avg_pool2d_backward(lc, op):
         return arith.divf(convert(tensor.extract(g, coords), ct), convert(arith.muli(ch, cw), ct))
 
     return _pool_backward(lc, g, data, contribution)
+
+
+def _tiles_exactly(lc, data: ir.Value, out_sizes: Sequence[Size]) -> bool:
+    """Whether the windows tile the input exactly: stride = pool size, no padding or dilation, and the output
+    covers every input row and column (each input element lies in exactly one window)."""
+    a = lc.attrs
+    (kh, kw), (sh, sw), (dh, dw) = a["pool_size"], a["strides"], a["dilation"]
+    _, _, h, w = sizes_of(data)
+    _, _, oh, ow = out_sizes
+    static = all(isinstance(v, int) for v in (h, w, oh, ow))
+    return (static and (kh, kw) == (sh, sw) and (dh, dw) == (1, 1) and not any(a["padding"])
+            and h == oh * kh and w == ow * kw)
+
+
+def _tiled_pool_backward(g: ir.Value, data: ir.Value, arg: ir.Value, kernel: tuple[int, int], ct: ir.Type) -> ir.Value:
+    """Max-pool gradient when windows tile the input: written as ``[n, c, oh, i, ow, j]`` (the input's layout,
+    reshaped for free), ``out = g[n, c, oh, ow]`` where ``(i, j)`` is its window's first maximum, else 0. No loop
+    over kernel offsets and no division per element."""
+    kh, kw = kernel
+    t = elem(data)
+    n, c, h, w = sizes_of(data)
+    i64 = ir.IntegerType.get_signless(64)
+    window = emap(6, [0, 1, 2, 4])
+
+    def body(gv, av, _o):
+        here = convert(arith.addi(arith.muli(loop_index(3), index(kw)), loop_index(5)), i64)
+        hit = arith.cmpi(arith.CmpIPredicate.eq, av, here)
+        return convert(arith.select(hit, convert(gv, ct), scalar(0, ct)), t)
+
+    six = [n, c, h // kh, kh, w // kw, kw]
+    (res,) = generic([g, arg], [empty(six, t)], [window, window, identity(6)], ["parallel"] * 6, body)
+    return tensor.collapse_shape(tensor_type([n, c, h, w], t), res, [[0], [1], [2, 3], [4, 5]])
 
 
 # --- conv2d_transpose -----------------------------------------------------------------------------------------------

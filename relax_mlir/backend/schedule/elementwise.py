@@ -42,9 +42,9 @@ def _loop_ranges(op: ir.Operation) -> list[int] | None:
 
 def plan_parallel_generic(op: ir.Operation, threads: int) -> list[int] | None:
     """``num_threads`` per loop for a large generic (``threads`` on its outermost parallel loop), or None."""
-    if threads < 2 or op.name != "linalg.generic" or len(op.results) != 1:
+    if threads < 2 or op.name != "linalg.generic" or not op.results:
         return None
-    if not isinstance(op.results[0].type, ir.RankedTensorType):
+    if not all(isinstance(r.type, ir.RankedTensorType) for r in op.results):
         return None  # already bufferized: schedules run on tensors only
     ranges = _loop_ranges(op)
     if ranges is None:

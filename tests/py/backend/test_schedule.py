@@ -233,3 +233,25 @@ def test_im2col_convolutions_and_reassociated_sums_match_the_interpreter(threads
     want = relax_mlir.interpret(Module, "main", x, w)
     # a sum of 16x5x7x12 float32 values in another order: a few ulps of the sum of magnitudes
     np.testing.assert_allclose(vm["main"](x, w), want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_max_pool_gradient_of_tiling_windows_matches_the_interpreter(threads):
+    """Windows that tile the input exactly take the one-pass lowering; ties go to the window's first maximum."""
+    import relax_mlir
+    from relax_mlir.script import ir as I, relax as R  # noqa: E741
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(g: R.Tensor((4, 3, 6, 4), "float32"), x: R.Tensor((4, 3, 12, 12), "float32")) -> R.Tensor((4, 3, 12, 12), "float32"):
+            y = R.grad.max_pool2d_backward(g, x, pool_size=(2, 3), strides=(2, 3))
+            return y
+
+    rng = np.random.default_rng(2)
+    g = rng.standard_normal((4, 3, 6, 4), dtype=np.float32)
+    x = rng.integers(0, 3, (4, 3, 12, 12)).astype(np.float32)  # few values: many ties inside a window
+    assert "tensor<4x3x6x2x4x3xf32>" in relax_mlir.to_mlir(Module, "linalg")  # the [n, c, oh, i, ow, j] form
+    got = relax_mlir.VirtualMachine(relax_mlir.compile(Module, num_threads=threads))["main"](g, x)
+    np.testing.assert_array_equal(got, relax_mlir.interpret(Module, "main", g, x))
+    assert np.count_nonzero(got) == g.size  # exactly one element of each window gets its gradient
