@@ -4,6 +4,7 @@
   ``vector.contract``;
 * ``conv.py``: NCHW convolutions as im2col plus a contraction the matmul schedule tiles;
 * ``elementwise.py``: large ``linalg.generic`` ops (elementwise, reductions) split across threads;
+* ``math_approx.py``: float32 ``exp``/``log`` as polynomials LLVM vectorizes (instead of libm calls);
 * ``reduction.py``: float sums marked reassociable, so that LLVM vectorizes them;
 * ``transpose.py``: square register tiles for transposes that move the innermost dimension;
 * ``host.py``: the host facts (vector width, caches, cores) every tile size is derived from;
@@ -21,16 +22,18 @@ from .host import HostCPU, host_cpu
 from .matmul import MATMUL_LIKE, PARALLEL_MIN_FLOPS, MatmulPlan, plan_matmul, schedule_matmuls
 from .conv import im2col_convs
 from .elementwise import PARALLEL_MIN_POINTS, plan_parallel_generic, schedule_elementwise
+from .math_approx import approximate_math
 from .reduction import reassociate_reductions
 from .transpose import TransposePlan, plan_transpose, schedule_transposes
 
-__all__ = ["im2col_convs", "reassociate_reductions", "HostCPU", "host_cpu", "MATMUL_LIKE", "PARALLEL_MIN_FLOPS", "MatmulPlan", "plan_matmul",
+__all__ = ["approximate_math", "im2col_convs", "reassociate_reductions", "HostCPU", "host_cpu", "MATMUL_LIKE", "PARALLEL_MIN_FLOPS", "MatmulPlan", "plan_matmul",
            "schedule_matmuls", "schedule_module", "TransposePlan", "plan_transpose", "schedule_transposes",
            "PARALLEL_MIN_POINTS", "plan_parallel_generic", "schedule_elementwise"]
 
 
 def schedule_module(module: ir.Module, threads: int = 1, print_ir: bool = False) -> int:
     """Apply every family's schedule to ``module`` (on tensors) in place; returns how many ops were scheduled."""
+    approximate_math(module)
     im2col_convs(module, print_ir=print_ir)  # its contractions are scheduled as matmuls below
     count = schedule_elementwise(module, threads=threads, print_ir=print_ir)
     count += schedule_transposes(module, threads=threads, print_ir=print_ir)
