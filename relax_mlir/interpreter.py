@@ -35,6 +35,11 @@ class InterpreterError(ValueError):
     """A value did not match what the IR says about it (an argument, a binding, a match_cast, the result)."""
 
 
+class InterpreterIndexError(InterpreterError, IndexError):
+    """An op's reference refused an index (``take`` beyond its axis, a class target beyond the classes): an
+    ``IndexError``, as compiled code raises for the same call."""
+
+
 @dataclass
 class _Closure:
     func: Function
@@ -234,8 +239,9 @@ class _Frame:
         try:
             return _as_value(callee.reference(*args, **substitute_attrs(call.attrs, self.sizes)))
         except Exception as exc:  # name the op and the binding: a bare NumPy error says neither
-            raise InterpreterError(f"{self.name}: {callee.name} failed on "
-                                   f"{', '.join(_describe(a) for a in args)}: {exc}") from exc
+            kind = InterpreterIndexError if isinstance(exc, IndexError) else InterpreterError
+            raise kind(f"{self.name}: {callee.name} failed on "
+                       f"{', '.join(_describe(a) for a in args)}: {exc}") from exc
 
 
 def _as_value(v) -> Value:

@@ -301,7 +301,9 @@ class _FunctionExporter:
                 raise ExportError(f"{self.where}: {rec.name}: {exc}") from None
         if has_dims_operands(rec):
             operands += [self.sizes.dim(d, self.where) for d in fields[0].shape if not isinstance(d, int)]
-        op = ir.Operation.create(name, results=types, operands=operands, attributes=attrs)
+        # The binding names the op (a NameLoc): runtime checks quote it in their messages.
+        op = ir.Operation.create(name, results=types, operands=operands, attributes=attrs,
+                                 loc=ir.Location.name(self.where))
         results = [coerce(r, t, self.where) for r, t in zip(op.results, own_types)]
         return tuple(results) if isinstance(sinfo, TupleStructInfo) else results[0]
 

@@ -62,12 +62,13 @@ def any_overlap(ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> bool:
     return False
 
 
-def fast_path_source(sig: FunctionSignature, bases: Sequence[int]) -> str:
+def fast_path_source(sig: FunctionSignature, bases: Sequence[int], checked: bool = False) -> str:
     """Python source of ``call(*args, out=None)`` specialized to ``sig``: the checks of the general path
     unrolled (class, dtype, shape, contiguity, alignment; for ``out=`` also writeability and overlap), symbols
     bound to locals ``s_<name>``, outputs allocated, descriptor fields written, one ctypes call. Any failed
     check returns ``general(args, out)``, which raises the full error. ``bases[i]`` is the index of memref
-    ``i``'s first descriptor field (params, then results)."""
+    ``i``'s first descriptor field (params, then results). ``checked``: the module has runtime checks, so the
+    error slot ``err`` is read after the call and ``fail()`` raises what it holds."""
     bail = "return general(args, out)"
     lines = ["def call(*args, out=None):", f"    if len(args) != {len(sig.params)}: {bail}"]
     names = [f"a{i}" for i in range(len(sig.params))]
@@ -133,6 +134,8 @@ def fast_path_source(sig: FunctionSignature, bases: Sequence[int]) -> str:
             if not all(x.isdigit() for x in dims[axis + 1 :]):
                 lines.append(f"        buf[{base + 3 + r + axis}] = {stride}")
     lines.append("        fn(argv)")
+    if checked:
+        lines.append("        if err[0]: fail()")
     ret = outs[0] if len(outs) == 1 else f"({', '.join(outs)},)" if outs else "None"
     lines.append(f"    return {ret}")
     return "\n".join(lines) + "\n"

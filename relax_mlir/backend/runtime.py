@@ -33,6 +33,7 @@ from mlir.execution_engine import ExecutionEngine
 
 from .fastpath import DATA_OFFSET, FAST_POINTER, any_overlap, data_ptr, fast_path_source
 from .heap import keep_freed_memory
+from .error_slot import ERROR_ADDRESS_FN, check_messages, find_slot, take_error
 from .openmp import openmp_library
 from .pipeline import PipelineOptions, lower_module, parse, public_funcs
 from .signature import FunctionSignature, TensorSpec, is_symbol, shape_evaluator, signature_from_func
@@ -134,8 +135,10 @@ class CompiledFunction:
         self._param_checks = [shape_evaluator(p.shape) for p in signature.params]
         for spec, base in zip(specs, self._bases):
             self._write_layout(base, [d if isinstance(d, int) else 0 for d in spec.shape])
-        self.fast_path_source = fast_path_source(signature, self._bases)
+        self._error_slot = getattr(owner, "error_slot", None)
+        self.fast_path_source = fast_path_source(signature, self._bases, self._error_slot is not None)
         namespace = {
+            "err": self._error_slot, "fail": self._raise_check,
             "nd": np.ndarray, "empty": np.empty, "lock": self._lock, "argv": self._argv, "buf": self._buf,
             "fn": self._fn, "OFF": DATA_OFFSET, "dp": data_ptr, "general": self._call_general,
             "overlap": any_overlap,
@@ -184,7 +187,14 @@ class CompiledFunction:
                 if not self._static:
                     self._write_layout(base, a.shape)
             self._fn(self._argv)
+            if self._error_slot is not None and self._error_slot[0]:
+                self._raise_check()
         return self._pack(outs)
+
+    def _raise_check(self) -> None:
+        """Raise the violation a runtime check recorded (``error_slot.py``); called with the lock held, right
+        after the call, whose results are discarded."""
+        raise take_error(self._error_slot, self._owner.check_messages, self.signature.name)
 
     # --- validation (the slow path, also the source of every error message) ---
     def _where(self, i: int, kind: str = "parameter") -> str:
@@ -290,9 +300,12 @@ def _overlaps(sig: FunctionSignature, args: Sequence[np.ndarray], outs: Sequence
 class CompiledModule:
     """Every public function of a compiled module, by name: ``mod.main(...)`` or ``mod["main"](...)``."""
 
-    def __init__(self, engine: ExecutionEngine, llvm_module: ir.Module, signatures: Mapping[str, FunctionSignature]):
+    def __init__(self, engine: ExecutionEngine, llvm_module: ir.Module, signatures: Mapping[str, FunctionSignature],
+                 check_messages: Sequence[str] = ()):
         self.engine = engine
         self._llvm_module = llvm_module
+        self.check_messages = list(check_messages)
+        self.error_slot = find_slot(engine) if self.check_messages else None
         self.functions: dict[str, CompiledFunction] = {}
         for name, sig in signatures.items():
             address = engine.raw_lookup(name)  # the packed wrapper `_mlir_<name>(void **)`
@@ -383,6 +396,8 @@ def compile_module(
     module = parse(source) if isinstance(source, str) else ir.Module.parse(str(source), source.context)
     with module.context, ir.Location.unknown(module.context):
         funcs = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in public_funcs(module)}
+        funcs.pop(ERROR_ADDRESS_FN, None)  # the runtime's own accessor, not a user function
+        messages = check_messages(module)
         unknown = set(given) - set(funcs)
         if unknown:
             raise ValueError(f"signatures given for unknown functions {sorted(unknown)}; "
@@ -404,4 +419,4 @@ def compile_module(
             sys.stderr.write(f"// relax_mlir: ExecutionEngine (LLVM -O{llvm_opt_level}): "
                              f"{time.perf_counter() - start:.4f} s\n")
             sys.stderr.flush()
-    return CompiledModule(engine, module, sigs)
+    return CompiledModule(engine, module, sigs, messages)

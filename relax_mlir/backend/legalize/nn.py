@@ -27,6 +27,7 @@ from .core import (Size, amap, as_index, compute_type, convert, dim, elem, empty
                    is_float, loop_index, lowest, map_elementwise, reduce, reshape, sadd, scalar,
                    sceildiv, sfloordiv, sizes_of, smax, smul, ssub, tensor_type)
 from .reduce import mean_and_variance
+from .checks import linear_position, report_if, where
 from .rules import lowers
 
 
@@ -92,9 +93,17 @@ def _nll_loss(lc, op):
     classes = as_index(dim(pred, 1 if pred.type.rank > 1 else 0))
     ignore, reduction = lc.attrs["ignore_index"], lc.attrs["reduction"]
 
+    n_classes = dim(pred, 1 if pred.type.rank > 1 else 0)
+    message = (f"{where(op)}: relax.nn.nll_loss: target {{value}} at position {{position}} of the targets (flat) "
+               f"is not a class index in [0, {n_classes if isinstance(n_classes, int) else 'C'}) "
+               f"nor the ignore_index {ignore}")
+
     def picked(t):
-        """(-pred[n, t, ...] * w[t], w[t]) with both 0 where t is ignored."""
-        _, i, w = class_weight(t, classes, ignore, weights, ct)
+        """(-pred[n, t, ...] * w[t], w[t]) with both 0 where t is ignored; a target outside [0, C) that is not
+        ignored is reported through the error slot (``checks.py``) and reads a clamped class."""
+        valid, i, w = class_weight(t, classes, ignore, weights, ct)
+        outside = arith.cmpi(arith.CmpIPredicate.uge, convert(t, ir.IndexType.get()), classes)
+        report_if(op, arith.andi(valid, outside), t, linear_position(list(range(k)), sizes_of(targets)), message)
         coords = [loop_index(0), i] + [loop_index(a) for a in range(1, k)] if pred.type.rank > 1 else [i]
         p = convert(tensor.extract(pred, coords), ct)
         return arith.negf(arith.mulf(p, w)), w

@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Sequence
 
 from mlir import ir
-from mlir.dialects import arith, linalg, tensor
+from mlir.dialects import arith, linalg, scf, tensor
 
 from ...op import create as C
 from ...op import manipulate as M
 from .core import (DYN, Size, as_index, convert, dim, elem, empty, filled, generic, identity, is_bool,
                    is_float, loop_index, map_elementwise, norm_axes, reshape, sadd, scalar, sceildiv, sizes_of,
                    smax, smin, smul, sprod, ssub, tensor_type, amap)
+from .checks import linear_position, report_if, where
 from .rules import lowers
 
 
@@ -129,6 +130,8 @@ def _split(lc, op):
 
 @lowers(M.take)
 def _take(lc, op):
+    """A gather: ``out[..., j, ...] = x[..., indices[j], ...]``. A negative index counts from the end (once);
+    one still outside ``[0, size)`` is reported through the error slot (``checks.py``) and reads nothing."""
     x, ind = lc.inputs
     axis = lc.attrs["axis"]
     if axis is None:
@@ -139,16 +142,35 @@ def _take(lc, op):
     sizes = sizes_of(x)[:axis] + sizes_of(ind) + sizes_of(x)[axis + 1:]
     idx_t = ir.IndexType.get()
     extent = as_index(dim(x, axis))
+    size = dim(x, axis)
+    message = (f"{where(op)}: relax.take: index {{value}} at position {{position}} of the indices (flat, shape "
+               f"{_shape_text(sizes_of(ind))}) is out of range for axis {axis} of size "
+               f"{size if isinstance(size, int) else '?'}")
+    t = elem(x)
 
     def body(i, _out):
+        raw = i
         i = convert(i, idx_t)
         neg = arith.cmpi(arith.CmpIPredicate.slt, i, as_index(0))
         i = arith.select(neg, arith.addi(i, extent), i)  # negative indices count from the end
+        bad = arith.cmpi(arith.CmpIPredicate.uge, i, extent)  # unsigned: also below 0 after the wrap
+        report_if(op, bad, raw, linear_position(list(range(axis, axis + k)), sizes_of(ind)), message)
+        # linalg.index must stay directly in the generic's body: the coordinates are computed before the if
         coords = [loop_index(a) for a in range(axis)] + [i] + [loop_index(axis + k + j) for j in range(r - axis - 1)]
-        return tensor.extract(x, coords)
+        read = scf.IfOp(bad, [t], has_else=True)
+        with ir.InsertionPoint(read.then_block):
+            scf.YieldOp([scalar(0, t)])
+        with ir.InsertionPoint(read.else_block):
+            scf.YieldOp([tensor.extract(x, coords)])
+        return read.results[0]
 
     maps = [amap(out_rank, list(range(axis, axis + k))), identity(out_rank)]
     return generic([ind], [empty(sizes, elem(x))], maps, ["parallel"] * out_rank, body)[0]
+
+
+def _shape_text(sizes) -> str:
+    dims = [str(d) if isinstance(d, int) else "?" for d in sizes]
+    return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
 
 def _slice_bounds(b: int, e: int, s: int, d: Size) -> tuple[Size, Size]:

@@ -47,7 +47,7 @@ def _nll_backward_ref(output_grad, pred, targets, weights=None, *, reduction: st
     valid = targets != ignore_index
     bad = valid & ((targets < 0) | (targets >= classes))
     if bad.any():
-        raise ValueError(f"relax.grad.nll_loss_backward: target {targets[bad].flat[0]} is out of range "
+        raise IndexError(f"relax.grad.nll_loss_backward: target {targets[bad].flat[0]} is out of range "
                          f"[0, {classes})")
     t = np.where(valid, targets, 0).astype(np.int64)
     wt = np.where(valid, w[t], 0.0)

@@ -106,7 +106,7 @@ def _nll_ref(pred, targets, weights=None, *, reduction: str, ignore_index: int):
     valid = targets != ignore_index
     bad = valid & ((targets < 0) | (targets >= classes))
     if bad.any():
-        raise ValueError(f"relax.nn.nll_loss: target {targets[bad].flat[0]} is out of range [0, {classes})")
+        raise IndexError(f"relax.nn.nll_loss: target {targets[bad].flat[0]} is out of range [0, {classes})")
     t = np.where(valid, targets, 0).astype(np.int64)
     picked = np.take_along_axis(p, t[..., None], axis=-1)[..., 0]
     wt = np.where(valid, w[t], 0.0)

@@ -1,0 +1,45 @@
+"""The error slot of a compiled module: where runtime checks in compiled code record a violation.
+
+``legalize/checks.py`` writes the IR side (a global ``memref<3xi64>`` holding ``[check id, value, position]``,
+the function ``relax_mlir_error_address`` returning its address, the module attribute ``relax_mlir.checks``
+with one message per check); this module is the runtime side: finding the slot in a compiled engine and
+turning what it holds into an ``IndexError``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Sequence
+
+from mlir import ir
+
+ERROR_GLOBAL = "relax_mlir_error"
+ERROR_ADDRESS_FN = "relax_mlir_error_address"
+CHECKS_ATTR = "relax_mlir.checks"
+
+
+def check_messages(module: ir.Module) -> list[str]:
+    """The check messages of a module (before or after lowering), in check-id order."""
+    attrs = module.operation.attributes
+    if CHECKS_ATTR not in attrs:
+        return []
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(attrs[CHECKS_ATTR])]
+
+
+def find_slot(engine: Any) -> Any:
+    """The engine's error slot, three int64s, found by calling its address function once."""
+    getter = engine.raw_lookup(ERROR_ADDRESS_FN)
+    if not getter:
+        raise RuntimeError(f"compiled module has runtime checks but no {ERROR_ADDRESS_FN}")
+    address = ctypes.c_int64(0)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(getter)((ctypes.c_void_p * 1)(ctypes.addressof(address)))
+    return (ctypes.c_int64 * 3).from_address(address.value)
+
+
+def take_error(slot: Any, messages: Sequence[str], function: str) -> IndexError:
+    """The error the slot holds (which is cleared for the next call)."""
+    check, value, position = int(slot[0]), int(slot[1]), int(slot[2])
+    slot[0] = slot[1] = slot[2] = 0
+    if not 0 < check <= len(messages):
+        return IndexError(f"{function}: a runtime check failed (check {check}, value {value})")
+    return IndexError(messages[check - 1].format(value=value, position=position))

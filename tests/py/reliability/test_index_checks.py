@@ -1,0 +1,136 @@
+"""Ops that read by a data value check it in compiled code: an out-of-range index raises ``IndexError`` naming
+the function, the op, its binding, the value and its position; nothing outside a buffer is read; the process
+survives. Every bad call runs in a fresh interpreter (a crash would show as a signal, not a failed assert)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import relax_mlir
+
+ROOT = Path(__file__).resolve().parents[3]
+
+MODULE = '''
+from relax_mlir.script import ir as I, relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def take(x: R.Tensor((4, 3), "float32"), i: R.Tensor((3,), "int64")) -> R.Tensor((3, 3), "float32"):
+        with R.dataflow():
+            lv1 = R.take(x, i, axis=0)
+            R.output(lv1)
+        return lv1
+
+    @R.function
+    def take_dyn(x: R.Tensor(("n", 5), "float32"), i: R.Tensor(("k", 2), "int32")) -> R.Tensor(("k", 2, 5), "float32"):
+        with R.dataflow():
+            rows = R.take(x, i, axis=0)
+            R.output(rows)
+        return rows
+
+    @R.function
+    def loss(p: R.Tensor(("n", 10), "float32"), y: R.Tensor(("n",), "int64")) -> R.Tensor((), "float32"):
+        with R.dataflow():
+            nll = R.nn.nll_loss(p, y, reduction="sum", ignore_index=-100)
+            R.output(nll)
+        return nll
+'''
+
+# Runs in a fresh interpreter: compiles the module, makes each call, prints one JSON line per call.
+RUNNER = '''
+import json, sys
+import numpy as np
+import relax_mlir
+sys.path.insert(0, sys.argv[1])
+from checked_module import Module
+vm = relax_mlir.VirtualMachine(relax_mlir.compile(Module))
+for name, args in json.loads(sys.argv[2]):
+    arrays = [np.asarray(a, dtype=d) for a, d in args]
+    try:
+        out = vm[name](*arrays)
+        print(json.dumps({"ok": np.asarray(out).tolist()}), flush=True)
+    except IndexError as err:
+        print(json.dumps({"IndexError": str(err)}), flush=True)
+'''
+
+X = np.arange(12, dtype=np.float32).reshape(4, 3)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("checked")
+    (folder / "checked_module.py").write_text(MODULE)
+
+    def call(*calls):
+        encoded = json.dumps([[name, [[np.asarray(a).tolist(), str(np.asarray(a).dtype)] for a in args]]
+                              for name, args in calls])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        proc = subprocess.run([sys.executable, "-c", RUNNER, str(folder), encoded], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert proc.returncode == 0, f"the process died (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+        return [json.loads(line) for line in proc.stdout.splitlines()]
+    return call
+
+
+def _module():
+    from relax_mlir.script import from_source
+
+    return from_source(MODULE)
+
+
+def test_take_out_of_range_raises_and_the_process_lives(run):
+    good = np.array([0, 1, -1])
+    results = run(("take", (X, [0, 1, 100000000000])), ("take", (X, [0, 1, 7])), ("take", (X, [-5, 0, 0])),
+                  ("take", (X, good)), ("take", (X, [3, 3, 4])))
+    where = "take: binding 'lv1': relax.take: index"
+    assert results[0] == {"IndexError": f"{where} 100000000000 at position 2 of the indices (flat, shape (3,)) "
+                                        "is out of range for axis 0 of size 4"}
+    assert results[1]["IndexError"].startswith(f"{where} 7 at position 2 ")
+    assert results[2]["IndexError"].startswith(f"{where} -5 at position 0 ")  # -4 is the last row, -5 is not
+    assert results[3] == {"ok": X[good].tolist()}  # the slot was cleared: a good call after a bad one works
+    assert results[4]["IndexError"].startswith(f"{where} 4 at position 2 ")
+
+
+def test_take_with_symbolic_sizes(run):
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+    good = np.array([[0, 2], [-1, 1]], dtype=np.int32)
+    results = run(("take_dyn", (x, good)), ("take_dyn", (x, np.array([[0, 1], [3, 0]], dtype=np.int32))))
+    assert results[0] == {"ok": x[good].tolist()}
+    assert results[1] == {"IndexError": "take_dyn: binding 'rows': relax.take: index 3 at position 2 of the indices "
+                                        "(flat, shape (?, 2)) is out of range for axis 0 of size ?"}
+
+
+def test_nll_loss_targets_are_checked(run):
+    p = np.log(np.full((4, 10), 0.1, dtype=np.float32))
+    results = run(("loss", (p, [0, 10, 1, 1])), ("loss", (p, [-1, 0, 0, 0])), ("loss", (p, [0, 0, 0, 10 ** 8])),
+                  ("loss", (p, [0, 9, -100, 3])))
+    message = "loss: binding 'nll': relax.nn.nll_loss: target {} at position {} of the targets (flat) is not a " \
+              "class index in [0, 10) nor the ignore_index -100"
+    assert results[0] == {"IndexError": message.format(10, 1)}
+    assert results[1] == {"IndexError": message.format(-1, 0)}
+    assert results[2] == {"IndexError": message.format(10 ** 8, 3)}
+    np.testing.assert_allclose(results[3]["ok"], -3 * np.log(0.1), rtol=1e-6)  # the ignored target adds nothing
+
+
+def test_the_interpreter_raises_index_error_too():
+    mod = _module()
+    with pytest.raises(IndexError):
+        relax_mlir.interpret(mod, "take", X, np.array([0, 1, 7]))
+    with pytest.raises(IndexError, match="target 10 is out of range"):
+        relax_mlir.interpret(mod, "loss", np.zeros((2, 10), np.float32), np.array([10, 0]))
+
+
+def test_checks_are_visible_in_the_linalg_stage():
+    text = relax_mlir.to_mlir(_module(), "linalg", function="take")
+    assert 'memref.global "private" @relax_mlir_error : memref<3xi64>' in text
+    assert "func.func @relax_mlir_error_address() -> i64" in text
+    assert "relax_mlir.checks = [\"take: binding 'lv1': relax.take: index {value}" in text
