@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from typing import Any, Callable, Optional
+
 from mlir import ir
 from mlir.dialects.transform import interpreter
 
@@ -75,3 +77,32 @@ def element_bits(t: ir.Type) -> int:
     if isinstance(t, ir.FloatType):
         return ir.FloatType(t).width
     return ir.IntegerType(t).width if isinstance(t, ir.IntegerType) else 32
+
+
+def match_tagged(handle: str, op_name: str, tag: str, i: int) -> str:
+    """The script line binding ``handle`` to the op named ``op_name`` tagged ``tag = i``."""
+    return (f'{handle} = transform.structured.match ops{{["{op_name}"]}} attributes{{{tag} = {i} : i64}} '
+            f"in %root : ({ANY}) -> {ANY}")
+
+
+def schedule_each(module: ir.Module, names: set[str], tag: str, plan: Callable[[ir.Operation], Any],
+                  lines: Callable[[int, str, Any], list[str]], label: str, print_ir: bool,
+                  patterns: Optional[str] = None) -> int:
+    """Plan every op named in ``names``; tag the planned ones ``tag = 0, 1, ...``; apply one script made of
+    ``lines(i, op_name, plan)`` for each (then the clean-up, with ``patterns``, if given); remove the tags.
+    Returns how many ops were scheduled."""
+    body: list[str] = []
+    count = 0
+    for op in ops_named(module.operation, names):
+        planned = plan(op)
+        if planned is None:
+            continue
+        op.attributes[tag] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), count)
+        body += lines(count, op.name, planned)
+        count += 1
+    if count:
+        apply(module, script(body + (cleanup(patterns) if patterns is not None else [])), label, print_ir)
+        for op in ops_named(module.operation, names):
+            if tag in op.attributes:
+                del op.attributes[tag]
+    return count

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from .common import ANY, apply, ops_named, script
+from .common import ANY, match_tagged, schedule_each
 
 #: Iteration points from which a generic is split across threads (256x1024: a layer's activations).
 PARALLEL_MIN_POINTS = 2 ** 18
@@ -65,21 +65,10 @@ def plan_parallel_generic(op: ir.Operation, threads: int) -> list[int] | None:
 
 def schedule_elementwise(module: ir.Module, threads: int = 1, print_ir: bool = False) -> int:
     """Split every large generic of ``module`` across ``threads``; returns how many were split."""
-    body: list[str] = []
-    count = 0
-    for op in ops_named(module.operation, {"linalg.generic"}):
-        counts = plan_parallel_generic(op, threads)
-        if counts is None:
-            continue
-        op.attributes[_TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), count)
-        body += [f'%g{count} = transform.structured.match ops{{["linalg.generic"]}} '
-                 f"attributes{{{_TAG} = {count} : i64}} in %root : ({ANY}) -> {ANY}",
-                 f"%gt{count}, %gf{count} = transform.structured.tile_using_forall %g{count} num_threads "
-                 f"[{', '.join(map(str, counts))}] : ({ANY}) -> ({ANY}, {ANY})"]
-        count += 1
-    if count:
-        apply(module, script(body), "split large generics across threads", print_ir)
-        for op in ops_named(module.operation, {"linalg.generic"}):
-            if _TAG in op.attributes:
-                del op.attributes[_TAG]
-    return count
+    def lines(i: int, name: str, counts: list[int]) -> list[str]:
+        return [match_tagged(f"%g{i}", name, _TAG, i),
+                f"%gt{i}, %gf{i} = transform.structured.tile_using_forall %g{i} num_threads "
+                f"[{', '.join(map(str, counts))}] : ({ANY}) -> ({ANY}, {ANY})"]
+
+    return schedule_each(module, {"linalg.generic"}, _TAG, lambda op: plan_parallel_generic(op, threads), lines,
+                         "split large generics across threads", print_ir)

@@ -21,7 +21,7 @@ import dataclasses
 
 from mlir import ir
 
-from .common import ANY, apply, cleanup, element_bits, ops_named, script
+from .common import ANY, element_bits, match_tagged, schedule_each
 from .host import HostCPU, host_cpu
 
 #: Elements from which a transpose is split across threads (1 MiB of float32: about 100 µs on one core).
@@ -72,11 +72,10 @@ def plan_transpose(op: ir.Operation, threads: int = 1, host: HostCPU | None = No
     return TransposePlan(tuple(tiles), parallel)
 
 
-def _lines(i: int, plan: TransposePlan) -> list[str]:
+def _lines(i: int, name: str, plan: TransposePlan) -> list[str]:
     rank = len(plan.tiles)
     handle = f"%tr{i}"
-    lines = [f'{handle} = transform.structured.match ops{{["linalg.transpose"]}} '
-             f"attributes{{{_TAG} = {i} : i64}} in %root : ({ANY}) -> {ANY}"]
+    lines = [match_tagged(handle, name, _TAG, i)]
     if plan.parallel:
         lines.append(f"%trp{i}, %trf{i} = transform.structured.tile_using_forall {handle} tile_sizes "
                      f"[{', '.join(map(str, plan.parallel))}] : ({ANY}) -> ({ANY}, {ANY})")
@@ -89,19 +88,6 @@ def _lines(i: int, plan: TransposePlan) -> list[str]:
 
 def schedule_transposes(module: ir.Module, threads: int = 1, print_ir: bool = False) -> int:
     """Tile and vectorize every transpose of ``module`` that moves the innermost dimension; returns how many."""
-    body: list[str] = []
-    count = 0
-    for op in ops_named(module.operation, {"linalg.transpose"}):
-        plan = plan_transpose(op, threads)
-        if plan is None:
-            continue
-        op.attributes[_TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), count)
-        body += _lines(count, plan)
-        count += 1
-    if count:
-        patterns = "transform.apply_patterns.tensor.fold_tensor_subset_ops_into_vector_transfers"
-        apply(module, script(body + cleanup(patterns)), "tile and vectorize transposes", print_ir)
-        for op in ops_named(module.operation, {"linalg.transpose"}):
-            if _TAG in op.attributes:
-                del op.attributes[_TAG]
-    return count
+    return schedule_each(module, {"linalg.transpose"}, _TAG, lambda op: plan_transpose(op, threads), _lines,
+                         "tile and vectorize transposes", print_ir,
+                         patterns="transform.apply_patterns.tensor.fold_tensor_subset_ops_into_vector_transfers")

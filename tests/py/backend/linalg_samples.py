@@ -1,15 +1,16 @@
 """Hand-written linalg-on-tensors modules (the shape of what the relax -> linalg lowering emits)."""
 
-MATMUL = """
-func.func @main(%x: tensor<64x784xf32>, %w: tensor<784x128xf32>) -> tensor<64x128xf32> {
+MATMUL_TEMPLATE = """
+func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
   %zero = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<64x128xf32>
-  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<64x128xf32>) -> tensor<64x128xf32>
-  %y = linalg.matmul ins(%x, %w : tensor<64x784xf32>, tensor<784x128xf32>)
-                     outs(%acc : tensor<64x128xf32>) -> tensor<64x128xf32>
-  return %y : tensor<64x128xf32>
-}
+  %e = tensor.empty() : tensor<{m}x{n}xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>)
+                     outs(%acc : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  return %y : tensor<{m}x{n}xf32>
+}}
 """
+MATMUL = MATMUL_TEMPLATE.format(m=64, k=784, n=128)
 
 # Uneven tiles (100 = 12*8+4, 70 = 2*32+6), N < 32, M < 8, a transposed operand (X^T @ G, the weight
 # gradient of a dense layer), and a batch_matmul in f64.

@@ -16,19 +16,10 @@ from relax_mlir.backend.schedule import plan_matmul
 from relax_mlir.backend.schedule.host import HostCPU
 from relax_mlir.backend.schedule.matmul import PARALLEL_MIN_FLOPS, cache_tiles, register_tile
 
+from .linalg_samples import MATMUL_TEMPLATE as MATMUL
+
 AVX512 = HostCPU(vector_bits=512, vector_registers=32, l1d_bytes=32 * 1024, l2_bytes=1024 * 1024, cores=2)
 AVX2 = HostCPU(vector_bits=256, vector_registers=16, l1d_bytes=48 * 1024, l2_bytes=2048 * 1024, cores=4)
-
-MATMUL = """
-func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
-  %zero = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<{m}x{n}xf32>
-  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %y = linalg.matmul ins(%x, %w : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>)
-                     outs(%acc : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  return %y : tensor<{m}x{n}xf32>
-}}
-"""
 
 
 def _plan(m: int, k: int, n: int, threads: int, host: HostCPU):
