@@ -29,7 +29,7 @@ one dataflow block), tuple-typed parameters, and gradients of intermediate varia
 gradient rule is reported at once. The adjoint comes out cleaned as CanonicalizeBindings and
 DeadCodeElimination would leave it; with ``matmul(x, permute_dims(w))`` the transpose of the transpose is ``w``
 itself (no new op). Segments marked with ``grad.start_checkpoint`` / ``grad.end_checkpoint``
-are recomputed in the backward pass instead of being kept (see :mod:`relax_mlir.training.checkpoint`).
+are recomputed in the backward pass instead of being kept (see :mod:`relax_mlir.training.remat`).
 """
 
 from __future__ import annotations
