@@ -104,6 +104,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_passes(args: argparse.Namespace) -> int:
+    from .transform import list_passes
+
+    for cls in list_passes():
+        print(f"{cls.name:26} {(cls.__doc__ or '').strip().splitlines()[0]}")
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     import os
 
@@ -204,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-O", "--opt-level", type=int, default=2, choices=[0, 1, 2, 3],
                    help="pipeline optimisation level (0: naive loops)")
     p.set_defaults(run=cmd_emit)
+
+    p = sub.add_parser("passes", help="list the registered Relax passes (transform.PASSES) with a line each")
+    p.set_defaults(run=cmd_passes)
     return parser
 
 

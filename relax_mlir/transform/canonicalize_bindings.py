@@ -13,18 +13,19 @@ binding stays, as TVM does).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir.expr import (DataflowBlock, DataflowVar, Expr, Function, MatchCast, SeqExpr, Tuple, TupleGetItem, Var,
                        VarBinding)
-from .pass_infra import FunctionPass, PassInfo
+from .pass_infra import FunctionPass
 from .utils import substitute
 
 
+@dataclass(frozen=True)
 class CanonicalizeBindings(FunctionPass):
     """Replace trivial bindings (aliases, no-op casts, fields of known tuples) by their values."""
 
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo("CanonicalizeBindings")
+    name = "CanonicalizeBindings"
 
     def transform_function(self, func: Function, mod, ctx) -> Function:
         if not isinstance(func.body, SeqExpr):

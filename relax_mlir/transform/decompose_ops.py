@@ -29,6 +29,7 @@ With ``func_name`` only that function changes (TVM's ``ApplyDecomposeToFunction`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from ..ir.expr import Call, Expr, Function, Tuple, TupleGetItem
@@ -38,7 +39,7 @@ from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..ir.visitor import ExprMutator
 from ..op.registry import Op
 from .mutate_ops_for_training import ModePass, set_mode
-from .pass_infra import FunctionPass, PassContext, PassInfo
+from .pass_infra import FunctionPass, PassContext
 
 _MAX_DEPTH = 32
 
@@ -104,15 +105,13 @@ def decompose_function(func: Function, mod: IRModule) -> Function:
     return _Decomposer(mod).visit_function(func)
 
 
+@dataclass(frozen=True)
 class DecomposeOps(FunctionPass):
     """Decompose every composite op (``func_name``: in one function; default all), in whatever mode it is."""
 
-    def __init__(self, func_name: Optional[str] = None):
-        self.func_name = func_name
+    name = "DecomposeOps"
 
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo("DecomposeOps")
+    func_name: Optional[str] = None
 
     def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
         return decompose_function(func, mod)
@@ -126,13 +125,17 @@ class _ModeThenDecompose(ModePass):
         return decompose_function(set_mode(func, mod, self.training, self.info.name), mod)
 
 
+@dataclass(frozen=True)
 class DecomposeOpsForTraining(_ModeThenDecompose):
     """``MutateOpsForTraining`` then ``DecomposeOps``, on ``func_name`` or every function."""
 
+    name = "DecomposeOpsForTraining"
     training = True
 
 
+@dataclass(frozen=True)
 class DecomposeOpsForInference(_ModeThenDecompose):
     """``MutateOpsForInference`` then ``DecomposeOps``, on ``func_name`` or every function."""
 
+    name = "DecomposeOpsForInference"
     training = False

@@ -34,6 +34,7 @@ are recomputed in the backward pass instead of being kept (see :mod:`relax_mlir.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 from ..ir.block_builder import BlockBuilder
@@ -45,7 +46,7 @@ from ..ir.printer import format_struct_info
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..op.grad_utils import forward_bindings
 from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
-from .pass_infra import Pass, PassContext, PassInfo
+from .pass_infra import Pass, PassContext
 from .canonicalize_bindings import CanonicalizeBindings
 from .dead_code_elimination import remove_unused_bindings, size_defining_casts
 from .utils import free_vars, substitute, substitute_with
@@ -55,6 +56,7 @@ class GradientError(ValueError):
     """Gradient was asked for something it cannot do; the message names the function and the culprit."""
 
 
+@dataclass(frozen=True)
 class Gradient(Pass):
     """Reverse-mode AD: ``Gradient(func_name, require_grads=None, target_index=0)``.
 
@@ -63,15 +65,17 @@ class Gradient(Pass):
     value, or its ``target_index``-th field when the function returns a tuple; it must be a float scalar.
     """
 
-    def __init__(self, func_name: Union[str, GlobalVar], require_grads: Union[Var, Sequence[Var], None] = None,
-                 target_index: int = 0):
-        self.func_name = func_name.name_hint if isinstance(func_name, GlobalVar) else func_name
-        self.require_grads = [require_grads] if isinstance(require_grads, Var) else require_grads
-        self.target_index = target_index
+    name = "Gradient"
 
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo("Gradient")
+    func_name: Union[str, GlobalVar]
+    require_grads: Union[Var, Sequence[Var], None] = None
+    target_index: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.func_name, GlobalVar):
+            object.__setattr__(self, "func_name", self.func_name.name_hint)
+        if isinstance(self.require_grads, Var):
+            object.__setattr__(self, "require_grads", [self.require_grads])
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         name = self.func_name

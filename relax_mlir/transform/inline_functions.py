@@ -12,6 +12,7 @@ a recursive function is refused.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import itertools
 from typing import Optional, Sequence
 
@@ -22,7 +23,7 @@ from ..ir.struct_info import free_vars as struct_free_vars
 from ..ir.struct_info import substitute as substitute_struct_info
 from ..ir.sym import SizeVar
 from ..op.registry import substitute_attrs
-from .pass_infra import Pass, PassContext, PassInfo
+from .pass_infra import Pass, PassContext
 from .utils import substitute
 
 
@@ -96,15 +97,17 @@ def _resize(e: Expr, sizes: dict) -> Expr:
     return Call(e.op, e.args, attrs, substitute_struct_info(e.struct_info, sizes), span=e.span)
 
 
+@dataclass(frozen=True)
 class InlineFunctions(Pass):
     """Inline every call between functions in the functions named (default: all)."""
 
-    def __init__(self, func_names: Optional[Sequence[str]] = None):
-        self.func_names = list(func_names) if func_names is not None else None
+    name = "InlineFunctions"
 
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo("InlineFunctions")
+    func_names: Optional[Sequence[str]] = None
+
+    def __post_init__(self):
+        if self.func_names is not None:
+            object.__setattr__(self, "func_names", tuple(self.func_names))
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         out = mod.copy()

@@ -61,3 +61,43 @@ def test_disabled_pass_is_skipped_and_a_broken_pass_is_caught():
 
     with pytest.raises(ValueError, match=r"module after Breaker is not well formed"):
         breaker(mod)
+
+
+def test_defining_a_pass_registers_it_and_names_are_unique():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Renamer(transform.Pass):
+        """A pass defined in a test: it registers itself by its name."""
+
+        name = "TestOnlyRenamer"
+
+        def transform_module(self, mod, ctx):
+            return mod
+
+    try:
+        assert transform.PASSES["TestOnlyRenamer"] is Renamer
+        assert Renamer().info.name == "TestOnlyRenamer"
+        with pytest.raises(ValueError, match=r"pass name 'TestOnlyRenamer' of .* is already taken by"):
+            type("Other", (transform.Pass,), {"name": "TestOnlyRenamer"})
+    finally:
+        del transform.PASSES["TestOnlyRenamer"]
+    assert "TestOnlyRenamer" not in [c.name for c in transform.list_passes()]
+
+
+def test_passes_are_frozen_dataclasses_with_tvm_signatures(capsys):
+    import dataclasses
+
+    from relax_mlir.cli import main
+
+    for cls in transform.list_passes():
+        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls.__name__
+        assert cls.name == cls.__name__
+    x = Var("x", TensorStructInfo((3,), "float32"))
+    assert transform.Gradient("main", [x], 0) == transform.Gradient("main", require_grads=x, target_index=0)
+    assert transform.DecomposeOpsForTraining(func_name=None) == transform.DecomposeOpsForTraining()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        transform.Gradient("main").target_index = 1
+    assert main(["passes"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == sorted(transform.PASSES)
