@@ -142,7 +142,65 @@ def _backbone_outputs(backbone: Function, where: str) -> list[Var]:
 class AppendLoss(Pass):
     """``AppendLoss(func_name, loss_function, num_backbone_outputs=1, new_func_name=None)``: add
     ``new_func_name`` (default ``func_name + "_loss"``) = the backbone ``func_name`` joined to ``loss_function``.
-    ``func_name`` may be a name or a ``GlobalVar``. The module's other functions are unchanged."""
+    ``func_name`` may be a name or a ``GlobalVar``. The module's other functions are unchanged.
+
+    Example, applied as ``AppendLoss("main", before["loss"])``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 3), "float32")):
+                with R.dataflow():
+                    gv = R.nn.relu(x)
+                    R.output(gv)
+                return gv
+
+            @R.function
+            def loss(pred: R.Tensor((2, 3), "float32"), target: R.Tensor((2, 3), "float32")):
+                with R.dataflow():
+                    d = R.subtract(pred, target)
+                    sq = R.multiply(d, d)
+                    gv = R.sum(sq)
+                    R.output(gv)
+                return gv
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 3), dtype="float32")) -> R.Tensor((2, 3), dtype="float32"):
+                with R.dataflow():
+                    gv: R.Tensor((2, 3), dtype="float32") = R.nn.relu(x)
+                    R.output(gv)
+                return gv
+
+            @R.function
+            def loss(
+                pred: R.Tensor((2, 3), dtype="float32"),
+                target: R.Tensor((2, 3), dtype="float32"),
+            ) -> R.Tensor((), dtype="float32"):
+                with R.dataflow():
+                    d: R.Tensor((2, 3), dtype="float32") = R.subtract(pred, target)
+                    sq: R.Tensor((2, 3), dtype="float32") = R.multiply(d, d)
+                    gv: R.Tensor((), dtype="float32") = R.sum(sq)
+                    R.output(gv)
+                return gv
+
+            @R.function
+            def main_loss(
+                x: R.Tensor((2, 3), dtype="float32"),
+                target: R.Tensor((2, 3), dtype="float32"),
+            ) -> R.Tensor((), dtype="float32"):
+                R.func_attr({"global_symbol": "main_loss"})
+                with R.dataflow():
+                    gv: R.Tensor((2, 3), dtype="float32") = R.nn.relu(x)
+                    d: R.Tensor((2, 3), dtype="float32") = R.subtract(gv, target)
+                    sq: R.Tensor((2, 3), dtype="float32") = R.multiply(d, d)
+                    gv_1: R.Tensor((), dtype="float32") = R.sum(sq)
+                    R.output(gv_1)
+                return gv_1
+    """
 
     name = "AppendLoss"
 

@@ -22,7 +22,35 @@ from .utils import free_vars
 
 @dataclass(frozen=True)
 class DeadCodeElimination(Pass):
-    """Remove unused bindings; with ``entry_functions``, also the functions they do not reach."""
+    """Remove unused bindings; with ``entry_functions``, also the functions they do not reach.
+
+    Example, applied as ``DeadCodeElimination(["main"])``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((3,), "float32")):
+                with R.dataflow():
+                    unused = R.exp(x)
+                    gv = R.nn.relu(x)
+                    R.output(gv)
+                return gv
+
+            @R.function
+            def unreachable(x: R.Tensor((3,), "float32")):
+                return x
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((3,), dtype="float32")) -> R.Tensor((3,), dtype="float32"):
+                with R.dataflow():
+                    gv: R.Tensor((3,), dtype="float32") = R.nn.relu(x)
+                    R.output(gv)
+                return gv
+    """
 
     name = "DeadCodeElimination"
 

@@ -63,6 +63,48 @@ class Gradient(Pass):
     ``func_name`` is the function's name or ``GlobalVar``. ``require_grads`` is a Var or a list of Vars: parameters
     of the function or variables it binds; by default every parameter with a float type. The target is the return
     value, or its ``target_index``-th field when the function returns a tuple; it must be a float scalar.
+
+    Example, applied as ``Gradient("main")``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((3,), "float32"), y: R.Tensor((3,), "float32")):
+                with R.dataflow():
+                    lv = R.multiply(x, y)
+                    gv = R.sum(lv)
+                    R.output(gv)
+                return gv
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(
+                x: R.Tensor((3,), dtype="float32"),
+                y: R.Tensor((3,), dtype="float32"),
+            ) -> R.Tensor((), dtype="float32"):
+                with R.dataflow():
+                    lv: R.Tensor((3,), dtype="float32") = R.multiply(x, y)
+                    gv: R.Tensor((), dtype="float32") = R.sum(lv)
+                    R.output(gv)
+                return gv
+
+            @R.function
+            def main_adjoint(
+                x: R.Tensor((3,), dtype="float32"),
+                y: R.Tensor((3,), dtype="float32"),
+            ) -> R.Tuple(R.Tensor((), dtype="float32"), R.Tuple(R.Tensor((3,), dtype="float32"), R.Tensor((3,), dtype="float32"))):
+                with R.dataflow():
+                    lv: R.Tensor((3,), dtype="float32") = R.multiply(x, y)
+                    gv: R.Tensor((), dtype="float32") = R.sum(lv)
+                    gv_adjoint: R.Tensor((), dtype="float32") = R.ones((), "float32")
+                    lv_adjoint: R.Tensor((3,), dtype="float32") = R.broadcast_to(gv_adjoint, (3,))
+                    x_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, y)
+                    y_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, x)
+                    R.output(gv, x_adjoint, y_adjoint)
+                return (gv, (x_adjoint, y_adjoint))
     """
 
     name = "Gradient"

@@ -99,7 +99,39 @@ def _resize(e: Expr, sizes: dict) -> Expr:
 
 @dataclass(frozen=True)
 class InlineFunctions(Pass):
-    """Inline every call between functions in the functions named (default: all)."""
+    """Inline every call between functions in the functions named (default: all).
+
+    Example, applied as ``InlineFunctions(["main"])``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def double(a: R.Tensor((3,), "float32")):
+                b = R.add(a, a)
+                return b
+
+            @R.function
+            def main(x: R.Tensor((3,), "float32")):
+                y = cls.double(x)
+                z = R.exp(y)
+                return z
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def double(a: R.Tensor((3,), dtype="float32")) -> R.Tensor((3,), dtype="float32"):
+                b: R.Tensor((3,), dtype="float32") = R.add(a, a)
+                return b
+
+            @R.function
+            def main(x: R.Tensor((3,), dtype="float32")) -> R.Tensor((3,), dtype="float32"):
+                b: R.Tensor((3,), dtype="float32") = R.add(x, x)
+                y: R.Tensor((3,), dtype="float32") = b
+                z: R.Tensor((3,), dtype="float32") = R.exp(y)
+                return z
+    """
 
     name = "InlineFunctions"
 

@@ -69,7 +69,28 @@ class LegalizeOps(Pass):
 
     ``customize_legalize_map`` maps op names (``"relax.add"``, ``"nn.relu"``) or op records to rules
     ``rule(lc, op) -> Value | list[Value]``. ``enable_warning`` is accepted for TVM compatibility (every op has a
-    lowering or is reported by the export)."""
+    lowering or is reported by the export).
+
+    Example, applied as ``LegalizeOps({"relax.grad.no_grad": relax_mlir.backend.legalize.elementwise._identity})``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((3,), "float32")):
+                y = R.grad.no_grad(x)
+                return y
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            I.module_attrs({"relax_mlir.legalize_map": {"relax.grad.no_grad": "relax_mlir.backend.legalize.elementwise._identity"}})
+
+            @R.function
+            def main(x: R.Tensor((3,), dtype="float32")) -> R.Tensor((3,), dtype="float32"):
+                y: R.Tensor((3,), dtype="float32") = R.grad.no_grad(x)
+                return y
+    """
 
     name = "LegalizeOps"
 

@@ -121,7 +121,35 @@ class ModePass(FunctionPass):
 @dataclass(frozen=True)
 class MutateOpsForTraining(ModePass):
     """Training forms of the ops that have one (``func_name``: one function; default all): see the module
-    docstring. Functions with random ops get a last parameter ``rng_key``."""
+    docstring. Functions with random ops get a last parameter ``rng_key``.
+
+    Example, applied as ``MutateOpsForTraining()``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 4), "float32")):
+                with R.dataflow():
+                    gv = R.nn.dropout(x, rate=0.5)
+                    out = gv[0]
+                    R.output(out)
+                return out
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(
+                x: R.Tensor((2, 4), dtype="float32"),
+                rng_key: R.Tensor((), dtype="int64"),
+            ) -> R.Tensor((2, 4), dtype="float32"):
+                with R.dataflow():
+                    gv: R.Tuple(R.Tensor((2, 4), dtype="float32"), R.Tensor((2, 4), dtype="float32")) = R.nn.dropout(x, rng_key)
+                    out: R.Tensor((2, 4), dtype="float32") = gv[0]
+                    R.output(out)
+                return out
+    """
 
     name = "MutateOpsForTraining"
     training = True
@@ -129,7 +157,32 @@ class MutateOpsForTraining(ModePass):
 
 @dataclass(frozen=True)
 class MutateOpsForInference(ModePass):
-    """Inference forms: batch_norm with the moving statistics, dropout without a key (the identity)."""
+    """Inference forms: batch_norm with the moving statistics, dropout without a key (the identity).
+
+    Example, applied as ``MutateOpsForInference()``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 4), "float32")):
+                with R.dataflow():
+                    gv = R.nn.dropout(x, rate=0.5)
+                    out = gv[0]
+                    R.output(out)
+                return out
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 4), dtype="float32")) -> R.Tensor((2, 4), dtype="float32"):
+                with R.dataflow():
+                    gv: R.Tuple(R.Tensor((2, 4), dtype="float32"), R.Tensor((2, 4), dtype="float32")) = R.nn.dropout(x)
+                    out: R.Tensor((2, 4), dtype="float32") = gv[0]
+                    R.output(out)
+                return out
+    """
 
     name = "MutateOpsForInference"
     training = False
