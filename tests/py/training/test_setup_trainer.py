@@ -189,3 +189,22 @@ def test_models_say_how_their_states_start_and_foreign_checkpoints_are_refused(t
     assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask, "a checkpoint gets the usual file permissions"
     with pytest.raises(ValueError, match=r"checkpoint of another model: it lacks param/conv0_weight"):
         trainer.load(path)
+
+
+def test_legalize_check_names_every_op_without_a_lowering():
+    from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var
+    from relax_mlir.op import nn
+    from relax_mlir.training.setup_trainer import check_lowerable
+    from relax_mlir.transform import LegalizeOps
+
+    x = Var("x", TensorStructInfo((2, 4), "float32"))
+    g, b = Var("g", TensorStructInfo((4,), "float32")), Var("b", TensorStructInfo((4,), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x, g, b]):
+        y = bb.emit(nn.layer_norm(x, g, b, axes=[1]))  # a composite: lowered only once decomposed
+        bb.emit_func_output(y)
+    mod = bb.get()
+    with pytest.raises(ValueError, match=r"no lowering for relax\.nn\.layer_norm \(in main\)"):
+        check_lowerable(mod)
+    check_lowerable(mod, skip=("main",))
+    check_lowerable(LegalizeOps({"relax.nn.layer_norm": lambda lc, op: lc.inputs[0]})(mod))
