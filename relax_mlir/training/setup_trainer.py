@@ -109,7 +109,10 @@ class SetupTrainer:
 
         loss_func = self.loss(*self.loss_args)
         out["loss"] = append_loss(backbone, loss_func, num_backbone_outputs=1)
+        appended = len(out["loss"].params)
         out = transform.DecomposeOpsForTraining("loss")(out)
+        # Random ops (dropout) add trailing key parameters; Trainer passes a fresh key per step for each.
+        rng_key_num = len(out["loss"].params) - appended
         loss = out["loss"]
         params = list(loss.params[input_num:input_num + param_num])
         out = transform.Gradient("loss", require_grads=params, target_index=0)(out)
@@ -119,7 +122,9 @@ class SetupTrainer:
         out["optimizer"] = self.optimizer.get_function().with_attr("global_symbol", "optimizer")
         out["update_params"] = self._update_params(out, input_num, param_num, state_num)
         out.attrs.update({"input_num": input_num, "param_num": param_num, "state_num": state_num,
-                          "optim_state": tuple(self.optimizer.state)})
+                          "optim_state": tuple(self.optimizer.state), "rng_key_num": rng_key_num})
+        if self.loss.ignore_index is not None:
+            out.attrs["ignore_index"] = self.loss.ignore_index
         if self.legalize:
             check_lowerable(out, skip=(self.BACKBONE,))
         return out
