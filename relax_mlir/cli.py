@@ -115,7 +115,9 @@ def cmd_passes(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     import os
 
-    from .training.run import TrainConfig, check_output_path, plot, train
+    from .training.config import TrainConfig, check_output_path
+    from .training.plot import plot
+    from .training.run import train
 
     cfg = TrainConfig(model=args.model, hidden=tuple(args.hidden), channels=tuple(args.channels),
                       optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay, momentum=args.momentum,
