@@ -1,6 +1,6 @@
 // The relax dialect: one op per lowered Relax op, on builtin tensors.
-// GENERATED from the op registry by relax_mlir.backend.dialect: do not edit. Regenerate with
-//   python -m relax_mlir.backend.dialect --write
+// GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
+//   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see dialects/README.md.
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.

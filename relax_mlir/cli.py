@@ -115,10 +115,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_passes(args: argparse.Namespace) -> int:
+    from .transform import list_passes
+
+    for cls in list_passes():
+        print(f"{cls.name:26} {(cls.__doc__ or '').strip().splitlines()[0]}")
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     import os
 
-    from .training.run import TrainConfig, check_output_path, plot, train
+    from .training.config import TrainConfig, check_output_path
+    from .training.plot import plot
+    from .training.run import train
 
     cfg = TrainConfig(model=args.model, hidden=tuple(args.hidden), channels=tuple(args.channels),
                       optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay, momentum=args.momentum,
@@ -218,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="threads large ops may be split across (default: $RELAX_MLIR_NUM_THREADS or every core)")
     p.add_argument("--timing", action="store_true", help="print MLIR's pass timing for every stage on stderr")
     p.set_defaults(run=cmd_emit)
+
+    p = sub.add_parser("passes", help="list the registered Relax passes (transform.PASSES) with a line each")
+    p.set_defaults(run=cmd_passes)
     return parser
 
 

@@ -45,7 +45,7 @@ def deep_mlp(n_layers: int, width: int = 32, batch: int = 16, segments: Optional
     ``segments=0`` builds it plainly; otherwise the layers are checkpointed with ``checkpoint_sequential``
     (``None``: about sqrt(N) segments). Used to show what gradient checkpointing saves.
     """
-    from .training.checkpoint import checkpoint_sequential
+    from .training.remat import checkpoint_sequential
 
     x = Var("x", TensorStructInfo((batch, width), dtype))
     ws = [Var(f"w{i}", TensorStructInfo((width, width), dtype)) for i in range(n_layers)]

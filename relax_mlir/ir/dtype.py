@@ -66,15 +66,3 @@ def from_numpy(dtype: np.dtype) -> str:
 def to_mlir(dtype: str) -> str:
     """The MLIR element type spelling of ``dtype`` (``f32``, ``i64``, ``i1``)."""
     return _MLIR_NAMES[dtype]
-
-
-def promote(a: str, b: str) -> str:
-    """NumPy's result type of two dtypes (bfloat16 joins the float ladder below float32)."""
-    if a == b:
-        return a
-    if "bfloat16" in (a, b):
-        other = b if a == "bfloat16" else a
-        if other in ("float32", "float64"):
-            return other
-        return "float32" if other == "float16" else "bfloat16"
-    return from_numpy(np.promote_types(np.dtype(a), np.dtype(b)))

@@ -27,7 +27,7 @@ from .expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Exp
                    PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var)
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                           TensorStructInfo, TupleStructInfo)
-from ..op.registry import REQUIRED
+from .attrs import REQUIRED
 from .sym import SymDim
 
 HEADER = "# from relax_mlir.script import ir as I, relax as R"

@@ -135,20 +135,6 @@ def scale_by_count(g: Expr, numerator: float, count: sym.Dim) -> Expr:
     return divide(scaled, count_tensor(count, g))
 
 
-def zeros_for(like: Expr) -> Expr:
-    from . import zeros
-
-    s = sinfo_of(like)
-    return zeros(s.shape, s.dtype)
-
-
-def ones_for(like: Expr) -> Expr:
-    from . import ones
-
-    s = sinfo_of(like)
-    return ones(s.shape, s.dtype)
-
-
 def only_float(e: Expr, grad: Expr) -> Optional[Expr]:
     """``grad`` if ``e`` is a float tensor, else ``None`` (integer and boolean values have no gradient)."""
     return grad if is_float(sinfo_of(e).dtype) else None

@@ -13,11 +13,11 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from ..ir import sym
+from ..ir.attrs import REQUIRED  # noqa: F401  (re-exported: op records name it)
 from ..ir.expr import Call, Expr, Tuple
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..ir.sym import Dim, SymDim
 
-REQUIRED = object()  # attribute default meaning "must be given"
 NOT_DIFFERENTIABLE = "not differentiable"  # gradient slot value for ops with integer/boolean outputs
 # Gradient slot value for ops that only appear inside gradients (``relax.grad.*_backward``): differentiating
 # them again (a second-order gradient) is not supported, and the Gradient pass says so.

@@ -45,14 +45,18 @@ def Callable(params: Sequence[StructInfo], ret: StructInfo) -> FuncStructInfo:  
 
 def function(fn=None, *, pure: bool = True, private: bool = False):
     """Decorator: parse a Python function written in the text format into a Relax ``Function``."""
+    # Frames between ``in_class_body``/``caller_env`` and the decorated code: ``wrap`` only when used as
+    # ``@R.function(...)`` (Python calls ``wrap`` from the class body), ``wrap`` and ``function`` when bare.
+    depth = 2 if fn is None else 3
+
     def wrap(f):
-        if in_class_body(depth=3 if fn is None else 3):
+        if in_class_body(depth=depth):
             f.__relax_function__ = True  # parsed with its @I.ir_module class
             return f
         from .parser import Parser
 
         text, filename, offset = source_of(f)
-        env = {**f.__globals__, **caller_env(depth=3)}
+        env = {**f.__globals__, **caller_env(depth=depth)}
         return Parser(text, filename, offset, env).parse()
     return wrap(fn) if fn is not None else wrap
 

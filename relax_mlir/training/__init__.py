@@ -1,6 +1,6 @@
 """Training: losses, optimizers, SetupTrainer and Trainer (TVM's ``relax.training``), and checkpointing."""
 
-from .checkpoint import checkpoint, checkpoint_sequential
+from .remat import checkpoint, checkpoint_sequential
 from .loss import CategoricalCrossEntropyLoss, CrossEntropyLoss, L1Loss, Loss, MSELoss
 from .optimizer import SGD, Adam, AdamW, MomentumSGD, Optimizer
 from .utils import append_loss

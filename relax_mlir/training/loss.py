@@ -75,6 +75,8 @@ class Loss:
     """
 
     _valid_reductions: ClassVar[tuple[str, ...]] = ("mean", "sum", "none")
+    #: A target label the loss skips (class-index losses set it); ``SetupTrainer`` records it for ``Trainer``.
+    ignore_index: Optional[int] = None
 
     def __init__(self, loss_name: str, num_backbone_outputs: int, reduction: Reduction = "mean") -> None:
         if reduction not in self._valid_reductions:

@@ -1,4 +1,5 @@
-"""The training loop behind ``relax-mlir train``: build a model, set it up for training, compile, train, evaluate.
+"""The training loop behind ``relax-mlir train``: build a model, set it up for training, compile, train, evaluate,
+save after every epoch and resume (the settings are in ``config.py``, the plot in ``plot.py``).
 
 Deterministic for a given seed: the initial parameters, the batch order of every epoch (it depends only on
 ``(seed, epoch)``) and dropout keys all derive from it; the 80/20 split of digits is fixed. A checkpoint
@@ -16,78 +17,12 @@ import os
 import time
 import zipfile
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Callable
 
 import numpy as np
 
+from .config import MODELS, TrainConfig, check_output_path, make_optimizer
 from .data import Dataset, batches, load_data
-
-OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
-MODELS = ("mlp", "cnn")
-
-
-@dataclass
-class TrainConfig:
-    """Everything a run depends on (the CLI's options); the defaults are the tutorial's settings."""
-
-    model: str = "mlp"
-    hidden: Sequence[int] = (128, 128)
-    channels: Sequence[int] = (8, 16)
-    optimizer: str = "sgd"
-    lr: float = 0.01
-    weight_decay: float = 0.01
-    momentum: float = 0.9
-    dampening: float = 0.0
-    nesterov: bool = False
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    reduction: str = "sum"
-    epochs: int = 5
-    batch_size: int = 64
-    seed: int = 0
-    data: Optional[str] = None
-    target: str = "cpu"
-    opt_level: int = 2
-    save: Optional[str] = None
-    resume: Optional[str] = None
-
-    def problems(self) -> list[str]:
-        """Every bad setting, phrased as the CLI option it comes from."""
-        out = []
-        if self.model not in MODELS:
-            out.append(f"--model {self.model!r}: expected one of {', '.join(MODELS)}")
-        if self.optimizer not in OPTIMIZERS:
-            out.append(f"--optimizer {self.optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
-        for name, value, low in (("epochs", self.epochs, 1), ("batch-size", self.batch_size, 1),
-                                 ("seed", self.seed, 0), ("opt-level", self.opt_level, 0)):
-            if value < low:
-                out.append(f"--{name} {value}: must be at least {low}")
-        for name, sizes in (("hidden", self.hidden), ("channels", self.channels)):
-            if not sizes or min(sizes) < 1:
-                out.append(f"--{name} {' '.join(map(str, sizes))}: widths must be positive")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            out.append(f"--lr {self.lr}: must be a positive number")
-        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            out.append(f"--weight-decay {self.weight_decay}: must be a number >= 0")
-        for name, value in (("momentum", self.momentum), ("dampening", self.dampening),
-                            ("betas", self.betas[0]), ("betas", self.betas[1])):
-            if not 0 <= value < 1:
-                out.append(f"--{name} {value}: must be in [0, 1)")
-        if not (math.isfinite(self.eps) and self.eps > 0):
-            out.append(f"--eps {self.eps}: must be a positive number")
-        if self.nesterov and self.optimizer != "momentum":
-            out.append("--nesterov needs --optimizer momentum")
-        return out
-
-    def trajectory(self) -> dict:
-        """The settings that decide the parameters after each epoch (the ones a resumed run must share)."""
-        keys = ["model", "hidden" if self.model == "mlp" else "channels", "optimizer", "lr", "weight_decay",
-                "reduction", "batch_size", "seed"]
-        keys += {"sgd": [], "momentum": ["momentum", "dampening", "nesterov"],
-                 "adam": ["betas", "eps"], "adamw": ["betas", "eps"]}.get(self.optimizer, [])
-        return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in
-                ((k, getattr(self, k)) for k in keys)}
-
 
 @dataclass
 class History:
@@ -97,20 +32,6 @@ class History:
     accuracy: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     step_loss: list[float] = field(default_factory=list)
-
-
-def make_optimizer(cfg: TrainConfig):
-    from .optimizer import SGD, Adam, AdamW, MomentumSGD
-
-    if cfg.optimizer == "sgd":
-        return SGD(cfg.lr, weight_decay=cfg.weight_decay)
-    if cfg.optimizer == "momentum":
-        return MomentumSGD(cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov)
-    if cfg.optimizer == "adam":
-        return Adam(cfg.lr, tuple(cfg.betas), cfg.eps, cfg.weight_decay)
-    if cfg.optimizer == "adamw":
-        return AdamW(cfg.lr, tuple(cfg.betas), cfg.eps, cfg.weight_decay)
-    raise ValueError(f"unknown optimizer {cfg.optimizer!r}; expected {', '.join(OPTIMIZERS)}")
 
 
 def make_trainer(cfg: TrainConfig, data: Dataset):
@@ -151,19 +72,6 @@ def evaluate(trainer, cfg: TrainConfig, x: np.ndarray, y: np.ndarray) -> float:
         pred = trainer.predict(_inputs(cfg, chunk)).numpy()[:n]
         correct += int(np.sum(pred.argmax(1) == y[start:start + n]))
     return correct / len(x)
-
-
-def check_output_path(path: Optional[str], option: str) -> None:
-    """Fail before training, not after it, when ``path`` cannot be written."""
-    if path is None:
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise ValueError(f"{option} {path}: is a directory; expected a file name")
-    if not os.path.isdir(directory):
-        raise ValueError(f"{option} {path}: the directory {directory} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise ValueError(f"{option} {path}: the directory {directory} is not writable")
 
 
 def data_fingerprint(data: Dataset) -> str:
@@ -285,38 +193,3 @@ def _progress(items, desc: str, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(items, desc=desc, unit="step", leave=False, dynamic_ncols=True)
-
-
-def plot(history: History, path: str, title: str = "", loss_label: str = "training loss") -> None:
-    """Training loss (per step and per epoch) and test accuracy per epoch, side by side, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    epochs = np.arange(1, len(history.epoch_loss) + 1)
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4.2))
-    steps_per_epoch = len(history.step_loss) / max(len(history.epoch_loss), 1)
-    ax_loss.plot(np.arange(1, len(history.step_loss) + 1) / steps_per_epoch, history.step_loss,
-                 lw=0.7, alpha=0.45, color="C0", label="each step")
-    ax_loss.plot(epochs, history.epoch_loss, "o-", color="C1", label="mean over the epoch")
-    ax_loss.set(xlabel="epoch", ylabel=loss_label, title="Training loss")
-    ax_loss.set_ylim(bottom=0)
-    acc = [100 * a for a in history.accuracy]
-    ax_acc.plot(epochs, acc, "o-", color="C2", label="test accuracy")
-    if acc:
-        ax_acc.annotate(f"{acc[-1]:.2f}%", (epochs[-1], acc[-1]), textcoords="offset points", xytext=(0, -16),
-                        ha="center")
-        ax_acc.set_ylim(max(0.0, min(acc) - 5), 100.5)
-    ax_acc.set(xlabel="epoch", ylabel="test accuracy (%)", title="Test accuracy after each epoch")
-    for ax in (ax_loss, ax_acc):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlim(0 if ax is ax_loss else 0.5, len(epochs) + 0.5)
-        ax.grid(alpha=0.3)
-        ax.legend(loc="upper right" if ax is ax_loss else "lower right")
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, format="png")
-    plt.close(fig)

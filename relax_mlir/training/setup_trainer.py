@@ -29,11 +29,39 @@ from .loss import Loss
 from .optimizer import Optimizer
 
 
+def check_lowerable(mod: IRModule, skip: Sequence[str] = ()) -> None:
+    """Raise ``ValueError`` naming every op of ``mod``'s functions (but those in ``skip``) that neither has a
+    default lowering nor one recorded in the module by ``LegalizeOps``."""
+    # Imported here: the backend loads MLIR, which building a module does not otherwise need.
+    from ..backend.dialect import lowered_ops
+    from ..ir.visitor import post_order_visit
+    from ..op.registry import Op
+    from ..transform.legalize_ops import LEGALIZE_MAP_ATTR
+
+    lowerable = {op.name for op in lowered_ops()} | set(mod.attrs.get(LEGALIZE_MAP_ATTR) or {})
+    missing: dict[str, list[str]] = {}
+
+    def visit(e) -> None:
+        if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name not in lowerable:
+            users = missing.setdefault(e.op.name, [])
+            if name not in users:
+                users.append(name)
+
+    for name, func in mod.items():
+        if name not in skip and isinstance(func, Function):
+            post_order_visit(func.body, visit)
+    if missing:
+        listed = "; ".join(f"{op} (in {', '.join(users)})" for op, users in sorted(missing.items()))
+        raise ValueError(f"SetupTrainer: no lowering for {listed}; give one with LegalizeOps, or pass legalize=False")
+
+
 class SetupTrainer:
     """``SetupTrainer(loss, optimizer, loss_args, legalize=True)``; call it on a backbone module.
 
     ``loss_args`` are the struct info (or Vars) of the loss function's arguments: the prediction's and the
-    targets'. With ``legalize`` the result is checked to be lowerable (``LegalizeOps``) at once.
+    targets'. With ``legalize`` the result is checked to be lowerable at once: every op the compiled functions
+    (all but ``backbone``, which is kept as written) call must have a lowering, or a custom one recorded by
+    ``LegalizeOps``; a ``ValueError`` names every op that has none and the functions that use it.
     """
 
     BACKBONE = "backbone"
@@ -81,7 +109,10 @@ class SetupTrainer:
 
         loss_func = self.loss(*self.loss_args)
         out["loss"] = append_loss(backbone, loss_func, num_backbone_outputs=1)
+        appended = len(out["loss"].params)
         out = transform.DecomposeOpsForTraining("loss")(out)
+        # Random ops (dropout) add trailing key parameters; Trainer passes a fresh key per step for each.
+        rng_key_num = len(out["loss"].params) - appended
         loss = out["loss"]
         params = list(loss.params[input_num:input_num + param_num])
         out = transform.Gradient("loss", require_grads=params, target_index=0)(out)
@@ -91,9 +122,11 @@ class SetupTrainer:
         out["optimizer"] = self.optimizer.get_function().with_attr("global_symbol", "optimizer")
         out["update_params"] = self._update_params(out, input_num, param_num, state_num)
         out.attrs.update({"input_num": input_num, "param_num": param_num, "state_num": state_num,
-                          "optim_state": tuple(self.optimizer.state)})
+                          "optim_state": tuple(self.optimizer.state), "rng_key_num": rng_key_num})
+        if self.loss.ignore_index is not None:
+            out.attrs["ignore_index"] = self.loss.ignore_index
         if self.legalize:
-            out = transform.LegalizeOps()(out)
+            check_lowerable(out, skip=(self.BACKBONE,))
         return out
 
     def _update_params(self, mod: IRModule, input_num: int, param_num: int, state_num: int) -> Function:

@@ -77,11 +77,9 @@ class Trainer:
         first, last = self.input_num, self.input_num + self.param_num
         self.param_vars = list(predict.params[first:last])
         self.state_vars = list(predict.params[last:last + self.state_num])
-        from ..transform.mutate_ops_for_training import RNG_KEY
-
         loss_params = mod["loss"].params
-        # A model with dropout takes a random key last (MutateOpsForTraining): fold_in(seed, step) each step.
-        self.has_rng_key = bool(loss_params) and loss_params[-1].name_hint == RNG_KEY
+        # A model with dropout takes a random key last (SetupTrainer records how many): fold_in(seed, step) each step.
+        self.has_rng_key = bool(int(mod.attrs["rng_key_num"]))
         self.target_vars = list(loss_params[last + self.state_num:len(loss_params) - self.has_rng_key])
         self.input_vars = list(predict.params[:first])
         self.params: Optional[list[np.ndarray]] = None
@@ -235,7 +233,7 @@ class Trainer:
         if not isinstance(pred, TensorStructInfo) or pred.shape is None or not isinstance(pred.shape[-1], int):
             return
         classes = pred.shape[-1]
-        ignore = getattr(getattr(self.setup_trainer, "loss", None), "ignore_index", None)
+        ignore = self.mod.attrs.get("ignore_index")
         for y, v in zip(targets, self.target_vars):
             if is_int(v.struct_info.dtype) and v.struct_info.ndim == pred.ndim - 1:
                 bad = (y < 0) | (y >= classes)

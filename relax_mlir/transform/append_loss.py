@@ -31,13 +31,14 @@ into the backbone's last block when it is a dataflow block (TVM requires exactly
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional, Union
 
 from ..ir.expr import (BindingBlock, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, MatchCast, SeqExpr,
                        Tuple, Var, VarBinding)
 from ..ir.module import IRModule
 from ..ir.struct_info import TensorStructInfo
-from .pass_infra import Pass, PassContext, PassInfo
+from .pass_infra import Pass, PassContext
 from .utils import substitute
 
 
@@ -137,21 +138,80 @@ def _backbone_outputs(backbone: Function, where: str) -> list[Var]:
     return fields
 
 
+@dataclass(frozen=True)
 class AppendLoss(Pass):
     """``AppendLoss(func_name, loss_function, num_backbone_outputs=1, new_func_name=None)``: add
     ``new_func_name`` (default ``func_name + "_loss"``) = the backbone ``func_name`` joined to ``loss_function``.
-    ``func_name`` may be a name or a ``GlobalVar``. The module's other functions are unchanged."""
+    ``func_name`` may be a name or a ``GlobalVar``. The module's other functions are unchanged.
 
-    def __init__(self, func_name: Union[str, GlobalVar], loss_function: Function, num_backbone_outputs: int = 1,
-                 new_func_name: Optional[str] = None):
-        self.func_name = func_name.name_hint if isinstance(func_name, GlobalVar) else func_name
-        self.loss_function = loss_function
-        self.num_backbone_outputs = num_backbone_outputs
-        self.new_func_name = new_func_name
+    Example, applied as ``AppendLoss("main", before["loss"])``::
 
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo("AppendLoss")
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 3), "float32")):
+                with R.dataflow():
+                    gv = R.nn.relu(x)
+                    R.output(gv)
+                return gv
+
+            @R.function
+            def loss(pred: R.Tensor((2, 3), "float32"), target: R.Tensor((2, 3), "float32")):
+                with R.dataflow():
+                    d = R.subtract(pred, target)
+                    sq = R.multiply(d, d)
+                    gv = R.sum(sq)
+                    R.output(gv)
+                return gv
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 3), dtype="float32")) -> R.Tensor((2, 3), dtype="float32"):
+                with R.dataflow():
+                    gv: R.Tensor((2, 3), dtype="float32") = R.nn.relu(x)
+                    R.output(gv)
+                return gv
+
+            @R.function
+            def loss(
+                pred: R.Tensor((2, 3), dtype="float32"),
+                target: R.Tensor((2, 3), dtype="float32"),
+            ) -> R.Tensor((), dtype="float32"):
+                with R.dataflow():
+                    d: R.Tensor((2, 3), dtype="float32") = R.subtract(pred, target)
+                    sq: R.Tensor((2, 3), dtype="float32") = R.multiply(d, d)
+                    gv: R.Tensor((), dtype="float32") = R.sum(sq)
+                    R.output(gv)
+                return gv
+
+            @R.function
+            def main_loss(
+                x: R.Tensor((2, 3), dtype="float32"),
+                target: R.Tensor((2, 3), dtype="float32"),
+            ) -> R.Tensor((), dtype="float32"):
+                R.func_attr({"global_symbol": "main_loss"})
+                with R.dataflow():
+                    gv: R.Tensor((2, 3), dtype="float32") = R.nn.relu(x)
+                    d: R.Tensor((2, 3), dtype="float32") = R.subtract(gv, target)
+                    sq: R.Tensor((2, 3), dtype="float32") = R.multiply(d, d)
+                    gv_1: R.Tensor((), dtype="float32") = R.sum(sq)
+                    R.output(gv_1)
+                return gv_1
+    """
+
+    name = "AppendLoss"
+
+    func_name: Union[str, GlobalVar]
+    loss_function: Function
+    num_backbone_outputs: int = 1
+    new_func_name: Optional[str] = None
+
+    def __post_init__(self):
+        if isinstance(self.func_name, GlobalVar):
+            object.__setattr__(self, "func_name", self.func_name.name_hint)
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         if self.func_name not in mod:

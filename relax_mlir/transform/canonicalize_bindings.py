@@ -13,18 +13,52 @@ binding stays, as TVM does).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir.expr import (DataflowBlock, DataflowVar, Expr, Function, MatchCast, SeqExpr, Tuple, TupleGetItem, Var,
                        VarBinding)
-from .pass_infra import FunctionPass, PassInfo
+from .pass_infra import FunctionPass
 from .utils import substitute
 
 
+@dataclass(frozen=True)
 class CanonicalizeBindings(FunctionPass):
-    """Replace trivial bindings (aliases, no-op casts, fields of known tuples) by their values."""
+    """Replace trivial bindings (aliases, no-op casts, fields of known tuples) by their values.
 
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo("CanonicalizeBindings")
+    Example, applied as ``CanonicalizeBindings()``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((3,), "float32"), y: R.Tensor((3,), "float32")):
+                with R.dataflow():
+                    lv1 = R.add(x, y)
+                    lv2 = lv1
+                    gv = R.exp(lv2)
+                    t = (lv1, gv)
+                    out = t[1]
+                    R.output(out)
+                return out
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(
+                x: R.Tensor((3,), dtype="float32"),
+                y: R.Tensor((3,), dtype="float32"),
+            ) -> R.Tensor((3,), dtype="float32"):
+                with R.dataflow():
+                    lv1: R.Tensor((3,), dtype="float32") = R.add(x, y)
+                    gv: R.Tensor((3,), dtype="float32") = R.exp(lv1)
+                    t: R.Tuple(R.Tensor((3,), dtype="float32"), R.Tensor((3,), dtype="float32")) = (lv1, gv)
+                    out: R.Tensor((3,), dtype="float32") = gv
+                    R.output(out)
+                return out
+    """
+
+    name = "CanonicalizeBindings"
 
     def transform_function(self, func: Function, mod, ctx) -> Function:
         if not isinstance(func.body, SeqExpr):

@@ -10,24 +10,55 @@ every function, so none is removed unless entries are named) are removed, as TVM
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from ..ir.expr import Call, Function, GlobalVar, MatchCast, SeqExpr
 from ..ir.module import IRModule
 from ..ir.struct_info import free_vars as struct_free_vars
-from .pass_infra import Pass, PassContext, PassInfo
+from .pass_infra import Pass, PassContext
 from .utils import free_vars
 
 
+@dataclass(frozen=True)
 class DeadCodeElimination(Pass):
-    """Remove unused bindings; with ``entry_functions``, also the functions they do not reach."""
+    """Remove unused bindings; with ``entry_functions``, also the functions they do not reach.
 
-    def __init__(self, entry_functions: Optional[Sequence[str]] = None):
-        self.entry_functions = list(entry_functions) if entry_functions is not None else None
+    Example, applied as ``DeadCodeElimination(["main"])``::
 
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo("DeadCodeElimination")
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((3,), "float32")):
+                with R.dataflow():
+                    unused = R.exp(x)
+                    gv = R.nn.relu(x)
+                    R.output(gv)
+                return gv
+
+            @R.function
+            def unreachable(x: R.Tensor((3,), "float32")):
+                return x
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((3,), dtype="float32")) -> R.Tensor((3,), dtype="float32"):
+                with R.dataflow():
+                    gv: R.Tensor((3,), dtype="float32") = R.nn.relu(x)
+                    R.output(gv)
+                return gv
+    """
+
+    name = "DeadCodeElimination"
+
+    entry_functions: Optional[Sequence[str]] = None
+
+    def __post_init__(self):
+        if self.entry_functions is not None:
+            object.__setattr__(self, "entry_functions", tuple(self.entry_functions))
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         out = mod.copy()

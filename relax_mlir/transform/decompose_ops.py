@@ -29,6 +29,7 @@ With ``func_name`` only that function changes (TVM's ``ApplyDecomposeToFunction`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from ..ir.expr import Call, Expr, Function, Tuple, TupleGetItem
@@ -38,7 +39,7 @@ from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..ir.visitor import ExprMutator
 from ..op.registry import Op
 from .mutate_ops_for_training import ModePass, set_mode
-from .pass_infra import FunctionPass, PassContext, PassInfo
+from .pass_infra import FunctionPass, PassContext
 
 _MAX_DEPTH = 32
 
@@ -104,15 +105,47 @@ def decompose_function(func: Function, mod: IRModule) -> Function:
     return _Decomposer(mod).visit_function(func)
 
 
+@dataclass(frozen=True)
 class DecomposeOps(FunctionPass):
-    """Decompose every composite op (``func_name``: in one function; default all), in whatever mode it is."""
+    """Decompose every composite op (``func_name``: in one function; default all), in whatever mode it is.
 
-    def __init__(self, func_name: Optional[str] = None):
-        self.func_name = func_name
+    Example, applied as ``DecomposeOps()``::
 
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo("DecomposeOps")
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 4), "float32"), gamma: R.Tensor((4,), "float32"), beta: R.Tensor((4,), "float32")):
+                with R.dataflow():
+                    gv = R.nn.layer_norm(x, gamma, beta, axes=[1])
+                    R.output(gv)
+                return gv
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(
+                x: R.Tensor((2, 4), dtype="float32"),
+                gamma: R.Tensor((4,), dtype="float32"),
+                beta: R.Tensor((4,), dtype="float32"),
+            ) -> R.Tensor((2, 4), dtype="float32"):
+                with R.dataflow():
+                    lv: R.Tensor((2, 1), dtype="float32") = R.mean(x, axis=(1,), keepdims=True)
+                    lv_1: R.Tensor((2, 4), dtype="float32") = R.subtract(x, lv)
+                    lv_2: R.Tensor((2, 1), dtype="float32") = R.variance(x, axis=(1,), keepdims=True)
+                    lv_3: R.Tensor((2, 1), dtype="float32") = R.add(lv_2, R.const(1.0e-05, "float32"))
+                    lv_4: R.Tensor((2, 1), dtype="float32") = R.sqrt(lv_3)
+                    lv_5: R.Tensor((2, 4), dtype="float32") = R.divide(lv_1, lv_4)
+                    lv_6: R.Tensor((2, 4), dtype="float32") = R.multiply(lv_5, gamma)
+                    gv: R.Tensor((2, 4), dtype="float32") = R.add(lv_6, beta)
+                    R.output(gv)
+                return gv
+    """
+
+    name = "DecomposeOps"
+
+    func_name: Optional[str] = None
 
     def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
         return decompose_function(func, mod)
@@ -126,13 +159,75 @@ class _ModeThenDecompose(ModePass):
         return decompose_function(set_mode(func, mod, self.training, self.info.name), mod)
 
 
+@dataclass(frozen=True)
 class DecomposeOpsForTraining(_ModeThenDecompose):
-    """``MutateOpsForTraining`` then ``DecomposeOps``, on ``func_name`` or every function."""
+    """``MutateOpsForTraining`` then ``DecomposeOps``, on ``func_name`` or every function.
 
+    Example, applied as ``DecomposeOpsForTraining()``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 4), "float32")):
+                with R.dataflow():
+                    gv = R.nn.dropout(x, rate=0.5)
+                    out = gv[0]
+                    R.output(out)
+                return out
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(
+                x: R.Tensor((2, 4), dtype="float32"),
+                rng_key: R.Tensor((), dtype="int64"),
+            ) -> R.Tensor((2, 4), dtype="float32"):
+                with R.dataflow():
+                    lv: R.Tensor((2, 4), dtype="float32") = R.random.uniform(rng_key, (2, 4))
+                    lv_1: R.Tensor((2, 4), dtype="bool") = R.greater_equal(lv, R.const(0.5, "float32"))
+                    lv_2: R.Tensor((2, 4), dtype="float32") = R.where(lv_1, R.const(2.0, "float32"), R.const(0.0, "float32"))
+                    lv_3: R.Tensor((2, 4), dtype="float32") = R.multiply(x, lv_2)
+                    gv: R.Tuple(R.Tensor((2, 4), dtype="float32"), R.Tensor((2, 4), dtype="float32")) = (lv_3, lv_2)
+                    out: R.Tensor((2, 4), dtype="float32") = gv[0]
+                    R.output(out)
+                return out
+    """
+
+    name = "DecomposeOpsForTraining"
     training = True
 
 
+@dataclass(frozen=True)
 class DecomposeOpsForInference(_ModeThenDecompose):
-    """``MutateOpsForInference`` then ``DecomposeOps``, on ``func_name`` or every function."""
+    """``MutateOpsForInference`` then ``DecomposeOps``, on ``func_name`` or every function.
 
+    Example, applied as ``DecomposeOpsForInference()``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 4), "float32")):
+                with R.dataflow():
+                    gv = R.nn.dropout(x, rate=0.5)
+                    out = gv[0]
+                    R.output(out)
+                return out
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 4), dtype="float32")) -> R.Tensor((2, 4), dtype="float32"):
+                with R.dataflow():
+                    lv: R.Tensor((2, 4), dtype="float32") = R.ones_like(x)
+                    gv: R.Tuple(R.Tensor((2, 4), dtype="float32"), R.Tensor((2, 4), dtype="float32")) = (x, lv)
+                    out: R.Tensor((2, 4), dtype="float32") = gv[0]
+                    R.output(out)
+                return out
+    """
+
+    name = "DecomposeOpsForInference"
     training = False

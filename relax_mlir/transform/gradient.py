@@ -29,11 +29,12 @@ one dataflow block), tuple-typed parameters, and gradients of intermediate varia
 gradient rule is reported at once. The adjoint comes out cleaned as CanonicalizeBindings and
 DeadCodeElimination would leave it; with ``matmul(x, permute_dims(w))`` the transpose of the transpose is ``w``
 itself (no new op). Segments marked with ``grad.start_checkpoint`` / ``grad.end_checkpoint``
-are recomputed in the backward pass instead of being kept (see :mod:`relax_mlir.transform.checkpoint`).
+are recomputed in the backward pass instead of being kept (see :mod:`relax_mlir.training.remat`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 from ..ir.block_builder import BlockBuilder
@@ -45,7 +46,7 @@ from ..ir.printer import format_struct_info
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..op.grad_utils import forward_bindings
 from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
-from .pass_infra import Pass, PassContext, PassInfo
+from .pass_infra import Pass, PassContext
 from .canonicalize_bindings import CanonicalizeBindings
 from .dead_code_elimination import remove_unused_bindings, size_defining_casts
 from .utils import free_vars, substitute, substitute_with
@@ -55,23 +56,68 @@ class GradientError(ValueError):
     """Gradient was asked for something it cannot do; the message names the function and the culprit."""
 
 
+@dataclass(frozen=True)
 class Gradient(Pass):
     """Reverse-mode AD: ``Gradient(func_name, require_grads=None, target_index=0)``.
 
     ``func_name`` is the function's name or ``GlobalVar``. ``require_grads`` is a Var or a list of Vars: parameters
     of the function or variables it binds; by default every parameter with a float type. The target is the return
     value, or its ``target_index``-th field when the function returns a tuple; it must be a float scalar.
+
+    Example, applied as ``Gradient("main")``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((3,), "float32"), y: R.Tensor((3,), "float32")):
+                with R.dataflow():
+                    lv = R.multiply(x, y)
+                    gv = R.sum(lv)
+                    R.output(gv)
+                return gv
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(
+                x: R.Tensor((3,), dtype="float32"),
+                y: R.Tensor((3,), dtype="float32"),
+            ) -> R.Tensor((), dtype="float32"):
+                with R.dataflow():
+                    lv: R.Tensor((3,), dtype="float32") = R.multiply(x, y)
+                    gv: R.Tensor((), dtype="float32") = R.sum(lv)
+                    R.output(gv)
+                return gv
+
+            @R.function
+            def main_adjoint(
+                x: R.Tensor((3,), dtype="float32"),
+                y: R.Tensor((3,), dtype="float32"),
+            ) -> R.Tuple(R.Tensor((), dtype="float32"), R.Tuple(R.Tensor((3,), dtype="float32"), R.Tensor((3,), dtype="float32"))):
+                with R.dataflow():
+                    lv: R.Tensor((3,), dtype="float32") = R.multiply(x, y)
+                    gv: R.Tensor((), dtype="float32") = R.sum(lv)
+                    gv_adjoint: R.Tensor((), dtype="float32") = R.ones((), "float32")
+                    lv_adjoint: R.Tensor((3,), dtype="float32") = R.broadcast_to(gv_adjoint, (3,))
+                    x_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, y)
+                    y_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, x)
+                    R.output(gv, x_adjoint, y_adjoint)
+                return (gv, (x_adjoint, y_adjoint))
     """
 
-    def __init__(self, func_name: Union[str, GlobalVar], require_grads: Union[Var, Sequence[Var], None] = None,
-                 target_index: int = 0):
-        self.func_name = func_name.name_hint if isinstance(func_name, GlobalVar) else func_name
-        self.require_grads = [require_grads] if isinstance(require_grads, Var) else require_grads
-        self.target_index = target_index
+    name = "Gradient"
 
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo("Gradient")
+    func_name: Union[str, GlobalVar]
+    require_grads: Union[Var, Sequence[Var], None] = None
+    target_index: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.func_name, GlobalVar):
+            object.__setattr__(self, "func_name", self.func_name.name_hint)
+        if isinstance(self.require_grads, Var):
+            object.__setattr__(self, "require_grads", [self.require_grads])
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         name = self.func_name

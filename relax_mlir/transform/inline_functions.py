@@ -12,6 +12,7 @@ a recursive function is refused.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import itertools
 from typing import Optional, Sequence
 
@@ -22,7 +23,7 @@ from ..ir.struct_info import free_vars as struct_free_vars
 from ..ir.struct_info import substitute as substitute_struct_info
 from ..ir.sym import SizeVar
 from ..op.registry import substitute_attrs
-from .pass_infra import Pass, PassContext, PassInfo
+from .pass_infra import Pass, PassContext
 from .utils import substitute
 
 
@@ -96,15 +97,49 @@ def _resize(e: Expr, sizes: dict) -> Expr:
     return Call(e.op, e.args, attrs, substitute_struct_info(e.struct_info, sizes), span=e.span)
 
 
+@dataclass(frozen=True)
 class InlineFunctions(Pass):
-    """Inline every call between functions in the functions named (default: all)."""
+    """Inline every call between functions in the functions named (default: all).
 
-    def __init__(self, func_names: Optional[Sequence[str]] = None):
-        self.func_names = list(func_names) if func_names is not None else None
+    Example, applied as ``InlineFunctions(["main"])``::
 
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo("InlineFunctions")
+        @I.ir_module
+        class Module:
+            @R.function
+            def double(a: R.Tensor((3,), "float32")):
+                b = R.add(a, a)
+                return b
+
+            @R.function
+            def main(x: R.Tensor((3,), "float32")):
+                y = cls.double(x)
+                z = R.exp(y)
+                return z
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def double(a: R.Tensor((3,), dtype="float32")) -> R.Tensor((3,), dtype="float32"):
+                b: R.Tensor((3,), dtype="float32") = R.add(a, a)
+                return b
+
+            @R.function
+            def main(x: R.Tensor((3,), dtype="float32")) -> R.Tensor((3,), dtype="float32"):
+                b: R.Tensor((3,), dtype="float32") = R.add(x, x)
+                y: R.Tensor((3,), dtype="float32") = b
+                z: R.Tensor((3,), dtype="float32") = R.exp(y)
+                return z
+    """
+
+    name = "InlineFunctions"
+
+    func_names: Optional[Sequence[str]] = None
+
+    def __post_init__(self):
+        if self.func_names is not None:
+            object.__setattr__(self, "func_names", tuple(self.func_names))
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         out = mod.copy()

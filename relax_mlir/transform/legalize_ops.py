@@ -24,12 +24,13 @@ module attributes, so LegalizeOps may run anywhere in a pipeline; applying it tw
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import threading
 from typing import Any, Callable, Mapping, Optional
 
 from ..ir.module import IRModule
 from ..op.registry import Op, get_op
-from .pass_infra import Pass, PassContext, PassInfo
+from .pass_infra import Pass, PassContext
 
 LEGALIZE_MAP_ATTR = "relax_mlir.legalize_map"
 
@@ -62,26 +63,49 @@ def lookup_rule(token: str) -> Callable:
                        "(rules are Python functions: apply LegalizeOps again, or register_rule(fn, token))") from None
 
 
+@dataclass(frozen=True)
 class LegalizeOps(Pass):
     """Record custom lowerings for ``to_mlir``/``compile`` (see the module docstring).
 
     ``customize_legalize_map`` maps op names (``"relax.add"``, ``"nn.relu"``) or op records to rules
     ``rule(lc, op) -> Value | list[Value]``. ``enable_warning`` is accepted for TVM compatibility (every op has a
-    lowering or is reported by the export)."""
+    lowering or is reported by the export).
 
-    def __init__(self, customize_legalize_map: Optional[Mapping[Any, Callable]] = None, enable_warning: bool = False):
+    Example, applied as ``LegalizeOps({"relax.grad.no_grad": relax_mlir.backend.legalize.elementwise._identity})``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((3,), "float32")):
+                y = R.grad.no_grad(x)
+                return y
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            I.module_attrs({"relax_mlir.legalize_map": {"relax.grad.no_grad": "relax_mlir.backend.legalize.elementwise._identity"}})
+
+            @R.function
+            def main(x: R.Tensor((3,), dtype="float32")) -> R.Tensor((3,), dtype="float32"):
+                y: R.Tensor((3,), dtype="float32") = R.grad.no_grad(x)
+                return y
+    """
+
+    name = "LegalizeOps"
+
+    customize_legalize_map: Optional[Mapping[Any, Callable]] = None
+    enable_warning: bool = False
+
+    def __post_init__(self):
         table = {}
-        for key, rule in (customize_legalize_map or {}).items():
+        for key, rule in (self.customize_legalize_map or {}).items():
             name = key.name if isinstance(key, Op) else get_op(key).name
             if not callable(rule):
                 raise TypeError(f"LegalizeOps: the lowering of {name} must be callable, got {type(rule).__name__}")
             table[name] = rule
-        self.customize_legalize_map = table
-        self.enable_warning = enable_warning
-
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo("LegalizeOps", 0)
+        # Keyed by full op name whichever spelling the caller used, so two equal maps give equal passes.
+        object.__setattr__(self, "customize_legalize_map", table)
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         if not self.customize_legalize_map:

@@ -32,7 +32,8 @@ identity); ``DecomposeOpsForInference`` runs it first.
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass
+from typing import ClassVar, Optional
 
 from .. import op
 from ..ir.expr import Call, Expr, Function, GlobalVar, Var, const
@@ -40,7 +41,7 @@ from ..ir.module import IRModule
 from ..ir.struct_info import TensorStructInfo
 from ..ir.visitor import ExprMutator, post_order_visit
 from ..op.random import GAMMA, to_int64
-from .pass_infra import FunctionPass, PassContext, PassInfo
+from .pass_infra import FunctionPass, PassContext
 
 RNG_KEY = "rng_key"
 RNG_KEY_STRUCT_INFO = TensorStructInfo((), "int64")
@@ -99,18 +100,14 @@ def check_callers(before: IRModule, after: IRModule, where: str) -> None:
                              f"{RNG_KEY!r} parameter and pass a key")
 
 
+@dataclass(frozen=True)
 class ModePass(FunctionPass):
     """Base of the passes that put ops in their training (``training = True``) or inference form, in
     ``func_name`` or every function; it refuses to add an ``rng_key`` parameter to a function others call."""
 
-    training = True
+    training: ClassVar[bool] = True
 
-    def __init__(self, func_name: Optional[str] = None):
-        self.func_name = func_name
-
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo(type(self).__name__)
+    func_name: Optional[str] = None
 
     def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
         return set_mode(func, mod, self.training, self.info.name)
@@ -121,14 +118,71 @@ class ModePass(FunctionPass):
         return out
 
 
+@dataclass(frozen=True)
 class MutateOpsForTraining(ModePass):
     """Training forms of the ops that have one (``func_name``: one function; default all): see the module
-    docstring. Functions with random ops get a last parameter ``rng_key``."""
+    docstring. Functions with random ops get a last parameter ``rng_key``.
 
+    Example, applied as ``MutateOpsForTraining()``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 4), "float32")):
+                with R.dataflow():
+                    gv = R.nn.dropout(x, rate=0.5)
+                    out = gv[0]
+                    R.output(out)
+                return out
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(
+                x: R.Tensor((2, 4), dtype="float32"),
+                rng_key: R.Tensor((), dtype="int64"),
+            ) -> R.Tensor((2, 4), dtype="float32"):
+                with R.dataflow():
+                    gv: R.Tuple(R.Tensor((2, 4), dtype="float32"), R.Tensor((2, 4), dtype="float32")) = R.nn.dropout(x, rng_key)
+                    out: R.Tensor((2, 4), dtype="float32") = gv[0]
+                    R.output(out)
+                return out
+    """
+
+    name = "MutateOpsForTraining"
     training = True
 
 
+@dataclass(frozen=True)
 class MutateOpsForInference(ModePass):
-    """Inference forms: batch_norm with the moving statistics, dropout without a key (the identity)."""
+    """Inference forms: batch_norm with the moving statistics, dropout without a key (the identity).
 
+    Example, applied as ``MutateOpsForInference()``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 4), "float32")):
+                with R.dataflow():
+                    gv = R.nn.dropout(x, rate=0.5)
+                    out = gv[0]
+                    R.output(out)
+                return out
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 4), dtype="float32")) -> R.Tensor((2, 4), dtype="float32"):
+                with R.dataflow():
+                    gv: R.Tuple(R.Tensor((2, 4), dtype="float32"), R.Tensor((2, 4), dtype="float32")) = R.nn.dropout(x)
+                    out: R.Tensor((2, 4), dtype="float32") = gv[0]
+                    R.output(out)
+                return out
+    """
+
+    name = "MutateOpsForInference"
     training = False

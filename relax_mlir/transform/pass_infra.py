@@ -103,6 +103,10 @@ class PassContext:
 _DEFAULT = PassContext()
 
 
+#: Every registered pass class by its name (TVM's spelling); filled as the classes are defined.
+PASSES: dict[str, type["Pass"]] = {}
+
+
 @dataclass(frozen=True)
 class PassInfo:
     """A pass's name (TVM's spelling), the opt level it needs, and the passes it requires."""
@@ -113,13 +117,30 @@ class PassInfo:
 
 
 class Pass:
-    """A module-to-module transformation. Subclasses implement ``transform_module``."""
+    """A module-to-module transformation. Subclasses implement ``transform_module``.
 
+    A pass is data: a ``@dataclass(frozen=True)`` whose fields are its options. A class that sets ``name`` (TVM's
+    name, e.g. ``"CanonicalizeBindings"``) is registered in ``PASSES`` when it is defined; bases without a name of
+    their own (``FunctionPass``, ``ModePass``) are not.
+    """
+
+    name: ClassVar[str]
     opt_level: ClassVar[int] = 0
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("name")
+        if not isinstance(name, str):
+            return
+        known = PASSES.get(name)
+        if known is not None and known.__qualname__ != cls.__qualname__:
+            raise ValueError(f"pass name {name!r} of {cls.__module__}.{cls.__qualname__} is already taken by "
+                             f"{known.__module__}.{known.__qualname__}")
+        PASSES[name] = cls
 
     @property
     def info(self) -> PassInfo:
-        return PassInfo(type(self).__name__, self.opt_level)
+        return PassInfo(self.name, self.opt_level)
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         raise NotImplementedError(f"{type(self).__name__} does not implement transform_module")

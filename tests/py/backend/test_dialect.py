@@ -7,13 +7,13 @@ import pytest
 from mlir import ir
 
 from relax_mlir import op as relax_op
-from relax_mlir.backend import dialect
+from relax_mlir.backend import dialect, dialect_gen
 from relax_mlir.backend.export import export_module
 from relax_mlir.ir import IRModule
 
 from .op_cases import compilable, make_case, mlir_opt_verify
 
-REGENERATE = "regenerate with `python -m relax_mlir.backend.dialect --write`"
+REGENERATE = "regenerate with `python -m relax_mlir.backend.dialect_gen --write`"
 
 
 def test_irdl_file_is_generated_from_the_registry():
@@ -21,7 +21,7 @@ def test_irdl_file_is_generated_from_the_registry():
 
 
 def test_readme_is_generated_from_the_registry():
-    assert dialect.README_PATH.read_text(encoding="utf-8") == dialect.readme_text(), REGENERATE
+    assert dialect.README_PATH.read_text(encoding="utf-8") == dialect_gen.readme_text(), REGENERATE
 
 
 def test_op_names_are_injective_and_valid_irdl_names():

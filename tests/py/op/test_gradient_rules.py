@@ -13,7 +13,7 @@ from relax_mlir.interpreter import interpret
 from relax_mlir.ir import Var
 from relax_mlir.ir.expr import Call, Constant, VarBinding
 from relax_mlir.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, free_vars, substitute
-from relax_mlir.op.gradcheck import as_float64, vjp_module
+from relax_mlir.testing.gradcheck import as_float64, vjp_module
 from relax_mlir.op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, substitute_attrs
 from relax_mlir.testing import roundtrip
 

@@ -14,7 +14,7 @@ import pytest
 
 from relax_mlir import op as relax_op
 from relax_mlir.ir.struct_info import StructInfo, TupleStructInfo, free_vars, substitute
-from relax_mlir.op.gradcheck import as_float64, check_rule
+from relax_mlir.testing.gradcheck import as_float64, check_rule
 from relax_mlir.op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, substitute_attrs
 
 from ..conftest import random_inputs

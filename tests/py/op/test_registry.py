@@ -3,7 +3,8 @@
 For each sample the inferred struct info (with symbolic dims bound to concrete sizes) must equal the shape and
 dtype of the NumPy reference's output (only rank and dtype where the inferred shape is unknown); inference on
 the concrete shapes must agree too. The reference gets the call's attributes with the size variables bound
-(``substitute_attrs``), and the stored attributes must already be canonical.
+(``substitute_attrs``), and the stored attributes must already be canonical. Every sample's call, bound in a
+function, is printed and parsed back (``roundtrip``), symbolic and static.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import numpy as np
 import pytest
 
 from relax_mlir import op as relax_op
-from relax_mlir.ir import Var
+from relax_mlir.ir import BindingBlock, Function, IRModule, SeqExpr, Var, VarBinding
 from relax_mlir.ir.dtype import from_numpy
-from relax_mlir.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, free_vars, substitute
+from relax_mlir.ir.struct_info import ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo, free_vars, substitute
 from relax_mlir.ir.sym import SizeVar, SymDim
 from relax_mlir.op import Op, substitute_attrs
+from relax_mlir.testing import roundtrip
 
 from ..conftest import random_inputs
 
@@ -86,6 +88,37 @@ def test_inference_matches_reference(op, sample):
     _check_output(substitute(call.struct_info, env), result, f"{op.name} symbolic")
     static = op(*[Var(f"a{i}", s) for i, s in enumerate(concrete)], **attrs).struct_info
     _check_output(static, result, f"{op.name} static")
+
+
+def _defined_sizes(sinfo: StructInfo) -> set[str]:
+    """Size variables a parameter of struct info ``sinfo`` defines: those that are a whole dimension."""
+    if isinstance(sinfo, TupleStructInfo):
+        return set().union(*(_defined_sizes(f) for f in sinfo.fields))
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None:
+        return {v for d in sinfo.shape if isinstance(d, SymDim) and d.is_var() for v in d.free_vars()}
+    return set()
+
+
+def _one_call_module(op: Op, sinfos: list, attrs: dict) -> IRModule:
+    params = [Var(f"a{i}", s) for i, s in enumerate(sinfos)]
+    call = op(*params, **attrs)
+    # Size variables no parameter defines (only the attributes mention them, as in ``zeros(("n", 4))``, or only
+    # expressions such as ``2 * h`` use them) are bound by a shape parameter, as TVM does.
+    used = free_vars(call.struct_info).union(*(free_vars(s) for s in sinfos))
+    unbound = used - set().union(*(_defined_sizes(s) for s in sinfos))
+    if unbound:
+        params.append(Var("sizes", ShapeStructInfo(sorted(unbound))))
+    out = Var("out", call.struct_info)
+    return IRModule({"main": Function(params, SeqExpr([BindingBlock([VarBinding(out, call)])], out))})
+
+
+@pytest.mark.parametrize("op,sample", list(_cases("good")))
+def test_sample_round_trips_through_the_text_format(op, sample):
+    sinfos = [_sinfo(a) for a in sample.args]
+    roundtrip(_one_call_module(op, sinfos, sample.attrs))
+    env = {name: SIZES[name] for s in sinfos for name in free_vars(s)} | sample.sizes
+    attrs = substitute_attrs(op(*[Var(f"a{i}", s) for i, s in enumerate(sinfos)], **sample.attrs).attrs, env)
+    roundtrip(_one_call_module(op, [substitute(s, env) for s in sinfos], attrs))
 
 
 def test_substitute_attrs_binds_nested_size_variables():

@@ -56,6 +56,21 @@ def test_standalone_function():
     roundtrip(f)
 
 
+
+@I.ir_module
+class WithOptions:
+    @R.function(pure=False)
+    def main(x: R.Tensor((2,), "float32")):
+        y = R.exp(x)
+        return y
+
+
+def test_function_decorator_with_options_inside_a_module_class():
+    # ``@R.function(...)`` is one frame closer to the class body than bare ``@R.function``.
+    assert isinstance(WithOptions, IRModule)
+    assert WithOptions["main"].is_pure is False
+    roundtrip(WithOptions)
+
 SYMBOLIC = '''
 @I.ir_module
 class M:

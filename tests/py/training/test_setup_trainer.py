@@ -189,3 +189,60 @@ def test_models_say_how_their_states_start_and_foreign_checkpoints_are_refused(t
     assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask, "a checkpoint gets the usual file permissions"
     with pytest.raises(ValueError, match=r"checkpoint of another model: it lacks param/conv0_weight"):
         trainer.load(path)
+
+
+def test_legalize_check_names_every_op_without_a_lowering():
+    from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var
+    from relax_mlir.op import nn
+    from relax_mlir.training.setup_trainer import check_lowerable
+    from relax_mlir.transform import LegalizeOps
+
+    x = Var("x", TensorStructInfo((2, 4), "float32"))
+    g, b = Var("g", TensorStructInfo((4,), "float32")), Var("b", TensorStructInfo((4,), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x, g, b]):
+        y = bb.emit(nn.layer_norm(x, g, b, axes=[1]))  # a composite: lowered only once decomposed
+        bb.emit_func_output(y)
+    mod = bb.get()
+    with pytest.raises(ValueError, match=r"no lowering for relax\.nn\.layer_norm \(in main\)"):
+        check_lowerable(mod)
+    check_lowerable(mod, skip=("main",))
+    check_lowerable(LegalizeOps({"relax.nn.layer_norm": lambda lc, op: lc.inputs[0]})(mod))
+
+
+DROPOUT_BACKBONE = '''
+@I.ir_module
+class Module:
+    I.module_attrs({"param_num": 1, "state_num": 0})
+
+    @R.function
+    def backbone(x: R.Tensor((8, 6), "float32"), w: R.Tensor((6, 3), "float32")):
+        with R.dataflow():
+            h = R.nn.dropout(x, rate=0.5)
+            h0 = h[0]
+            out = R.matmul(h0, w)
+            R.output(out)
+        return out
+'''
+
+
+def test_setup_trainer_records_dropout_keys_and_ignore_index_for_trainer():
+    from relax_mlir.script import from_source
+
+    plain = _setup()(mlp(B, SIZES))
+    assert plain.attrs["rng_key_num"] == 0 and plain.attrs["ignore_index"] == -100
+    mod = SetupTrainer(CrossEntropyLoss(ignore_index=7), SGD(0.1),
+                       [TensorStructInfo((B, 3), "float32"), TensorStructInfo((B,), "int64")])(
+        from_source(DROPOUT_BACKBONE))
+    assert mod.attrs["rng_key_num"] == 1 and mod.attrs["ignore_index"] == 7
+    roundtrip(mod)
+    trainer = Trainer(mod).build("numpy")
+    assert trainer.has_rng_key
+    trainer.xavier_uniform_init_params(0)
+    x, y = _batch()
+    y = y % 3
+    y[0] = 7  # outside the 3 classes, but the ignored label: accepted because the module records it
+    assert np.isfinite(trainer.update_params(x, y))
+    y[1] = 5
+    with pytest.raises(ValueError, match=r"labels outside the 3 classes \[0, 3\): \[5\]"):
+        trainer.update_params(x, y)

@@ -4,11 +4,20 @@ instruments see every pass run."""
 from __future__ import annotations
 
 import inspect
+import re
+import textwrap
 
 import pytest
 
+import relax_mlir
+import relax_mlir.backend.legalize  # noqa: F401 - LegalizeOps's example names one of its rules
 from relax_mlir import op, transform
 from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var
+from relax_mlir.ir.structural_equal import assert_structural_equal
+from relax_mlir.script import from_source
+from relax_mlir.testing import roundtrip
+
+_EXAMPLE = re.compile(r"^Example, applied as ``(?P<call>.+)``::$", re.M)
 
 
 @pytest.mark.parametrize("cls", transform.list_passes(), ids=lambda c: c.__name__)
@@ -17,6 +26,52 @@ def test_pass_is_registered_and_documented(cls):
     assert inspect.getdoc(cls) and len(inspect.getdoc(cls)) > 20, f"{cls.__name__} needs a docstring"
     module_doc = inspect.getdoc(inspect.getmodule(cls))
     assert module_doc, f"the file of {cls.__name__} needs a docstring with a before/after example"
+
+
+def _indented_block(text: str) -> str:
+    """The literal block at the start of ``text``: blank lines and lines indented by at least 4 spaces."""
+    lines = []
+    for line in text.lstrip("\n").splitlines():
+        if line.strip() and not line.startswith("    "):
+            break
+        lines.append(line)
+    return textwrap.dedent("\n".join(lines))
+
+
+def doc_example(cls) -> tuple[str, str, str]:
+    """``(call, before, after)`` from the pass's docstring: ``Example, applied as ``Pass(...)``::`` then the
+    "before" block, then ``becomes::`` and the "after" block."""
+    doc = inspect.getdoc(cls)
+    found = _EXAMPLE.search(doc)
+    assert found, f"{cls.name}: the docstring needs 'Example, applied as ``{cls.name}(...)``::' and a before block"
+    before_text, sep, after_text = doc[found.end():].partition("\nbecomes::\n")
+    assert sep, f"{cls.name}: the example needs a 'becomes::' line before the after block"
+    return found.group("call"), _indented_block(before_text), _indented_block(after_text)
+
+
+@pytest.mark.parametrize("cls", transform.list_passes(), ids=lambda c: c.name)
+def test_docstring_example_parses_and_the_pass_gives_its_after(cls):
+    call, before_text, after_text = doc_example(cls)
+    before, expected = from_source(before_text), from_source(after_text)
+    # The call sees the transform names, the parsed "before" module (for arguments such as a loss function)
+    # and the package (for a lowering rule).
+    the_pass = eval(call, {**vars(transform), "before": before, "relax_mlir": relax_mlir})  # noqa: S307
+    assert type(the_pass) is cls, f"{cls.name}: the example applies {type(the_pass).__name__}"
+    assert_structural_equal(the_pass(before), expected)
+    roundtrip(expected)
+
+
+def test_doc_example_reader_reports_a_missing_example():
+    class Undocumented(transform.Pass):
+        """A pass without an example."""
+
+        name = "TestOnlyUndocumented"
+
+    try:
+        with pytest.raises(AssertionError, match="docstring needs 'Example, applied as"):
+            doc_example(Undocumented)
+    finally:
+        del transform.PASSES["TestOnlyUndocumented"]
 
 
 def _module():
@@ -61,3 +116,43 @@ def test_disabled_pass_is_skipped_and_a_broken_pass_is_caught():
 
     with pytest.raises(ValueError, match=r"module after Breaker is not well formed"):
         breaker(mod)
+
+
+def test_defining_a_pass_registers_it_and_names_are_unique():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Renamer(transform.Pass):
+        """A pass defined in a test: it registers itself by its name."""
+
+        name = "TestOnlyRenamer"
+
+        def transform_module(self, mod, ctx):
+            return mod
+
+    try:
+        assert transform.PASSES["TestOnlyRenamer"] is Renamer
+        assert Renamer().info.name == "TestOnlyRenamer"
+        with pytest.raises(ValueError, match=r"pass name 'TestOnlyRenamer' of .* is already taken by"):
+            type("Other", (transform.Pass,), {"name": "TestOnlyRenamer"})
+    finally:
+        del transform.PASSES["TestOnlyRenamer"]
+    assert "TestOnlyRenamer" not in [c.name for c in transform.list_passes()]
+
+
+def test_passes_are_frozen_dataclasses_with_tvm_signatures(capsys):
+    import dataclasses
+
+    from relax_mlir.cli import main
+
+    for cls in transform.list_passes():
+        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls.__name__
+        assert cls.name == cls.__name__
+    x = Var("x", TensorStructInfo((3,), "float32"))
+    assert transform.Gradient("main", [x], 0) == transform.Gradient("main", require_grads=x, target_index=0)
+    assert transform.DecomposeOpsForTraining(func_name=None) == transform.DecomposeOpsForTraining()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        transform.Gradient("main").target_index = 1
+    assert main(["passes"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == sorted(transform.PASSES)

@@ -14,7 +14,7 @@ import numpy as np
 from ..ir import BlockBuilder, Tuple, Var
 from ..ir.dtype import is_float
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
-from .registry import Op
+from ..op.registry import Op
 
 
 def as_float64(sinfo: StructInfo) -> StructInfo:
@@ -28,7 +28,7 @@ def as_float64(sinfo: StructInfo) -> StructInfo:
 def vjp_module(op: Op, arg_sinfos: Sequence[StructInfo], attrs: dict):
     """A module whose ``vjp(args..., w)`` returns the rule's gradient for each argument (zeros where the
     rule gives none), built by emitting the rule's expressions with the BlockBuilder."""
-    from . import zeros
+    from ..op import zeros
 
     params = [Var(f"a{i}", s) for i, s in enumerate(arg_sinfos)]
     call = op(*params, **attrs)
@@ -83,7 +83,7 @@ def check_rule(op: Op, arg_sinfos, attrs: dict, arrays: list, rng: np.random.Gen
                rtol: float = 1e-5, atol: float = 1e-6) -> None:
     """Assert that ``op``'s gradient rule matches finite differences at ``arrays`` (static float64 sinfos)."""
     from ..interpreter import interpret
-    from .registry import substitute_attrs
+    from ..op.registry import substitute_attrs
 
     mod = vjp_module(op, arg_sinfos, attrs)
     out_sinfo = mod["vjp"].params[-1].struct_info

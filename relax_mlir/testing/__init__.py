@@ -6,9 +6,9 @@ from typing import Sequence, Union
 
 import numpy as np
 
-from .ir import Function, IRModule
-from .ir.structural_equal import assert_structural_equal
-from .ir.well_formed import check_well_formed
+from ..ir import Function, IRModule
+from ..ir.structural_equal import assert_structural_equal
+from ..ir.well_formed import check_well_formed
 
 
 def roundtrip(mod: Union[IRModule, Function]) -> Union[IRModule, Function]:
@@ -17,7 +17,7 @@ def roundtrip(mod: Union[IRModule, Function]) -> Union[IRModule, Function]:
     Returns the parsed copy. Every module a test builds goes through this, so the printer and the parser
     are exercised on everything the project can produce.
     """
-    from .script import from_source
+    from ..script import from_source
 
     check_well_formed(mod)
     text = mod.script()
@@ -32,7 +32,7 @@ def finite_difference_gradients(mod: IRModule, func_name: str, args: Sequence, i
                                 target_index: int = 0, eps: float = 1e-6) -> list:
     """Central differences of ``func_name``'s scalar target (its return value, or field ``target_index``)
     with respect to the arguments at ``indices`` (float64 arrays, or tuples of them), using the interpreter."""
-    from .interpreter import interpret
+    from ..interpreter import interpret
 
     args = [tuple(np.array(a, dtype=np.float64) for a in x) if isinstance(x, tuple)
             else np.array(x) for x in args]

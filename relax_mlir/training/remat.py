@@ -1,4 +1,4 @@
-"""Gradient checkpointing helpers (Chen et al. 2016, "Training deep nets with sublinear memory cost").
+"""Gradient checkpointing, i.e. rematerialization (Chen et al. 2016, "Training deep nets with sublinear memory cost").
 
 ``checkpoint(bb, fn, *args)`` emits ``fn``'s bindings between ``grad.start_checkpoint`` markers on its inputs and
 ``grad.end_checkpoint`` markers on its outputs; the ``Gradient`` pass then keeps only the segment's inputs and

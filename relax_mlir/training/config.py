@@ -1,0 +1,102 @@
+"""The configuration of ``relax-mlir train``: every setting of a run, checked and phrased as the CLI's options,
+and the optimizer it names."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+MODELS = ("mlp", "cnn")
+
+
+@dataclass
+class TrainConfig:
+    """Everything a run depends on (the CLI's options); the defaults are the tutorial's settings."""
+
+    model: str = "mlp"
+    hidden: Sequence[int] = (128, 128)
+    channels: Sequence[int] = (8, 16)
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    weight_decay: float = 0.01
+    momentum: float = 0.9
+    dampening: float = 0.0
+    nesterov: bool = False
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    reduction: str = "sum"
+    epochs: int = 5
+    batch_size: int = 64
+    seed: int = 0
+    data: Optional[str] = None
+    target: str = "cpu"
+    opt_level: int = 2
+    save: Optional[str] = None
+    resume: Optional[str] = None
+
+    def problems(self) -> list[str]:
+        """Every bad setting, phrased as the CLI option it comes from."""
+        out = []
+        if self.model not in MODELS:
+            out.append(f"--model {self.model!r}: expected one of {', '.join(MODELS)}")
+        if self.optimizer not in OPTIMIZERS:
+            out.append(f"--optimizer {self.optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
+        for name, value, low in (("epochs", self.epochs, 1), ("batch-size", self.batch_size, 1),
+                                 ("seed", self.seed, 0), ("opt-level", self.opt_level, 0)):
+            if value < low:
+                out.append(f"--{name} {value}: must be at least {low}")
+        for name, sizes in (("hidden", self.hidden), ("channels", self.channels)):
+            if not sizes or min(sizes) < 1:
+                out.append(f"--{name} {' '.join(map(str, sizes))}: widths must be positive")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            out.append(f"--lr {self.lr}: must be a positive number")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            out.append(f"--weight-decay {self.weight_decay}: must be a number >= 0")
+        for name, value in (("momentum", self.momentum), ("dampening", self.dampening),
+                            ("betas", self.betas[0]), ("betas", self.betas[1])):
+            if not 0 <= value < 1:
+                out.append(f"--{name} {value}: must be in [0, 1)")
+        if not (math.isfinite(self.eps) and self.eps > 0):
+            out.append(f"--eps {self.eps}: must be a positive number")
+        if self.nesterov and self.optimizer != "momentum":
+            out.append("--nesterov needs --optimizer momentum")
+        return out
+
+    def trajectory(self) -> dict:
+        """The settings that decide the parameters after each epoch (the ones a resumed run must share)."""
+        keys = ["model", "hidden" if self.model == "mlp" else "channels", "optimizer", "lr", "weight_decay",
+                "reduction", "batch_size", "seed"]
+        keys += {"sgd": [], "momentum": ["momentum", "dampening", "nesterov"],
+                 "adam": ["betas", "eps"], "adamw": ["betas", "eps"]}.get(self.optimizer, [])
+        return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in
+                ((k, getattr(self, k)) for k in keys)}
+
+
+def make_optimizer(cfg: TrainConfig):
+    from .optimizer import SGD, Adam, AdamW, MomentumSGD
+
+    if cfg.optimizer == "sgd":
+        return SGD(cfg.lr, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "momentum":
+        return MomentumSGD(cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov)
+    if cfg.optimizer == "adam":
+        return Adam(cfg.lr, tuple(cfg.betas), cfg.eps, cfg.weight_decay)
+    if cfg.optimizer == "adamw":
+        return AdamW(cfg.lr, tuple(cfg.betas), cfg.eps, cfg.weight_decay)
+    raise ValueError(f"unknown optimizer {cfg.optimizer!r}; expected {', '.join(OPTIMIZERS)}")
+
+
+def check_output_path(path: Optional[str], option: str) -> None:
+    """Fail before training, not after it, when ``path`` cannot be written."""
+    if path is None:
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"{option} {path}: is a directory; expected a file name")
+    if not os.path.isdir(directory):
+        raise ValueError(f"{option} {path}: the directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise ValueError(f"{option} {path}: the directory {directory} is not writable")
