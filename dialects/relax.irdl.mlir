@@ -236,6 +236,41 @@ irdl.dialect @relax {
     irdl.attributes {"start" = %attr_start, "end" = %attr_end, "step" = %attr_step, "dtype" = %attr_dtype}
   }
 
+  // relax.take: Gather along ``axis`` (``None``: of the flattened tensor) as ``numpy.take``: the output shape is ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``.
+  irdl.operation @take {
+    %in_x = irdl.base "!builtin.tensor"
+    %in_indices = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.any
+    irdl.operands(x: %in_x, indices: %in_indices)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
+
+  // relax.strided_slice: Slice ``x[begin:end:stride]`` along each of ``axes``, with Python's clamping of out-of-range indices and negative strides; on a symbolic axis the indices are assumed in bounds (as TVM's ``assume_inbound``), and an end of at least 2**31 - 1 means the end of the axis.
+  irdl.operation @strided_slice {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axes = irdl.base "#builtin.dense_array"
+    %attr_begin = irdl.base "#builtin.dense_array"
+    %attr_end = irdl.base "#builtin.dense_array"
+    %attr_strides = irdl.any
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+    irdl.attributes {"axes" = %attr_axes, "begin" = %attr_begin, "end" = %attr_end, "strides" = %attr_strides}
+  }
+
+  // relax.matmul: Matrix product with NumPy's semantics: leading (batch) dims broadcast, a 1-D ``x1`` is a row and a 1-D ``x2`` a column whose added dim is dropped.
+  irdl.operation @matmul {
+    %in_x1 = irdl.base "!builtin.tensor"
+    %in_x2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_out_dtype = irdl.any
+    irdl.operands(x1: %in_x1, x2: %in_x2)
+    irdl.results(result: %out)
+    irdl.attributes {"out_dtype" = %attr_out_dtype}
+  }
+
   // relax.reshape: Reshape to ``shape`` (same number of elements); one dim may be -1 and is inferred, symbolically too: ``reshape(x: (n, 28, 28), (-1, 784))`` has shape ``(n, 784)``.
   irdl.operation @reshape {
     %in_x = irdl.base "!builtin.tensor"
@@ -315,93 +350,6 @@ irdl.dialect @relax {
     irdl.operands(x: %in_x)
     irdl.results(results: variadic %out)
     irdl.attributes {"indices_or_sections" = %attr_indices_or_sections, "axis" = %attr_axis}
-  }
-
-  // relax.take: Gather along ``axis`` (``None``: of the flattened tensor) as ``numpy.take``: the output shape is ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``.
-  irdl.operation @take {
-    %in_x = irdl.base "!builtin.tensor"
-    %in_indices = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_axis = irdl.any
-    irdl.operands(x: %in_x, indices: %in_indices)
-    irdl.results(result: %out)
-    irdl.attributes {"axis" = %attr_axis}
-  }
-
-  // relax.strided_slice: Slice ``x[begin:end:stride]`` along each of ``axes``, with Python's clamping of out-of-range indices and negative strides; on a symbolic axis the indices are assumed in bounds (as TVM's ``assume_inbound``), and an end of at least 2**31 - 1 means the end of the axis.
-  irdl.operation @strided_slice {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_axes = irdl.base "#builtin.dense_array"
-    %attr_begin = irdl.base "#builtin.dense_array"
-    %attr_end = irdl.base "#builtin.dense_array"
-    %attr_strides = irdl.any
-    irdl.operands(x: %in_x)
-    irdl.results(result: %out)
-    irdl.attributes {"axes" = %attr_axes, "begin" = %attr_begin, "end" = %attr_end, "strides" = %attr_strides}
-  }
-
-  // relax.grad.start_checkpoint: Marks the input of a checkpointed segment (identity).
-  irdl.operation @grad_start_checkpoint {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    irdl.operands(x: %in_x)
-    irdl.results(result: %out)
-  }
-
-  // relax.grad.end_checkpoint: Marks the output of a checkpointed segment (identity).
-  irdl.operation @grad_end_checkpoint {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    irdl.operands(x: %in_x)
-    irdl.results(result: %out)
-  }
-
-  // relax.grad.no_grad: Identity whose gradient is zero: gradients do not flow through it.
-  irdl.operation @grad_no_grad {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    irdl.operands(x: %in_x)
-    irdl.results(result: %out)
-  }
-
-  // relax.grad.take_backward: The adjoint of ``take(x, indices, axis)`` for ``x`` of shape ``shape``: zeros of that shape with each slice of ``output_grad`` added at its index (repeated indices accumulate).
-  irdl.operation @grad_take_backward {
-    %in_output_grad = irdl.base "!builtin.tensor"
-    %in_indices = irdl.base "!builtin.tensor"
-    %index = irdl.is index
-    %out = irdl.base "!builtin.tensor"
-    %attr_axis = irdl.any
-    %attr_shape = irdl.base "#builtin.dense_array"
-    irdl.operands(output_grad: %in_output_grad, indices: %in_indices, dims: variadic %index)
-    irdl.results(result: %out)
-    irdl.attributes {"axis" = %attr_axis, "shape" = %attr_shape}
-  }
-
-  // relax.grad.strided_slice_backward: The adjoint of ``strided_slice(x, axes, begin, end, strides)`` for ``x`` of shape ``shape``: zeros of that shape with ``output_grad`` written into the sliced positions.
-  irdl.operation @grad_strided_slice_backward {
-    %in_output_grad = irdl.base "!builtin.tensor"
-    %index = irdl.is index
-    %out = irdl.base "!builtin.tensor"
-    %attr_axes = irdl.base "#builtin.dense_array"
-    %attr_begin = irdl.base "#builtin.dense_array"
-    %attr_end = irdl.base "#builtin.dense_array"
-    %attr_strides = irdl.any
-    %attr_shape = irdl.base "#builtin.dense_array"
-    irdl.operands(output_grad: %in_output_grad, dims: variadic %index)
-    irdl.results(result: %out)
-    irdl.attributes {"axes" = %attr_axes, "begin" = %attr_begin, "end" = %attr_end, "strides" = %attr_strides, "shape" = %attr_shape}
-  }
-
-  // relax.matmul: Matrix product with NumPy's semantics: leading (batch) dims broadcast, a 1-D ``x1`` is a row and a 1-D ``x2`` a column whose added dim is dropped.
-  irdl.operation @matmul {
-    %in_x1 = irdl.base "!builtin.tensor"
-    %in_x2 = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_out_dtype = irdl.any
-    irdl.operands(x1: %in_x1, x2: %in_x2)
-    irdl.results(result: %out)
-    irdl.attributes {"out_dtype" = %attr_out_dtype}
   }
 
   // relax.abs: Elementwise abs.
@@ -703,55 +651,6 @@ irdl.dialect @relax {
     irdl.attributes {"shape" = %attr_shape, "dtype" = %attr_dtype}
   }
 
-  // relax.grad.nll_loss_backward: The gradient of ``relax.nn.nll_loss`` with respect to ``predictions`` (same attributes): zero except ``grad[n, t, i...] = -g * weights[t]`` at each non-ignored target ``t = targets[n, i...]``, where ``g`` is ``output_grad[n, i...]`` (``'none'``), ``output_grad`` (``'sum'``) or ``output_grad`` divided by the sum of the non-ignored targets' weights (``'mean'``; NaN everywhere if all are ignored, as the loss).
-  irdl.operation @grad_nll_loss_backward {
-    %in_output_grad = irdl.base "!builtin.tensor"
-    %in_predictions = irdl.base "!builtin.tensor"
-    %in_targets = irdl.base "!builtin.tensor"
-    %in_weights = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_reduction = irdl.base "#builtin.string"
-    %attr_ignore_index = irdl.base "#builtin.integer"
-    irdl.operands(output_grad: %in_output_grad, predictions: %in_predictions, targets: %in_targets, weights: optional %in_weights)
-    irdl.results(result: %out)
-    irdl.attributes {"reduction" = %attr_reduction, "ignore_index" = %attr_ignore_index}
-  }
-
-  // relax.grad.max_pool2d_backward: The gradient of ``relax.nn.max_pool2d`` with respect to ``data`` (same attributes; ``output_grad`` has the pooled shape): each window's output gradient goes to the position of its maximum; on ties, to the first maximum in row-major window order (as ``argmax``).
-  irdl.operation @grad_max_pool2d_backward {
-    %in_output_grad = irdl.base "!builtin.tensor"
-    %in_data = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_pool_size = irdl.base "#builtin.dense_array"
-    %attr_strides = irdl.base "#builtin.dense_array"
-    %attr_padding = irdl.base "#builtin.dense_array"
-    %attr_dilation = irdl.base "#builtin.dense_array"
-    %attr_ceil_mode = irdl.base "#builtin.integer"
-    %attr_layout = irdl.base "#builtin.string"
-    %attr_out_layout = irdl.any
-    irdl.operands(output_grad: %in_output_grad, data: %in_data)
-    irdl.results(result: %out)
-    irdl.attributes {"pool_size" = %attr_pool_size, "strides" = %attr_strides, "padding" = %attr_padding, "dilation" = %attr_dilation, "ceil_mode" = %attr_ceil_mode, "layout" = %attr_layout, "out_layout" = %attr_out_layout}
-  }
-
-  // relax.grad.avg_pool2d_backward: The gradient of ``relax.nn.avg_pool2d`` with respect to ``data`` (same attributes; ``output_grad`` has the pooled shape): each window's output gradient, divided by the window's divisor (the forward's), goes to every input position of the window; padding positions take none.
-  irdl.operation @grad_avg_pool2d_backward {
-    %in_output_grad = irdl.base "!builtin.tensor"
-    %in_data = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_pool_size = irdl.base "#builtin.dense_array"
-    %attr_strides = irdl.base "#builtin.dense_array"
-    %attr_padding = irdl.base "#builtin.dense_array"
-    %attr_dilation = irdl.base "#builtin.dense_array"
-    %attr_ceil_mode = irdl.base "#builtin.integer"
-    %attr_count_include_pad = irdl.base "#builtin.integer"
-    %attr_layout = irdl.base "#builtin.string"
-    %attr_out_layout = irdl.any
-    irdl.operands(output_grad: %in_output_grad, data: %in_data)
-    irdl.results(result: %out)
-    irdl.attributes {"pool_size" = %attr_pool_size, "strides" = %attr_strides, "padding" = %attr_padding, "dilation" = %attr_dilation, "ceil_mode" = %attr_ceil_mode, "count_include_pad" = %attr_count_include_pad, "layout" = %attr_layout, "out_layout" = %attr_out_layout}
-  }
-
   // relax.sum: Sum over ``axis``.
   irdl.operation @sum {
     %in_x = irdl.base "!builtin.tensor"
@@ -861,5 +760,106 @@ irdl.dialect @relax {
     irdl.operands(x: %in_x, dims: variadic %index)
     irdl.results(result: %out)
     irdl.attributes {"shape" = %attr_shape}
+  }
+
+  // relax.grad.start_checkpoint: Marks the input of a checkpointed segment (identity).
+  irdl.operation @grad_start_checkpoint {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.grad.end_checkpoint: Marks the output of a checkpointed segment (identity).
+  irdl.operation @grad_end_checkpoint {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.grad.no_grad: Identity whose gradient is zero: gradients do not flow through it.
+  irdl.operation @grad_no_grad {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.grad.take_backward: The adjoint of ``take(x, indices, axis)`` for ``x`` of shape ``shape``: zeros of that shape with each slice of ``output_grad`` added at its index (repeated indices accumulate).
+  irdl.operation @grad_take_backward {
+    %in_output_grad = irdl.base "!builtin.tensor"
+    %in_indices = irdl.base "!builtin.tensor"
+    %index = irdl.is index
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.any
+    %attr_shape = irdl.base "#builtin.dense_array"
+    irdl.operands(output_grad: %in_output_grad, indices: %in_indices, dims: variadic %index)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis, "shape" = %attr_shape}
+  }
+
+  // relax.grad.strided_slice_backward: The adjoint of ``strided_slice(x, axes, begin, end, strides)`` for ``x`` of shape ``shape``: zeros of that shape with ``output_grad`` written into the sliced positions.
+  irdl.operation @grad_strided_slice_backward {
+    %in_output_grad = irdl.base "!builtin.tensor"
+    %index = irdl.is index
+    %out = irdl.base "!builtin.tensor"
+    %attr_axes = irdl.base "#builtin.dense_array"
+    %attr_begin = irdl.base "#builtin.dense_array"
+    %attr_end = irdl.base "#builtin.dense_array"
+    %attr_strides = irdl.any
+    %attr_shape = irdl.base "#builtin.dense_array"
+    irdl.operands(output_grad: %in_output_grad, dims: variadic %index)
+    irdl.results(result: %out)
+    irdl.attributes {"axes" = %attr_axes, "begin" = %attr_begin, "end" = %attr_end, "strides" = %attr_strides, "shape" = %attr_shape}
+  }
+
+  // relax.grad.nll_loss_backward: The gradient of ``relax.nn.nll_loss`` with respect to ``predictions`` (same attributes): zero except ``grad[n, t, i...] = -g * weights[t]`` at each non-ignored target ``t = targets[n, i...]``, where ``g`` is ``output_grad[n, i...]`` (``'none'``), ``output_grad`` (``'sum'``) or ``output_grad`` divided by the sum of the non-ignored targets' weights (``'mean'``; NaN everywhere if all are ignored, as the loss).
+  irdl.operation @grad_nll_loss_backward {
+    %in_output_grad = irdl.base "!builtin.tensor"
+    %in_predictions = irdl.base "!builtin.tensor"
+    %in_targets = irdl.base "!builtin.tensor"
+    %in_weights = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_reduction = irdl.base "#builtin.string"
+    %attr_ignore_index = irdl.base "#builtin.integer"
+    irdl.operands(output_grad: %in_output_grad, predictions: %in_predictions, targets: %in_targets, weights: optional %in_weights)
+    irdl.results(result: %out)
+    irdl.attributes {"reduction" = %attr_reduction, "ignore_index" = %attr_ignore_index}
+  }
+
+  // relax.grad.max_pool2d_backward: The gradient of ``relax.nn.max_pool2d`` with respect to ``data`` (same attributes; ``output_grad`` has the pooled shape): each window's output gradient goes to the position of its maximum; on ties, to the first maximum in row-major window order (as ``argmax``).
+  irdl.operation @grad_max_pool2d_backward {
+    %in_output_grad = irdl.base "!builtin.tensor"
+    %in_data = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_pool_size = irdl.base "#builtin.dense_array"
+    %attr_strides = irdl.base "#builtin.dense_array"
+    %attr_padding = irdl.base "#builtin.dense_array"
+    %attr_dilation = irdl.base "#builtin.dense_array"
+    %attr_ceil_mode = irdl.base "#builtin.integer"
+    %attr_layout = irdl.base "#builtin.string"
+    %attr_out_layout = irdl.any
+    irdl.operands(output_grad: %in_output_grad, data: %in_data)
+    irdl.results(result: %out)
+    irdl.attributes {"pool_size" = %attr_pool_size, "strides" = %attr_strides, "padding" = %attr_padding, "dilation" = %attr_dilation, "ceil_mode" = %attr_ceil_mode, "layout" = %attr_layout, "out_layout" = %attr_out_layout}
+  }
+
+  // relax.grad.avg_pool2d_backward: The gradient of ``relax.nn.avg_pool2d`` with respect to ``data`` (same attributes; ``output_grad`` has the pooled shape): each window's output gradient, divided by the window's divisor (the forward's), goes to every input position of the window; padding positions take none.
+  irdl.operation @grad_avg_pool2d_backward {
+    %in_output_grad = irdl.base "!builtin.tensor"
+    %in_data = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_pool_size = irdl.base "#builtin.dense_array"
+    %attr_strides = irdl.base "#builtin.dense_array"
+    %attr_padding = irdl.base "#builtin.dense_array"
+    %attr_dilation = irdl.base "#builtin.dense_array"
+    %attr_ceil_mode = irdl.base "#builtin.integer"
+    %attr_count_include_pad = irdl.base "#builtin.integer"
+    %attr_layout = irdl.base "#builtin.string"
+    %attr_out_layout = irdl.any
+    irdl.operands(output_grad: %in_output_grad, data: %in_data)
+    irdl.results(result: %out)
+    irdl.attributes {"pool_size" = %attr_pool_size, "strides" = %attr_strides, "padding" = %attr_padding, "dilation" = %attr_dilation, "ceil_mode" = %attr_ceil_mode, "count_include_pad" = %attr_count_include_pad, "layout" = %attr_layout, "out_layout" = %attr_out_layout}
   }
 }

@@ -2,8 +2,8 @@
 
 * ``dialect``: the ``relax`` dialect, generated in IRDL from the op registry (``dialects/relax.irdl.mlir``);
 * ``export``: a Relax ``IRModule`` as relax-dialect MLIR (``func.func`` per function, tuples flattened);
-* ``legalize``: TVM's LegalizeOps on the MLIR side: every relax op to linalg/tensor/arith/math, one rule per op
-  record (``op.legalize``), families in ``legalize/*.py``;
+* ``legalize``: TVM's LegalizeOps on the MLIR side: every relax op to linalg/tensor/arith/math by the rule its
+  record names (``op.lowering``), families in ``legalize/*.py``;
 * ``pipeline`` (named stages down to LLVM), ``schedule`` (matmul transform scripts);
 * ``runtime``, ``signature``, ``fastpath``, ``bool_storage``: the ExecutionEngine and its calling convention;
 * ``build``: ``to_mlir``, ``compile`` (cached), ``Executable`` and ``VirtualMachine`` (``relax_mlir.compile``).

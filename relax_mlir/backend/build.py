@@ -189,7 +189,7 @@ def _ops_used(mod: IRModule) -> set[Op]:
 
 
 def _cache_key(mod: IRModule, target: str, options: PipelineOptions) -> tuple:
-    rules = tuple(sorted((op.name, id(op.legalize), id(op.decompose)) for op in _ops_used(mod)))
+    rules = tuple(sorted((op.name, id(op)) for op in _ops_used(mod)))  # records are frozen: identity suffices
     overrides = tuple(sorted((k, id(v)) for k, v in legalize_overrides(mod).items()))
     return structural_hash(mod), target, options, rules, overrides
 

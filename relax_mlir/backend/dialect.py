@@ -1,7 +1,9 @@
 """The ``relax`` MLIR dialect, generated from the op registry and defined in IRDL.
 
-One dialect op per *lowered* registry op (a record whose ``legalize`` slot is set; composites that are
-decomposed first have none). The text of ``dialects/relax.irdl.mlir`` and ``dialects/README.md`` is what
+One dialect op per registry op that reaches MLIR as itself: every record but the composites, which are decomposed
+into other ops before export (:func:`dialect_records`).
+
+The text of ``dialects/relax.irdl.mlir`` and ``dialects/README.md`` is what
 :func:`irdl_text` and :func:`relax_mlir.backend.dialect_gen.readme_text` return; a test checks the committed files
 equal it, and ``python -m relax_mlir.backend.dialect_gen --write`` regenerates them (generation lives apart so that
 loading the dialect never imports the export, which imports this module). At run time the dialect is loaded into each
@@ -59,19 +61,17 @@ def dialect_op_name(op: Op) -> str:
     return f"{DIALECT}.{op.short_name.replace('.', '_')}"
 
 
-def lowered_ops(extra: Iterable[Op] = ()) -> list[Op]:
-    """Registry ops that reach MLIR as themselves, in registry order: those with a lowering and no decomposition
-    (a composite is decomposed before export, so it needs no dialect op), plus ``extra`` (ops a custom legalize
-    map lowers)."""
-    from . import legalize  # noqa: F401 - attaches the default lowerings to the records
-
+def dialect_records(extra: Iterable[Op] = ()) -> list[Op]:
+    """Registry ops that reach MLIR as themselves, in registry order: every record without a decomposition (a
+    composite is decomposed before export, so it needs no dialect op), plus ``extra`` (composites a custom legalize
+    map lowers as themselves)."""
     extra = set(extra)
-    return [op for op in list_ops() if (op.legalize is not None and op.decompose is None) or op in extra]
+    return [op for op in list_ops() if op.decompose is None or op in extra]
 
 
 def dialect_ops(extra: Iterable[Op] = ()) -> dict[str, Op]:
     """Dialect op name -> registry record, for every lowered op."""
-    return {dialect_op_name(op): op for op in lowered_ops(extra)}
+    return {dialect_op_name(op): op for op in dialect_records(extra)}
 
 
 # --- dtypes ------------------------------------------------------------------------------------------------
@@ -264,7 +264,7 @@ def irdl_operation(op: Op) -> list[str]:
 def irdl_text(extra: Iterable[Op] = ()) -> str:
     """The IRDL definition of the relax dialect (``dialects/relax.irdl.mlir`` when ``extra`` is empty)."""
     lines = [_HEADER.rstrip("\n"), f"irdl.dialect @{DIALECT} {{"]
-    for i, op in enumerate(lowered_ops(extra)):
+    for i, op in enumerate(dialect_records(extra)):
         if i:
             lines.append("")
         lines += irdl_operation(op)
@@ -282,7 +282,7 @@ def load_relax_dialect(context: ir.Context, extra: Sequence[Op] = ()) -> frozens
 
     Creating an op of a dialect the context does not know aborts the process (an LLVM fatal error, not an
     exception), so callers check names against the returned set first."""
-    ops = tuple(lowered_ops(extra))
+    ops = tuple(dialect_records(extra))
     with context:
         definition = ir.Module.parse(_irdl_cached(ops))
         irdl.load_dialects(definition)

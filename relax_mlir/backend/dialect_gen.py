@@ -16,7 +16,7 @@ from ..ir.module import IRModule
 from ..ir.struct_info import free_vars, substitute
 from ..op.registry import Op, substitute_attrs
 from .dialect import (IRDL_PATH, README_PATH, VARIADIC, _canonical_samples, _first_line, _op_facts, attr_constraint,
-                      dialect_op_name, has_dims_operands, irdl_text, lowered_ops)
+                      dialect_op_name, has_dims_operands, irdl_text, dialect_records)
 from .export import export_module
 
 # --- README ---------------------------------------------------------------------------------------------------
@@ -70,7 +70,7 @@ def _example(op: Op) -> str:
 def readme_text() -> str:
     """The documentation of every dialect op, with an example each (``dialects/README.md``)."""
     parts = [_README_HEAD]
-    for op in lowered_ops():
+    for op in dialect_records():
         arity, kinds = _op_facts(op)
         parts.append(f"### `{dialect_op_name(op)}` (`{op.name}`)\n")
         parts.append(_first_line(op.doc) + "\n")

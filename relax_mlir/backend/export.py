@@ -23,7 +23,6 @@ constructors, as gradient rules are). Ops with neither a lowering nor a decompos
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -168,28 +167,6 @@ class _Sizes:
         return total if total is not None else arith.constant(idx, 0)
 
 
-# --- rewrites before export ----------------------------------------------------------------------------------------
-def _concat_flattened(call: Call) -> Optional[Expr]:
-    """``concat(t, axis=None)`` (NumPy: flatten, then join) as ``concat(flatten(t[i])..., axis=0)``: the
-    tensors of a variadic group must have one rank."""
-    from ..op import manipulate
-
-    if call.attrs.get("axis", 0) is not None:
-        return None
-    tup = call.args[0]
-    fields = tup.fields if isinstance(tup, Tuple) else [TupleGetItem(tup, i) for i in range(len(tup.struct_info.fields))]
-    return manipulate.concat(Tuple([manipulate.flatten(f) for f in fields]), axis=0)
-
-
-@functools.lru_cache(maxsize=None)
-def export_rewrites() -> dict:
-    """Rewrites the export applies to records without a ``decompose`` slot: record -> ``fn(call) -> Expr | None``
-    (``None``: export the call as it is)."""
-    from ..op import manipulate
-
-    return {manipulate.concat: _concat_flattened}
-
-
 # --- one function --------------------------------------------------------------------------------------------
 class _FunctionExporter:
     def __init__(self, owner: "Exporter", name: str, fn: Function, func_op: func.FuncOp):
@@ -260,7 +237,7 @@ class _FunctionExporter:
 
     def op_call(self, call: Call) -> Flat:
         rec = call.op
-        decompose = rec.decompose or export_rewrites().get(rec)
+        decompose = rec.decompose or rec.export_rewrite
         if decompose is not None and rec.name not in self.owner.overrides:
             rewritten = decompose(call)
             if rewritten is not None:
@@ -359,7 +336,7 @@ def unsupported_ops(mod: IRModule, names: Iterable[str], overrides: Mapping[str,
                 def check(e, b=b, name=name):
                     if isinstance(e, Call) and isinstance(e.op, Op):
                         rec = e.op
-                        if rec.legalize is None and rec.decompose is None and rec.name not in overrides:
+                        if not rec.compilable and rec.name not in overrides:
                             found.append(f"{rec.name} (used by {b.var.name_hint} in {name})")
                 post_order_visit(b.value, check)
     return found
@@ -376,8 +353,8 @@ class Exporter:
         self.overrides = dict(overrides or {})
         self.names = reachable(mod, function)
         self.context = context or ir.Context()
-        # a custom lowering of an op without a default one, or of a composite, needs its op in the dialect
-        self.extra = [get_op(n) for n in self.overrides if get_op(n).legalize is None or get_op(n).decompose]
+        # a custom lowering of a composite needs its op in the dialect
+        self.extra = [get_op(n) for n in self.overrides if get_op(n).decompose]
         self.known_ops = load_relax_dialect(self.context, self.extra)
         self.func_ops: dict[str, func.FuncOp] = {}
 

@@ -1,16 +1,17 @@
 """Relax ops: ``relax_mlir.op.add(a, b)``, ``relax_mlir.op.nn.relu(x)``; one record per op in its family file.
 
 ``list_ops()`` returns every record; ``get_op("relax.add")`` one of them. The nested namespaces
-``op.nn``, ``op.grad`` and ``op.random`` are the family modules (``nn`` a package) themselves.
+``op.nn``, ``op.grad`` and ``op.random`` are the family modules (``nn`` and ``grad`` packages) themselves.
 ``substitute_attrs(call.attrs, sizes)`` binds the size variables of a call's attributes before its reference runs.
 """
 
-from . import binary, create, grad, linalg, manipulate, nn, random, reduce, unary
+from . import binary, create, indexing, linalg, manipulate, nn, random, reduce, unary
+from . import grad  # after the families: its backward ops build on theirs
 from .registry import (NOT_DIFFERENTIABLE, REQUIRED, SECOND_ORDER_UNSUPPORTED, BadSample, Op, Sample, get_op,
                        list_ops, register, substitute_attrs)
 
 # Re-export the top-level ops (relax.add, relax.sum, ...) by their short names.
-for _family in (unary, binary, create, reduce, manipulate, linalg, random):
+for _family in (unary, binary, create, reduce, manipulate, indexing, linalg, random):
     for _name, _value in vars(_family).items():
         if isinstance(_value, Op) and not _name.startswith("_"):
             globals()[_name] = _value

@@ -16,7 +16,7 @@ from ..ir.expr import Constant, const
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
 from .common import broadcast_shapes, require_same_dtype
-from .registry import NOT_DIFFERENTIABLE, BadSample, Op, Sample, fail, register
+from .registry import NOT_DIFFERENTIABLE, BadSample, Elementwise, Op, Sample, fail, register
 
 _T = TensorStructInfo
 
@@ -75,15 +75,18 @@ def _binary_rule(rule: Callable) -> Callable:
     return gradient
 
 
-def binary(name: str, fn, kind: str = "arith", doc: str = "", low: float = -2.0, high: float = 2.0,
-           grad: Optional[Callable] = None) -> Op:
+def binary(name: str, fn, scalar: Callable, kind: str = "arith", doc: str = "", low: float = -2.0,
+           high: float = 2.0, grad: Optional[Callable] = None, widen: bool = False) -> Op:
     """Register ``relax.<name>``: ``kind`` is ``"arith"`` (numeric, same dtype out), ``"float"`` (float
     only), or ``"compare"`` (any dtype, bool out, not differentiable). ``low``/``high``: the samples' domain.
-    ``grad(a, b, g, y)`` is the gradient rule (see the module docstring)."""
+    ``grad(a, b, g, y)`` is the gradient rule (see the module docstring). ``scalar(b, x1, x2)`` is the lowering
+    with the backend's scalar builder (``registry.Elementwise``); ``widen`` computes half floats in f32, for the
+    ops whose f16 result would differ from the rounded exact one."""
     return register(Op(
         name=f"relax.{name}", inputs=("x1", "x2"), infer=_binary_infer(kind),
         reference=(lambda a, b: np.asarray(fn(a, b))) if kind == "compare" else _arith_ref(fn),
         gradient=NOT_DIFFERENTIABLE if kind == "compare" else None if grad is None else _binary_rule(grad),
+        lowering=Elementwise(scalar, widen=widen),
         samples=_samples(kind, low, high), bad_samples=_bad(kind), doc=doc or f"Elementwise {name} with broadcasting."))
 
 
@@ -115,24 +118,27 @@ def _power_grad(a, b, g, y):
     return g * da, g * y * log(a)
 
 
-add = binary("add", np.add, grad=lambda a, b, g, y: (g, g))
-subtract = binary("subtract", np.subtract, grad=lambda a, b, g, y: (g, -g))
-multiply = binary("multiply", np.multiply, grad=lambda a, b, g, y: (g * b, g * a))
-divide = binary("divide", _divide, doc="Elementwise division; on integers it truncates toward zero.",
+add = binary("add", np.add, lambda b, x, y: b.add(x, y), grad=lambda a, b, g, y: (g, g))
+subtract = binary("subtract", np.subtract, lambda b, x, y: b.sub(x, y), grad=lambda a, b, g, y: (g, -g))
+multiply = binary("multiply", np.multiply, lambda b, x, y: b.mul(x, y), grad=lambda a, b, g, y: (g * b, g * a))
+divide = binary("divide", _divide, lambda b, x, y: b.div(x, y),
+                doc="Elementwise division; on integers it truncates toward zero.",
                 low=0.5, high=3.0, grad=lambda a, b, g, y: (g / b, -(g * y / b)))
 # Piecewise constant in both operands: no gradient.
-floor_divide = binary("floor_divide", _floor_divide, low=0.5, high=3.0, grad=lambda a, b, g, y: (None, None))
-power = binary("power", np.power, kind="float", low=0.5, high=2.0, grad=_power_grad)
-maximum = binary("maximum", np.maximum, grad=lambda a, b, g, y: (  # ties go to x1
+floor_divide = binary("floor_divide", _floor_divide, lambda b, x, y: b.floordiv(x, y), widen=True, low=0.5, high=3.0,
+                      grad=lambda a, b, g, y: (None, None))
+power = binary("power", np.power, lambda b, x, y: b.pow(x, y), widen=True, kind="float", low=0.5, high=2.0,
+               grad=_power_grad)
+maximum = binary("maximum", np.maximum, lambda b, x, y: b.max(x, y), grad=lambda a, b, g, y: (  # ties go to x1
     where(less(a, b), _zero(g), g), where(greater_equal(a, b), _zero(g), g)))
-minimum = binary("minimum", np.minimum, grad=lambda a, b, g, y: (  # ties go to x2
+minimum = binary("minimum", np.minimum, lambda b, x, y: b.min(x, y), grad=lambda a, b, g, y: (  # ties go to x2
     where(greater_equal(a, b), _zero(g), g), where(less(a, b), _zero(g), g)))
-equal = binary("equal", np.equal, kind="compare")
-not_equal = binary("not_equal", np.not_equal, kind="compare")
-less = binary("less", np.less, kind="compare")
-less_equal = binary("less_equal", np.less_equal, kind="compare")
-greater = binary("greater", np.greater, kind="compare")
-greater_equal = binary("greater_equal", np.greater_equal, kind="compare")
+equal = binary("equal", np.equal, lambda b, x, y: b.cmp("eq", x, y), kind="compare")
+not_equal = binary("not_equal", np.not_equal, lambda b, x, y: b.cmp("ne", x, y), kind="compare")
+less = binary("less", np.less, lambda b, x, y: b.cmp("lt", x, y), kind="compare")
+less_equal = binary("less_equal", np.less_equal, lambda b, x, y: b.cmp("le", x, y), kind="compare")
+greater = binary("greater", np.greater, lambda b, x, y: b.cmp("gt", x, y), kind="compare")
+greater_equal = binary("greater_equal", np.greater_equal, lambda b, x, y: b.cmp("ge", x, y), kind="compare")
 
 
 def _where_infer(args, attrs):
@@ -156,6 +162,7 @@ def _where_grad(orig, call, grad):
 where = register(Op(
     name="relax.where", inputs=("condition", "x1", "x2"), infer=_where_infer,
     reference=lambda c, a, b: np.where(c, a, b).astype(np.result_type(a, b)), gradient=_where_grad,
+    lowering=Elementwise(lambda b, c, x, y: b.select(c, x, y), widen=False),
     no_grad_inputs=("condition",),
     samples=[Sample([_T((3, 4), "bool"), _T((3, 4), "float32"), _T((3, 4), "float32")]),
              Sample([_T((3, 1), "bool"), _T((4,), "float64"), _T((), "float64")]),

@@ -7,13 +7,11 @@ count of 1, no ``astype`` to the same dtype).
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from typing import Callable, Optional, Sequence
 
 from ..ir import sym
 from ..ir.dtype import is_float
-from ..ir.expr import Call, Expr, const
+from ..ir.expr import Expr, const
 from ..ir.struct_info import StructInfo, TensorStructInfo
 
 
@@ -144,40 +142,14 @@ def is_float_expr(e: Expr) -> bool:
     return isinstance(e.struct_info, TensorStructInfo) and is_float(e.struct_info.dtype)
 
 
-# While the Gradient pass runs the rules, this maps a forward variable to the value it is bound to, so that
-# a rule can see through a binding when that is free (the transpose of a transpose is the original).
-_PRODUCER: contextvars.ContextVar[Callable[[Expr], Optional[Expr]]] = contextvars.ContextVar(
-    "gradient_producer", default=lambda e: None)
-
-
-@contextlib.contextmanager
-def forward_bindings(lookup: Callable[[Expr], Optional[Expr]]):
-    """Within the ``with``, :func:`producer` answers with ``lookup`` (the Gradient pass sets it)."""
-    token = _PRODUCER.set(lookup)
-    try:
-        yield
-    finally:
-        _PRODUCER.reset(token)
-
-
-def producer(x: Expr) -> Optional[Expr]:
-    """The value a forward variable is bound to, when a Gradient pass is running and knows it."""
-    return _PRODUCER.get()(x)
-
-
 def transpose_last_two(x: Expr) -> Expr:
-    """``permute_dims`` swapping the last two axes (the matrix transpose of a batch of matrices); when ``x`` is
-    itself such a transpose (``matmul(a, permute_dims(w))``, a linear layer), its input, with no new op."""
+    """``permute_dims`` swapping the last two axes (the matrix transpose of a batch of matrices). When ``x`` is
+    itself such a transpose (``matmul(a, permute_dims(w))``, a linear layer), the Gradient pass folds the pair
+    away afterwards."""
     from . import permute_dims
 
     ndim = sinfo_of(x).ndim
-    swap = tuple(range(ndim - 2)) + (ndim - 1, ndim - 2)
-    made = producer(x)
-    if isinstance(made, Call) and made.op is permute_dims:
-        axes = made.attrs["axes"]
-        if (tuple(reversed(range(ndim))) if axes is None else tuple(a % ndim for a in axes)) == swap:
-            return made.args[0]
-    return permute_dims(x, swap)
+    return permute_dims(x, tuple(range(ndim - 2)) + (ndim - 1, ndim - 2))
 
 
 def inverse_permutation(axes: Sequence[int]) -> tuple[int, ...]:

@@ -96,7 +96,8 @@ def _keys(rng, sinfos, attrs):
 
 _KEY = _T((), "int64")
 uniform = register(Op(
-    name="relax.random.uniform", inputs=("key",), attrs={"shape": REQUIRED, "dtype": "float32"}, infer=_infer,
+    name="relax.random.uniform", lowering="random:uniform",
+    inputs=("key",), attrs={"shape": REQUIRED, "dtype": "float32"}, infer=_infer,
     canonicalize=_canon, check_attrs=_check, gradient=NOT_DIFFERENTIABLE,
     reference=lambda key, *, shape, dtype: uniform_values(key, shape, dtype),
     samples=[Sample([_KEY], {"shape": (4, 5)}, make=_keys),

@@ -95,11 +95,11 @@ def _reduction_rule(rule):
 
 
 def reduction(name: str, fn, *, float_only: bool = False, widen: bool = True, low: float = -2.0,
-              high: float = 2.0, doc: str = "", grad=None) -> Op:
+              high: float = 2.0, doc: str = "", grad=None, lowering: str = "") -> Op:
     """Register ``relax.<name>(x, axis=None, keepdims=False)`` computing ``fn(x, axis=, keepdims=)``,
     with the input's dtype. ``float_only`` refuses integer inputs (mean, variance); ``widen`` computes in
     float64/int64 before casting back (integer results wrap as the native reduction does). ``grad`` is the
-    gradient rule (see the module docstring)."""
+    gradient rule (see the module docstring); ``lowering`` names the backend's (default ``reduce:reduce_<name>``)."""
     def infer(args, attrs):
         (x,) = args
         _check_numeric(x, float_only)
@@ -113,7 +113,7 @@ def reduction(name: str, fn, *, float_only: bool = False, widen: bool = True, lo
         name=f"relax.{name}", inputs=("x",), attrs={"axis": None, "keepdims": False}, infer=infer,
         canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"), check_attrs=_keepdims_check,
         reference=ref, samples=_samples(float_only, low, high), bad_samples=_bad(float_only), doc=doc,
-        gradient=None if grad is None else _reduction_rule(grad)))
+        gradient=None if grad is None else _reduction_rule(grad), lowering=lowering or f"reduce:reduce_{name}"))
 
 
 def _mean_grad(x, y, g, call):
@@ -142,7 +142,7 @@ sum = reduction("sum", np.sum, doc="Sum over ``axis``.",  # noqa: A001 - the op 
                 grad=lambda x, y, g, call: gu.broadcast_like(g, x))
 mean = reduction("mean", np.mean, float_only=True, doc="Arithmetic mean over ``axis`` (float inputs).",
                  grad=_mean_grad)
-variance = reduction("variance", np.var, float_only=True, grad=_variance_grad,
+variance = reduction("variance", np.var, float_only=True, grad=_variance_grad, lowering="reduce:variance",
                      doc="Population variance ``mean((x - mean(x))**2)`` over ``axis`` (float inputs), as TVM.")
 max = reduction("max", np.max, widen=False, grad=_extremum_grad,  # noqa: A001
                 doc="Maximum over ``axis``. Its gradient is shared evenly by the elements equal to the maximum.")
@@ -172,7 +172,7 @@ def _arg_reduction(name: str, fn, doc: str) -> Op:
 
     return register(Op(
         name=f"relax.{name}", inputs=("x",), attrs={"axis": None, "keepdims": False}, infer=_arg_infer,
-        check_attrs=_arg_check, reference=ref, gradient=NOT_DIFFERENTIABLE,
+        check_attrs=_arg_check, reference=ref, gradient=NOT_DIFFERENTIABLE, lowering=f"reduce:{name}",
         samples=[Sample([_T((3, 4), "float32")]), Sample([_T((3, 4), "float64")], {"axis": 1}),
                  Sample([_T((2, 3, 4), "int32")], {"axis": -2, "keepdims": True}, low=-50, high=50),
                  Sample([_T((2, 3), "float16")], {"keepdims": True}),
@@ -237,7 +237,8 @@ def _cumsum_grad(orig, call, grad):
 
 
 cumsum = register(Op(
-    name="relax.cumsum", inputs=("x",), attrs={"axis": None, "dtype": None, "exclusive": False},
+    name="relax.cumsum", lowering="reduce:cumsum",
+    inputs=("x",), attrs={"axis": None, "dtype": None, "exclusive": False},
     infer=_cumsum_infer, canonicalize=canonical_dtype, check_attrs=_cumsum_check, reference=_cumsum_ref,
     gradient=_cumsum_grad,
     samples=[Sample([_T((2, 3), "float32")]), Sample([_T((2, 3), "float64")], {"axis": 1}),
@@ -290,7 +291,8 @@ def _collapse_canon(attrs: dict) -> dict:
 
 
 collapse_sum_to = register(Op(
-    name="relax.collapse_sum_to", inputs=("x",), attrs={"shape": REQUIRED}, infer=_collapse_infer,
+    name="relax.collapse_sum_to", lowering="reduce:collapse_sum_to",
+    inputs=("x",), attrs={"shape": REQUIRED}, infer=_collapse_infer,
     canonicalize=_collapse_canon, reference=_collapse_ref,
     gradient=lambda orig, call, grad: [gu.only_float(orig, gu.broadcast_like(grad, call.args[0]))],
     samples=[Sample([_T((2, 3, 4), "float32")], {"shape": (3, 1)}),

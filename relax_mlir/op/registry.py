@@ -1,7 +1,8 @@
 """The op registry: one :class:`Op` record per op, holding everything about it.
 
 A record has the op's name, its tensor inputs and attributes with defaults, struct-info inference, the NumPy
-reference, and slots for the gradient rule and the MLIR lowering. Calling a record builds a ``Call``:
+reference, the gradient rule and the MLIR lowering (by reference: ``op/`` never imports MLIR). Records are frozen:
+what a record says does not depend on what was imported before. Calling a record builds a ``Call``:
 ``relax_mlir.op.add(a, b)``. Nothing outside the record matches on the op's name.
 """
 
@@ -62,7 +63,22 @@ class BadSample:
     error: str
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
+class Elementwise:
+    """The lowering of an elementwise op, given by its scalar function (``op/`` never imports MLIR).
+
+    ``scalar(b, *xs, **attrs)`` computes one element from the inputs' elements with the scalar builder ``b`` the
+    backend passes (``relax_mlir.backend.legalize.elementwise.ScalarBuilder``: ``b.add``, ``b.exp``,
+    ``b.cmp("lt", x, y)``, ``b.select``, ... each dispatching on the element type; plain numbers become constants
+    of the other operand's type), with the call's attributes as keywords. ``widen`` computes half floats (f16,
+    bf16) in f32 and rounds once at the end, as the NumPy references (computing in float64) do.
+    Example: ``Elementwise(lambda b, x: b.max(x, 0))`` is ReLU for any numeric dtype."""
+
+    scalar: Callable[..., Any]
+    widen: bool = True
+
+
+@dataclass(frozen=True, eq=False)
 class Op:
     """One op: name, tensor inputs, attributes, inference, reference and the later-filled slots.
 
@@ -86,7 +102,11 @@ class Op:
       carries no gradient (integer or boolean outputs); ``None`` means no rule is written yet.
     * ``no_grad_inputs``: names of inputs gradients never flow into (``where``'s condition, ``take``'s
       indices); integer and boolean inputs never receive gradients either.
-    * ``legalize``: filled by the MLIR backend issue; ``decompose``: for composites lowered through other ops.
+    * ``lowering``: how the MLIR backend lowers the op: ``"family:function"`` names a function
+      ``(lc, op) -> values`` in ``relax_mlir.backend.legalize.<family>`` (resolved when first used), or an
+      :class:`Elementwise` for elementwise ops. ``decompose(call) -> Expr``: for composites, rewritten into other ops
+      before export (they have no dialect op). ``export_rewrite(call) -> Expr | None``: a rewrite the export applies
+      to some calls of a lowered op (``concat(t, axis=None)``), ``None`` to export the call as it is.
     """
 
     name: str
@@ -100,12 +120,18 @@ class Op:
     check_attrs: Optional[Callable[[dict], None]] = None
     gradient: Any = None
     no_grad_inputs: tuple[str, ...] = ()
-    legalize: Any = None
+    lowering: Any = None
     decompose: Any = None
+    export_rewrite: Optional[Callable[[Any], Any]] = None
     pure: bool = True
     samples: list = field(default_factory=list)
     bad_samples: list = field(default_factory=list)
     doc: str = ""
+
+    @property
+    def compilable(self) -> bool:
+        """Whether the MLIR backend compiles the op by default: it has a lowering or a decomposition."""
+        return self.lowering is not None or self.decompose is not None
 
     @property
     def short_name(self) -> str:

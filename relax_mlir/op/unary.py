@@ -17,7 +17,7 @@ from ..ir.dtype import is_bool, to_numpy
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
 from .common import canonical_dtype, np_erf, require_float
-from .registry import REQUIRED, BadSample, InferError, Op, Sample, fail, register
+from .registry import REQUIRED, BadSample, Elementwise, InferError, Op, Sample, fail, register
 
 _T = TensorStructInfo
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
@@ -62,16 +62,20 @@ def _default_bad(input_name: str, float_only: bool, allow_bool: bool) -> list[Ba
 def unary(name: str, fn, *, float_only: bool = True, allow_bool: bool = False, low: float = -2.0,
           high: float = 2.0, input_name: str = "x", attrs: Optional[dict] = None,
           check_attrs: Optional[Callable[[dict], None]] = None, samples: Sequence[Sample] = (),
-          bad_samples: Sequence[BadSample] = (), doc: str = "", grad: Optional[Callable] = None) -> Op:
+          bad_samples: Sequence[BadSample] = (), doc: str = "", grad: Optional[Callable] = None,
+          scalar: Optional[Callable] = None) -> Op:
     """Register an elementwise op ``relax.<name>`` whose output has the input's shape and dtype.
 
     ``fn(x, **attrs)`` computes it (in float64 when ``float_only``); ``input_name`` is the input's name
     (TVM's ``nn`` ops call it ``data``); ``attrs`` and ``check_attrs`` declare and validate attributes
     (``leakyrelu``'s ``alpha``). ``samples``/``bad_samples`` add to the generated ones. ``grad(y, call, g)``
-    returns ``[x_grad]`` (see the module docstring); it only runs on float inputs."""
+    returns ``[x_grad]`` (see the module docstring); it only runs on float inputs. ``scalar(b, x, **attrs)`` is the
+    lowering, one element at a time with the backend's scalar builder ``b`` (see ``registry.Elementwise``);
+    half floats are computed in f32."""
     return register(Op(
         name=f"relax.{name}", inputs=(input_name,), attrs=dict(attrs or {}), check_attrs=check_attrs,
         gradient=None if grad is None else _float_input_rule(grad),
+        lowering=None if scalar is None else Elementwise(scalar),
         infer=_unary_infer(input_name, float_only, allow_bool), reference=_compute(fn) if float_only else fn,
         samples=_default_samples(float_only, low, high) + list(samples),
         bad_samples=_default_bad(input_name, float_only, allow_bool) + list(bad_samples),
@@ -86,6 +90,11 @@ def _float_input_rule(rule: Callable) -> Callable:
 
 def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
+
+
+def sigmoid_scalar(b, x):
+    """``1 / (1 + exp(-x))`` with the backend's scalar builder (``silu`` uses it too)."""
+    return b.div(1.0, b.add(1.0, b.exp(b.neg(x))))
 
 
 def _abs_grad(y, call, g):
@@ -121,25 +130,27 @@ def _one(y):
     return gu.scalar(1, y)
 
 
-abs = unary("abs", np.abs, float_only=False, grad=_abs_grad)  # noqa: A001 - the op is called abs, as in TVM
-negative = unary("negative", np.negative, float_only=False, grad=lambda y, call, g: [-g])
-exp = unary("exp", np.exp, grad=lambda y, call, g: [g * y])
-log = unary("log", np.log, low=0.1, high=4.0, grad=lambda y, call, g: [g / call.args[0]])
-sqrt = unary("sqrt", np.sqrt, low=0.1, high=4.0,  # 1 / (2 sqrt(x)) = 0.5 / y
+abs = unary("abs", np.abs, float_only=False, scalar=lambda b, x: b.abs(x),  # noqa: A001 - the op is called abs, as in TVM
+            grad=_abs_grad)
+negative = unary("negative", np.negative, float_only=False, scalar=lambda b, x: b.neg(x), grad=lambda y, call, g: [-g])
+exp = unary("exp", np.exp, scalar=lambda b, x: b.exp(x), grad=lambda y, call, g: [g * y])
+log = unary("log", np.log, scalar=lambda b, x: b.log(x), low=0.1, high=4.0, grad=lambda y, call, g: [g / call.args[0]])
+sqrt = unary("sqrt", np.sqrt, scalar=lambda b, x: b.sqrt(x), low=0.1, high=4.0,  # 1 / (2 sqrt(x)) = 0.5 / y
              grad=lambda y, call, g: [g * gu.scalar(0.5, y) / y])
-rsqrt = unary("rsqrt", lambda x: 1.0 / np.sqrt(x), low=0.1, high=4.0,  # -0.5 x^(-3/2) = -0.5 y / x
+rsqrt = unary("rsqrt", lambda x: 1.0 / np.sqrt(x), scalar=lambda b, x: b.rsqrt(x),
+              low=0.1, high=4.0,  # -0.5 x^(-3/2) = -0.5 y / x
               grad=lambda y, call, g: [g * (y * gu.scalar(-0.5, y)) / call.args[0]])
-sin = unary("sin", np.sin, grad=lambda y, call, g: [g * cos(call.args[0])])
-cos = unary("cos", np.cos, grad=lambda y, call, g: [-(g * sin(call.args[0]))])
-tanh = unary("tanh", np.tanh, grad=lambda y, call, g: [g * (_one(y) - y * y)])
-sigmoid = unary("sigmoid", _sigmoid, grad=lambda y, call, g: [g * (y * (_one(y) - y))])
-square = unary("square", np.square, float_only=False, low=-3, high=3,
+sin = unary("sin", np.sin, scalar=lambda b, x: b.sin(x), grad=lambda y, call, g: [g * cos(call.args[0])])
+cos = unary("cos", np.cos, scalar=lambda b, x: b.cos(x), grad=lambda y, call, g: [-(g * sin(call.args[0]))])
+tanh = unary("tanh", np.tanh, scalar=lambda b, x: b.tanh(x), grad=lambda y, call, g: [g * (_one(y) - y * y)])
+sigmoid = unary("sigmoid", _sigmoid, scalar=sigmoid_scalar, grad=lambda y, call, g: [g * (y * (_one(y) - y))])
+square = unary("square", np.square, float_only=False, scalar=lambda b, x: b.mul(x, x), low=-3, high=3,
                grad=lambda y, call, g: [g * (call.args[0] * gu.scalar(2, y))])
-erf = unary("erf", np_erf,  # 2/sqrt(pi) exp(-x^2)
+erf = unary("erf", np_erf, scalar=lambda b, x: b.erf(x),  # 2/sqrt(pi) exp(-x^2)
             grad=lambda y, call, g: [g * (gu.scalar(_TWO_OVER_SQRT_PI, y) * exp(-square(call.args[0])))])
 # Piecewise constant: the derivative is 0 almost everywhere (undefined at the steps), so no gradient flows.
-floor = unary("floor", np.floor, grad=lambda y, call, g: [None])
-ceil = unary("ceil", np.ceil, grad=lambda y, call, g: [None])
+floor = unary("floor", np.floor, scalar=lambda b, x: b.floor(x), grad=lambda y, call, g: [None])
+ceil = unary("ceil", np.ceil, scalar=lambda b, x: b.ceil(x), grad=lambda y, call, g: [None])
 
 
 def _astype_infer(args, attrs):
@@ -149,7 +160,7 @@ def _astype_infer(args, attrs):
 
 astype = register(Op(
     name="relax.astype", inputs=("x",), attrs={"dtype": REQUIRED}, infer=_astype_infer,
-    canonicalize=canonical_dtype, gradient=_astype_grad,
+    canonicalize=canonical_dtype, gradient=_astype_grad, lowering="elementwise:astype",
     reference=lambda x, dtype: x.astype(to_numpy(dtype)),
     samples=[Sample([_T((2, 3), "float32")], {"dtype": "float64"}),
              Sample([_T(("n", 3), "float32")], {"dtype": "int32"}, low=-50, high=50),
@@ -178,7 +189,7 @@ def _clip_check(attrs):
 
 clip = register(Op(
     name="relax.clip", inputs=("x",), attrs={"min": -math.inf, "max": math.inf}, infer=_clip_infer,
-    check_attrs=_clip_check, gradient=_float_input_rule(_clip_grad),
+    check_attrs=_clip_check, gradient=_float_input_rule(_clip_grad), lowering="elementwise:clip",
     reference=lambda x, min, max: np.clip(x, min, max).astype(x.dtype),
     samples=[Sample([_T((3, 4), "float32")], {"min": -0.5, "max": 1.0}),
              Sample([_T(("n",), "int32")], {"min": -2, "max": 3}, low=-6, high=6)],

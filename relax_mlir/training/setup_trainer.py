@@ -32,17 +32,15 @@ from .optimizer import Optimizer
 def check_lowerable(mod: IRModule, skip: Sequence[str] = ()) -> None:
     """Raise ``ValueError`` naming every op of ``mod``'s functions (but those in ``skip``) that neither has a
     default lowering nor one recorded in the module by ``LegalizeOps``."""
-    # Imported here: the backend loads MLIR, which building a module does not otherwise need.
-    from ..backend.dialect import lowered_ops
     from ..ir.visitor import post_order_visit
     from ..op.registry import Op
     from ..transform.legalize_ops import LEGALIZE_MAP_ATTR
 
-    lowerable = {op.name for op in lowered_ops()} | set(mod.attrs.get(LEGALIZE_MAP_ATTR) or {})
+    custom = set(mod.attrs.get(LEGALIZE_MAP_ATTR) or {})
     missing: dict[str, list[str]] = {}
 
     def visit(e) -> None:
-        if isinstance(e, Call) and isinstance(e.op, Op) and e.op.name not in lowerable:
+        if isinstance(e, Call) and isinstance(e.op, Op) and not e.op.compilable and e.op.name not in custom:
             users = missing.setdefault(e.op.name, [])
             if name not in users:
                 users.append(name)

@@ -44,7 +44,6 @@ from ..ir.expr import (Call, Constant, DataflowVar, Expr, Function, GlobalVar, M
 from ..ir.module import IRModule
 from ..ir.printer import format_struct_info
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
-from ..op.grad_utils import forward_bindings
 from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
 from .pass_infra import Pass, PassContext
 from .canonicalize_bindings import CanonicalizeBindings
@@ -290,16 +289,15 @@ class _Differentiator:
                 for b in self.bindings:
                     if b.var in keep:
                         self._copy(bb, b, remap, b.var in outputs)
-                forward = {remap[b.var]: substitute(b.value, remap) for b in self.bindings if b.var in remap}
-                with forward_bindings(lambda e: forward.get(e) if isinstance(e, Var) else None):
-                    grads = self._backward(bb, relevant, remap)
+                grads = self._backward(bb, relevant, remap)
                 grad_vars = [self._output_grad(bb, v, grads.get(v)) for v in self.requires]
             bb.emit_func_output(Tuple([substitute(self.ret, remap), Tuple(grad_vars)]))
-        # Clean up as CanonicalizeBindings + DeadCodeElimination would: aliases left by the checkpoint markers
-        # go, and so do recomputations no rule used (rules receive the forward result even when they do not
-        # need it). Output aliases such as TVM's documented `x_adjoint = lv1_adjoint` stay: a dataflow variable
-        # may not leave its block.
-        adjoint = bb.get()[f"{self.name}_adjoint"]
+        # Clean up as CanonicalizeBindings + DeadCodeElimination would: transposes of transposes the rules made
+        # (a linear layer's weight gradient) and aliases left by the checkpoint markers go, and so do
+        # recomputations no rule used (rules receive the forward result even when they do not need it). Output
+        # aliases such as TVM's documented `x_adjoint = lv1_adjoint` stay: a dataflow variable may not leave its
+        # block.
+        adjoint = _fold_transpose_pairs(bb.get()[f"{self.name}_adjoint"])
         return remove_unused_bindings(CanonicalizeBindings().transform_function(adjoint, None, None))
 
     def _live_forward(self) -> set[Var]:
@@ -428,6 +426,39 @@ class _Differentiator:
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
+
+def _permutation(call: Call) -> Optional[tuple[int, ...]]:
+    """The axes of a ``permute_dims`` call of known rank (``None`` axes: reversed), or ``None``."""
+    from ..op import permute_dims
+
+    ndim = call.struct_info.ndim if isinstance(call.struct_info, TensorStructInfo) else -1
+    if call.op is not permute_dims or ndim < 0:
+        return None
+    axes = call.attrs["axes"]
+    return tuple(reversed(range(ndim))) if axes is None else tuple(a % ndim for a in axes)
+
+
+def _fold_transpose_pairs(func: Function) -> Function:
+    """``y = permute_dims(x, p)`` where ``x = permute_dims(a, q)`` and ``q`` undoes ``p`` becomes ``y = a`` (an alias
+    CanonicalizeBindings then removes): the matmul rule transposes its operands, which are often transposes."""
+    values: dict[Var, Expr] = {}
+    blocks = []
+    for block in func.body.blocks:
+        bindings = []
+        for b in block.bindings:
+            value = getattr(b, "value", None)
+            if isinstance(b, VarBinding) and isinstance(value, Call) and _permutation(value) is not None:
+                inner = values.get(value.args[0])
+                outer_axes, inner_axes = _permutation(value), _permutation(inner) if isinstance(inner, Call) else None
+                if inner_axes is not None and all(inner_axes[a] == i for i, a in enumerate(outer_axes)):
+                    b = VarBinding(b.var, inner.args[0], span=b.span)
+            if isinstance(b, VarBinding):
+                values[b.var] = b.value
+            bindings.append(b)
+        blocks.append(type(block)(bindings))
+    body = SeqExpr(blocks, func.body.body)
+    return Function(func.params, body, func.ret_struct_info, func.attrs, func.is_pure, span=func.span)
+
 
 def _is_float_like(s: StructInfo) -> bool:
     if isinstance(s, TupleStructInfo):

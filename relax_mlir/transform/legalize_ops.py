@@ -71,7 +71,7 @@ class LegalizeOps(Pass):
     ``rule(lc, op) -> Value | list[Value]``. ``enable_warning`` is accepted for TVM compatibility (every op has a
     lowering or is reported by the export).
 
-    Example, applied as ``LegalizeOps({"relax.grad.no_grad": relax_mlir.backend.legalize.elementwise._identity})``::
+    Example, applied as ``LegalizeOps({"relax.grad.no_grad": relax_mlir.backend.legalize.elementwise.identity})``::
 
         @I.ir_module
         class Module:
@@ -84,7 +84,7 @@ class LegalizeOps(Pass):
 
         @I.ir_module
         class Module:
-            I.module_attrs({"relax_mlir.legalize_map": {"relax.grad.no_grad": "relax_mlir.backend.legalize.elementwise._identity"}})
+            I.module_attrs({"relax_mlir.legalize_map": {"relax.grad.no_grad": "relax_mlir.backend.legalize.elementwise.identity"}})
 
             @R.function
             def main(x: R.Tensor((3,), dtype="float32")) -> R.Tensor((3,), dtype="float32"):

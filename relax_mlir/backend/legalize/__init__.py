@@ -1,8 +1,10 @@
 """TVM's LegalizeOps, on the MLIR side: every relax-dialect op becomes linalg/tensor/arith/math.
 
-Importing this package attaches the default lowering of each op family (``elementwise``, ``reduce``,
-``shape``, ``linalg``, ``nn``, ``grad``, ``random``) to its op record's ``legalize`` slot. A lowering is
-``legalize(lc: LegalizeContext, op: mlir.ir.Operation) -> Value | Sequence[Value]`` (see ``core.py``).
+Each op record names its lowering (``Op.lowering``): ``"shape:take"`` is the function ``take`` of ``shape.py`` here,
+an ``Elementwise`` spec the record's scalar function mapped by ``elementwise.lower_elementwise``. :func:`lowering_of`
+resolves it on first use; the records themselves never change. A lowering is
+``rule(lc: LegalizeContext, op: mlir.ir.Operation) -> Value | Sequence[Value]`` (see ``core.py``); the families
+are ``elementwise``, ``reduce``, ``shape``, ``linalg``, ``nn``, ``grad`` and ``random``.
 
 :func:`legalize_module` rewrites a module in place; ``overrides`` (op name or record -> rule) take precedence
 over the records' slots: that is how ``relax_mlir.transform.LegalizeOps(customize_legalize_map)`` is honoured.
@@ -10,23 +12,52 @@ over the records' slots: that is how ``relax_mlir.transform.LegalizeOps(customiz
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+import functools
+import importlib
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from mlir import ir
 
-from ...op.registry import Op, get_op
+from ...op.registry import Elementwise, Op, get_op
 from ..dialect import dialect_ops
-from . import elementwise, grad, linalg, nn, random, reduce, shape  # noqa: F401 - each registers its rules
 from .core import LegalizeContext, LegalizeError, cast_to
-from .rules import RULES, attach_all, lowers
 
-attach_all()
+__all__ = ["LegalizeContext", "LegalizeError", "legalize_module", "lowering_of", "resolve_reference"]
 
-__all__ = ["LegalizeContext", "LegalizeError", "RULES", "legalize_module", "lowers"]
+FAMILIES = ("elementwise", "grad", "linalg", "nn", "random", "reduce", "shape")
+
+
+def resolve_reference(reference: str) -> Callable:
+    """The function ``"family:name"`` names: ``name`` in ``relax_mlir.backend.legalize.<family>``."""
+    family, sep, name = reference.partition(":")
+    if not sep or family not in FAMILIES or not name:
+        raise LegalizeError(f"bad lowering reference {reference!r}: expected 'family:function' with family one of "
+                            f"{', '.join(FAMILIES)}")
+    module = importlib.import_module(f"{__name__}.{family}")
+    rule = getattr(module, name, None)
+    if not callable(rule):
+        raise LegalizeError(f"bad lowering reference {reference!r}: {module.__name__} has no function {name!r}")
+    return rule
+
+
+@functools.lru_cache(maxsize=None)
+def lowering_of(record: Op) -> Optional[Callable]:
+    """The lowering rule of ``record`` (``None`` if it has none): its reference resolved, once."""
+    spec = record.lowering
+    if spec is None:
+        return None
+    if isinstance(spec, Elementwise):
+        from .elementwise import lower_elementwise
+
+        return lower_elementwise(spec)
+    if isinstance(spec, str):
+        return resolve_reference(spec)
+    raise LegalizeError(f"{record.name}: its lowering must be a 'family:function' reference or an Elementwise, "
+                        f"got {type(spec).__name__}")
 
 
 def _rule_for(record: Op, overrides: Mapping[str, Any]):
-    rule = overrides.get(record.name, record.legalize)
+    rule = overrides.get(record.name) or lowering_of(record)
     if rule is None:
         raise LegalizeError(f"{record.name}: no lowering to linalg (not supported by the MLIR backend yet)")
     return rule
@@ -70,7 +101,7 @@ def legalize_module(module: ir.Module, overrides: Optional[Mapping[Any, Any]] = 
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    missing = sorted({rec.name for _, rec in found if overrides.get(rec.name, rec.legalize) is None} | unknown)
+    missing = sorted({rec.name for _, rec in found if rec.name not in overrides and rec.lowering is None} | unknown)
     if missing:
         raise LegalizeError(f"no lowering to linalg for: {', '.join(missing)}")
     for op, record in found:

@@ -357,3 +357,34 @@ def norm_axes(axes, rank: int) -> list[int]:
     if isinstance(axes, int):
         axes = (axes,)
     return sorted(a % rank for a in axes)
+
+
+# --- helpers of the nn and gradient lowerings ------------------------------------------------------------------
+Expr = Union[int, None, ir.AffineExpr]
+
+
+def emap(ndims: int, exprs: Sequence[Expr]) -> ir.AffineMap:
+    """An affine map whose results may be dims (int), the constant 0 (None) or any ``AffineExpr``."""
+    out = []
+    for e in exprs:
+        out.append(ir.AffineConstantExpr.get(0) if e is None else ir.AffineDimExpr.get(e) if isinstance(e, int) else e)
+    return ir.AffineMap.get(ndims, 0, out)
+
+
+def cast_elements(value: ir.Value, t: ir.Type) -> ir.Value:
+    """``value`` with its elements converted to ``t`` (itself if they already are)."""
+    if elem(value) == t:
+        return value
+    sizes = sizes_of(value)
+    return map_elementwise([value], tensor_type(sizes, t), lambda v: convert(v, t), sizes)
+
+
+def insert_strided(src: ir.Value, dest: ir.Value, offsets: Sequence[Size], strides: Sequence[int]) -> ir.Value:
+    """``dest`` with ``src`` written at ``offsets`` every ``strides`` elements (``tensor.insert_slice``)."""
+    sizes = sizes_of(src)
+    dyn = lambda vals: [v for v in vals if not isinstance(v, int)]  # noqa: E731
+    stat = lambda vals: [v if isinstance(v, int) else DYN for v in vals]  # noqa: E731
+    return tensor.insert_slice(src, dest, dyn(offsets), dyn(sizes), [], stat(offsets), stat(sizes), list(strides))
+
+
+# --- take, strided_slice ------------------------------------------------------------------------------------------

@@ -1,147 +1,152 @@
 """Elementwise lowerings: one parallel ``linalg.generic`` per op (broadcasting through its indexing maps).
 
-Family helpers make each op one line: ``unary(float_fn, int_fn)``, ``binary(float_fn, int_fn)``,
-``compare(float_predicate, signed_predicate, bool_predicate)``. Float math on f16/bf16 is computed in f32 and
-rounded once at the end, as the NumPy references (which compute in float64) do.
+An elementwise op's record gives its scalar function (``relax_mlir.op.registry.Elementwise``); :func:`lower_elementwise`
+maps it over the inputs with a :class:`ScalarBuilder`, whose methods pick the float, signed-integer or boolean form of
+each operation from the element type. Float math on f16/bf16 is computed in f32 and rounded once at the end (the
+record's ``widen``), as the NumPy references (which compute in float64) do. ``astype``, ``clip`` and the identity
+markers are lowered by the named functions below.
 """
 
 from __future__ import annotations
 
 import math as pymath
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from mlir import ir
 from mlir.dialects import arith, math
 
-from ...op import binary as B
-from ...op import grad as G
-from ...op import unary as U
-from ...op.nn import activation as A
+from ...op.registry import Elementwise
 from .core import compute_type, convert, elem, is_bool, is_float, map_elementwise, scalar
-from .rules import lowers, set_rule
 
-Fn = Callable[..., ir.Value]
-
-
-def _in_compute_type(fn: Fn) -> Fn:
-    """``fn`` applied in the compute type (f32 for half floats), the result converted back."""
-    def wrapped(*xs: ir.Value) -> ir.Value:
-        t = xs[0].type
-        ct = compute_type(t)
-        return convert(fn(*(convert(x, ct) for x in xs)), t)
-    return wrapped
+Operand = Union[ir.Value, int, float, bool]
 
 
-def unary(float_fn: Optional[Fn], int_fn: Optional[Fn] = None):
-    """A rule mapping ``float_fn`` (computed in f32 for half floats) or ``int_fn`` over the input."""
-    def rule(lc, op):
-        x = lc.inputs[0]
-        fn = _in_compute_type(float_fn) if is_float(x.type) else int_fn
+class ScalarBuilder:
+    """Scalar operations on MLIR values for the records' scalar functions: ``b.add(x, 1)``, ``b.exp(x)``.
+
+    Each picks its float or integer form from the operands' element type (booleans compare unsigned, as
+    ``True > False``); a plain number becomes a constant of the other operand's type. An operation with no form
+    for the type (``exp`` of an integer) fails naming the op and the type."""
+
+    def __init__(self, fail: Callable[[str], None]):
+        self._fail = fail
+
+    def const(self, value: Union[int, float, bool], like: ir.Value) -> ir.Value:
+        """``value`` as a constant of ``like``'s type."""
+        return scalar(value, like.type)
+
+    def _pair(self, a: Operand, b: Operand) -> tuple[ir.Value, ir.Value]:
+        if not isinstance(a, ir.Value):
+            a = self.const(a, b)
+        if not isinstance(b, ir.Value):
+            b = self.const(b, a)
+        return a, b
+
+    def _by_type(self, name: str, float_fn: Optional[Callable], int_fn: Optional[Callable], *xs: Operand):
+        if len(xs) == 2:
+            xs = self._pair(*xs)
+        fn = float_fn if is_float(xs[0].type) else int_fn
         if fn is None:
-            lc.fail(f"no lowering for element type {elem(x)}")
-        return map_elementwise([x], lc.result_type, fn)
-    return rule
+            self._fail(f"{name} has no lowering for element type {elem(xs[0])}")
+        return fn(*xs)
 
+    # arithmetic
+    def add(self, a: Operand, b: Operand) -> ir.Value:
+        return self._by_type("add", arith.addf, arith.addi, a, b)
 
-def binary(float_fn: Optional[Fn], int_fn: Optional[Fn], widen: bool = False):
-    """A rule for a broadcasting binary op; ``widen`` computes half floats in f32 (for non-IEEE-exact ops)."""
-    def rule(lc, op):
-        x = lc.inputs[0]
-        fn = (_in_compute_type(float_fn) if widen else float_fn) if is_float(x.type) else int_fn
-        if fn is None:
-            lc.fail(f"no lowering for element type {elem(x)}")
-        return map_elementwise(lc.inputs, lc.result_type, fn)
-    return rule
+    def sub(self, a: Operand, b: Operand) -> ir.Value:
+        return self._by_type("sub", arith.subf, arith.subi, a, b)
 
+    def mul(self, a: Operand, b: Operand) -> ir.Value:
+        return self._by_type("mul", arith.mulf, arith.muli, a, b)
 
-def compare(fpred: str, ipred: str, bpred: str):
-    """A comparison with a bool result: ordered float predicates (``une`` for not_equal, as NaN != NaN in
-    NumPy), signed integer predicates, unsigned ones on bools (True > False)."""
-    def fn(a: ir.Value, b: ir.Value) -> ir.Value:
+    def div(self, a: Operand, b: Operand) -> ir.Value:
+        """Float division; integer division truncating toward zero (C's)."""
+        return self._by_type("div", arith.divf, arith.divsi, a, b)
+
+    def floordiv(self, a: Operand, b: Operand) -> ir.Value:
+        return self._by_type("floordiv", lambda x, y: math.floor(arith.divf(x, y)), arith.floordivsi, a, b)
+
+    def pow(self, a: Operand, b: Operand) -> ir.Value:
+        return self._by_type("pow", math.powf, None, a, b)
+
+    def max(self, a: Operand, b: Operand) -> ir.Value:
+        """The larger; NaN if either is NaN."""
+        return self._by_type("max", arith.maximumf, arith.maxsi, a, b)
+
+    def min(self, a: Operand, b: Operand) -> ir.Value:
+        """The smaller; NaN if either is NaN."""
+        return self._by_type("min", arith.minimumf, arith.minsi, a, b)
+
+    def neg(self, x: ir.Value) -> ir.Value:
+        return self._by_type("neg", arith.negf, lambda v: arith.subi(scalar(0, v.type), v), x)
+
+    def abs(self, x: ir.Value) -> ir.Value:
+        return self._by_type("abs", math.absf, math.absi, x)
+
+    # float functions
+    def _math(self, name: str, x: ir.Value) -> ir.Value:
+        return self._by_type(name, getattr(math, name), None, x)
+
+    def exp(self, x): return self._math("exp", x)  # noqa: E704 - a table of one-line forwards
+    def log(self, x): return self._math("log", x)  # noqa: E704
+    def sqrt(self, x): return self._math("sqrt", x)  # noqa: E704
+    def rsqrt(self, x): return self._math("rsqrt", x)  # noqa: E704
+    def sin(self, x): return self._math("sin", x)  # noqa: E704
+    def cos(self, x): return self._math("cos", x)  # noqa: E704
+    def tanh(self, x): return self._math("tanh", x)  # noqa: E704
+    def erf(self, x): return self._math("erf", x)  # noqa: E704
+    def floor(self, x): return self._math("floor", x)  # noqa: E704
+    def ceil(self, x): return self._math("ceil", x)  # noqa: E704
+
+    # comparison and selection
+    _FLOAT_PREDICATES = {"eq": "OEQ", "ne": "UNE", "lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE"}
+
+    def cmp(self, predicate: str, a: Operand, b: Operand) -> ir.Value:
+        """``a <predicate> b`` as a bool, ``predicate`` one of eq, ne, lt, le, gt, ge. Floats compare ordered
+        (NaN is unequal to everything: ``ne`` is true for it, as in NumPy), integers signed, booleans unsigned."""
+        if predicate not in self._FLOAT_PREDICATES:
+            known = ", ".join(self._FLOAT_PREDICATES)
+            raise ValueError(f"cmp: unknown predicate {predicate!r}; expected one of {known}")
+        a, b = self._pair(a, b)
         if is_float(a.type):
-            return arith.cmpf(getattr(arith.CmpFPredicate, fpred.upper()), a, b)
-        return arith.cmpi(getattr(arith.CmpIPredicate, bpred if is_bool(a.type) else ipred), a, b)
+            return arith.cmpf(getattr(arith.CmpFPredicate, self._FLOAT_PREDICATES[predicate]), a, b)
+        ipred = predicate if predicate in ("eq", "ne") else ("u" if is_bool(a.type) else "s") + predicate
+        return arith.cmpi(getattr(arith.CmpIPredicate, ipred), a, b)
 
+    def select(self, condition: ir.Value, a: Operand, b: Operand) -> ir.Value:
+        a, b = self._pair(a, b)
+        return arith.select(condition, a, b)
+
+
+def lower_elementwise(spec: Elementwise) -> Callable:
+    """The lowering of an op whose record's ``lowering`` is ``spec``: its scalar function mapped over the inputs."""
     def rule(lc, op):
+        out = elem(lc.result_type)
+        builder = ScalarBuilder(lc.fail)
+
+        def fn(*xs: ir.Value) -> ir.Value:
+            if spec.widen:
+                xs = tuple(convert(x, compute_type(x.type)) if is_float(x.type) else x for x in xs)
+            y = spec.scalar(builder, *xs, **lc.attrs)
+            return convert(y, out) if y.type != out else y
         return map_elementwise(lc.inputs, lc.result_type, fn)
     return rule
 
 
-def _const_like(v: ir.Value, value: float) -> ir.Value:
-    return scalar(value, v.type)
-
-
-def _sigmoid(x):
-    one = _const_like(x, 1.0)
-    return arith.divf(one, arith.addf(one, math.exp(arith.negf(x))))
-
-
-def _gelu(x):
-    half, one = _const_like(x, 0.5), _const_like(x, 1.0)
-    inner = math.erf(arith.mulf(x, _const_like(x, 1.0 / pymath.sqrt(2.0))))
-    return arith.mulf(arith.mulf(half, x), arith.addf(one, inner))
-
-
-def _gelu_tanh(x):
-    half, one = _const_like(x, 0.5), _const_like(x, 1.0)
-    cube = arith.mulf(arith.mulf(x, x), x)
-    inner = arith.addf(x, arith.mulf(_const_like(x, 0.044715), cube))
-    t = math.tanh(arith.mulf(_const_like(x, pymath.sqrt(2.0 / pymath.pi)), inner))
-    return arith.mulf(arith.mulf(half, x), arith.addf(one, t))
-
-
-def _neg_int(x):
-    return arith.subi(scalar(0, x.type), x)
-
-
-def _relu_int(x):
-    return arith.maxsi(x, scalar(0, x.type))
-
-
-# --- unary -----------------------------------------------------------------------------------------------------
-set_rule(U.abs, unary(math.absf, math.absi))
-set_rule(U.negative, unary(arith.negf, _neg_int))
-set_rule(U.exp, unary(math.exp))
-set_rule(U.log, unary(math.log))
-set_rule(U.sqrt, unary(math.sqrt))
-set_rule(U.rsqrt, unary(math.rsqrt))
-set_rule(U.sin, unary(math.sin))
-set_rule(U.cos, unary(math.cos))
-set_rule(U.tanh, unary(math.tanh))
-set_rule(U.sigmoid, unary(_sigmoid))
-set_rule(U.square, unary(lambda x: arith.mulf(x, x), lambda x: arith.muli(x, x)))
-set_rule(U.erf, unary(math.erf))
-set_rule(U.floor, unary(math.floor))
-set_rule(U.ceil, unary(math.ceil))
-set_rule(A.relu, unary(lambda x: arith.maximumf(x, _const_like(x, 0.0)), _relu_int))
-set_rule(A.silu, unary(lambda x: arith.mulf(x, _sigmoid(x))))
-set_rule(A.gelu, unary(_gelu))
-set_rule(A.gelu_tanh, unary(_gelu_tanh))
-
-
-@lowers(A.leakyrelu)
-def _leakyrelu(lc, op):
-    alpha = lc.attrs["alpha"]
-
-    def fn(x):
-        neg = arith.cmpf(arith.CmpFPredicate.OGE, x, _const_like(x, 0.0))
-        return arith.select(neg, x, arith.mulf(x, _const_like(x, alpha)))
-    return map_elementwise(lc.inputs, lc.result_type, _in_compute_type(fn))
-
-
-@lowers(U.astype)
-def _astype(lc, op):
+def astype(lc, op):
+    """A conversion per element, with NumPy's astype semantics (``convert``)."""
     out = elem(lc.result_type)
     return map_elementwise(lc.inputs, lc.result_type, lambda x: convert(x, out))
 
 
-@lowers(U.clip)
-def _clip(lc, op):
+def clip(lc, op):
+    """``min(max(x, lo), hi)``; integers clip to the bounds truncated toward zero, as ``np.clip`` then astype."""
     lo, hi = lc.attrs["min"], lc.attrs["max"]
     x = lc.inputs[0]
     if is_float(x.type):
         def fn(v):
-            return arith.minimumf(arith.maximumf(v, _const_like(v, lo)), _const_like(v, hi))
+            return arith.minimumf(arith.maximumf(v, scalar(lo, v.type)), scalar(hi, v.type))
         return map_elementwise([x], lc.result_type, fn)
 
     def fn_int(v):
@@ -157,28 +162,6 @@ def _clip(lc, op):
     return map_elementwise([x], lc.result_type, fn_int)
 
 
-@lowers(G.start_checkpoint, G.end_checkpoint, G.no_grad)
-def _identity(lc, op):
+def identity(lc, op):
+    """The markers (``grad.no_grad``, checkpoint boundaries) are the identity once compiled."""
     return lc.inputs[0]
-
-
-# --- binary ----------------------------------------------------------------------------------------------------
-set_rule(B.add, binary(arith.addf, arith.addi))
-set_rule(B.subtract, binary(arith.subf, arith.subi))
-set_rule(B.multiply, binary(arith.mulf, arith.muli))
-set_rule(B.divide, binary(arith.divf, arith.divsi))
-set_rule(B.floor_divide, binary(lambda a, b: math.floor(arith.divf(a, b)), arith.floordivsi, widen=True))
-set_rule(B.power, binary(math.powf, None, widen=True))
-set_rule(B.maximum, binary(arith.maximumf, arith.maxsi))
-set_rule(B.minimum, binary(arith.minimumf, arith.minsi))
-set_rule(B.equal, compare("oeq", "eq", "eq"))
-set_rule(B.not_equal, compare("une", "ne", "ne"))
-set_rule(B.less, compare("olt", "slt", "ult"))
-set_rule(B.less_equal, compare("ole", "sle", "ule"))
-set_rule(B.greater, compare("ogt", "sgt", "ugt"))
-set_rule(B.greater_equal, compare("oge", "sge", "uge"))
-
-
-@lowers(B.where)
-def _where(lc, op):
-    return map_elementwise(lc.inputs, lc.result_type, arith.select)

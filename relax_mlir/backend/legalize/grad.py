@@ -1,4 +1,4 @@
-"""Lowerings of the ops gradients use: ``relax.grad.*_backward`` and ``relax.nn.conv2d_transpose``.
+"""Lowerings of the ops gradients use: ``relax.grad.*_backward``.
 
 Scatters are written as gathers, so that every result element is computed by one iteration of a
 ``linalg.generic`` (no atomic or sequential accumulation is needed):
@@ -8,59 +8,26 @@ Scatters are written as gathers, so that every result element is computed by one
 * max/avg_pool2d_backward: for each input position and kernel offset, the output window that read it
   (``oh = (h + pad - i * dilation) / stride`` when exact and in range) gives its gradient: all of it if the
   window's first maximum is there (max), ``g / divisor`` (avg);
-* conv2d_transpose: the input dilated by the strides (``insert_slice`` with strides), padded by
-  ``dilation * (k - 1) - pad`` (cropped where negative), convolved with the flipped, transposed kernel.
 """
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Sequence
 
 from mlir import ir
-from mlir.dialects import arith, linalg, tensor
+from mlir.dialects import arith, tensor
 
-from ...op import grad as G
-from ...op.nn import backward as BW
-from ...op.nn import conv_transpose as CT
-from .core import (DYN, Size, as_index, compute_type, convert, dim, elem, empty, filled, generic,
-                   identity, index, is_float, loop_index, map_elementwise, reshape, sadd, scalar, sizes_of, smul,
-                   sprod, ssub, tensor_type)
+from .core import (Size, as_index, cast_elements, compute_type, convert, dim, elem, emap, empty, filled, generic,
+                   identity, index, insert_strided, is_float, loop_index, reshape, scalar, sizes_of, sprod,
+                   tensor_type)
 from .nn import _pool_geometry, _window_count, class_weight, pad
-from .rules import lowers
-from .shape import _slice_bounds, extract_slice
-
-Expr = Union[int, None, ir.AffineExpr]
-
-
-def emap(ndims: int, exprs: Sequence[Expr]) -> ir.AffineMap:
-    """An affine map whose results may be dims (int), the constant 0 (None) or any ``AffineExpr``."""
-    out = []
-    for e in exprs:
-        out.append(ir.AffineConstantExpr.get(0) if e is None else ir.AffineDimExpr.get(e) if isinstance(e, int) else e)
-    return ir.AffineMap.get(ndims, 0, out)
-
+from .shape import _slice_bounds
 
 def _add(t: ir.Type):
     return arith.addf if is_float(t) else arith.addi
 
 
-def _finish(value: ir.Value, t: ir.Type) -> ir.Value:
-    if elem(value) == t:
-        return value
-    sizes = sizes_of(value)
-    return map_elementwise([value], tensor_type(sizes, t), lambda v: convert(v, t), sizes)
-
-
-def insert_strided(src: ir.Value, dest: ir.Value, offsets: Sequence[Size], strides: Sequence[int]) -> ir.Value:
-    sizes = sizes_of(src)
-    dyn = lambda vals: [v for v in vals if not isinstance(v, int)]  # noqa: E731
-    stat = lambda vals: [v if isinstance(v, int) else DYN for v in vals]  # noqa: E731
-    return tensor.insert_slice(src, dest, dyn(offsets), dyn(sizes), [], stat(offsets), stat(sizes), list(strides))
-
-
-# --- take, strided_slice ------------------------------------------------------------------------------------------
-@lowers(G.take_backward)
-def _take_backward(lc, op):
+def take_backward(lc, op):
     g, ind = lc.inputs
     t = elem(lc.result_type)
     ct = compute_type(t)
@@ -82,11 +49,10 @@ def _take_backward(lc, op):
         return _add(ct)(o, arith.select(hit, convert(gv, ct), scalar(0, ct)))
 
     (res,) = generic([g, ind], [filled(out_sizes, ct, 0)], maps, ["parallel"] * r + ["reduction"] * k, body)
-    return reshape(_finish(res, t), sizes) if lc.attrs["axis"] is None else _finish(res, t)
+    return reshape(cast_elements(res, t), sizes) if lc.attrs["axis"] is None else cast_elements(res, t)
 
 
-@lowers(G.strided_slice_backward)
-def _strided_slice_backward(lc, op):
+def strided_slice_backward(lc, op):
     g = lc.inputs[0]
     t, sizes = elem(lc.result_type), lc.result_sizes()
     rank, a = len(sizes), lc.attrs
@@ -122,8 +88,7 @@ def _strided_slice_backward(lc, op):
 
 
 # --- nll_loss --------------------------------------------------------------------------------------------------------
-@lowers(BW.nll_loss_backward)
-def _nll_loss_backward(lc, op):
+def nll_loss_backward(lc, op):
     g, pred, targets = lc.inputs[:3]
     weights = lc.inputs[3] if len(lc.inputs) > 3 else None
     t, ct = elem(pred), compute_type(elem(pred))
@@ -193,11 +158,10 @@ def _pool_backward(lc, g: ir.Value, data: ir.Value, contribution) -> ir.Value:
     window = empty([kh, kw], ct)
     (res,) = generic([window], [acc], [emap(6, [4, 5]), emap(6, [0, 1, 2, 3])],
                      ["parallel"] * 4 + ["reduction"] * 2, lambda _w, o: body(o))
-    return _finish(res, t)
+    return cast_elements(res, t)
 
 
-@lowers(BW.max_pool2d_backward)
-def _max_pool2d_backward(lc, op):
+def max_pool2d_backward(lc, op):
     g, data = lc.inputs
     a = lc.attrs
     t, ct = elem(data), compute_type(elem(data))
@@ -230,8 +194,7 @@ def _max_pool2d_backward(lc, op):
     return _pool_backward(lc, g, data, contribution)
 
 
-@lowers(BW.avg_pool2d_backward)
-def _avg_pool2d_backward(lc, op):
+def avg_pool2d_backward(lc, op):
     g, data = lc.inputs
     a = lc.attrs
     ct = compute_type(elem(data))
@@ -276,47 +239,3 @@ def _tiled_pool_backward(g: ir.Value, data: ir.Value, arg: ir.Value, kernel: tup
     six = [n, c, h // kh, kh, w // kw, kw]
     (res,) = generic([g, arg], [empty(six, t)], [window, window, identity(6)], ["parallel"] * 6, body)
     return tensor.collapse_shape(tensor_type([n, c, h, w], t), res, [[0], [1], [2, 3], [4, 5]])
-
-
-# --- conv2d_transpose -----------------------------------------------------------------------------------------------
-@lowers(CT.conv2d_transpose)
-def _conv2d_transpose(lc, op):
-    data, weight = lc.inputs
-    a = lc.attrs
-    (pt, pl, pb, pr), (sh, sw), (dh, dw) = a["padding"], a["strides"], a["dilation"]
-    (oph, opw), groups = a["output_padding"], a["groups"]
-    out_t = elem(lc.result_type)
-    acc_t = compute_type(out_t)
-    n, c, h, w = sizes_of(data)
-    _, og, kh, kw = sizes_of(weight)
-    if not (isinstance(kh, int) and isinstance(kw, int)):
-        lc.fail("the kernel's spatial size must be static")
-    # 1. dilate by the strides, 2. pad by dilation * (k - 1) - pad (crop where that is negative)
-    dilated = filled([n, c, sadd(smul(ssub(h, 1), sh), 1), sadd(smul(ssub(w, 1), sw), 1)], elem(data), 0)
-    x = insert_strided(data, dilated, [0, 0, 0, 0], [1, 1, sh, sw])
-    lo = [dh * (kh - 1) - pt, dw * (kw - 1) - pl]
-    hi = [dh * (kh - 1) - pb + oph, dw * (kw - 1) - pr + opw]
-    x = pad(x, [0, 0] + [max(v, 0) for v in lo], [0, 0] + [max(v, 0) for v in hi], 0.0)
-    if min(lo + hi) < 0:
-        full = sizes_of(x)
-        start = [0, 0] + [max(-v, 0) for v in lo]
-        size = [full[0], full[1]] + [ssub(ssub(full[2 + k], max(-lo[k], 0)), max(-hi[k], 0)) for k in range(2)]
-        x = extract_slice(x, start, size, [1, 1, 1, 1])
-    # 3. the kernel flipped and transposed per group: wt[g, o, c, i, j] = weight[g * C/g + c, o, kh-1-i, kw-1-j]
-    cg = c // groups if isinstance(c, int) else arith.divsi(c, index(groups))
-    w5 = reshape(weight, [groups, cg, og, kh, kw])
-    d = [ir.AffineDimExpr.get(k) for k in range(5)]
-    flip = emap(5, [0, 2, 1, ir.AffineConstantExpr.get(kh - 1) - d[3], ir.AffineConstantExpr.get(kw - 1) - d[4]])
-    (wt,) = generic([w5], [empty([groups, og, cg, kh, kw], elem(weight))], [flip, identity(5)], ["parallel"] * 5,
-                    lambda v, _o: v)
-    xs = sizes_of(x)
-    oh, ow = ssub(xs[2], dh * (kh - 1)), ssub(xs[3], dw * (kw - 1))
-    if groups == 1:
-        res = linalg.conv_2d_nchw_fchw(x, reshape(wt, [og, cg, kh, kw]), outs=[filled([n, og, oh, ow], acc_t, 0)],
-                                       strides=[1, 1], dilations=[dh, dw])
-    else:
-        xg = reshape(x, [n, groups, cg, xs[2], xs[3]])
-        res = linalg.conv_2d_ngchw_gfchw(xg, wt, outs=[filled([n, groups, og, oh, ow], acc_t, 0)],
-                                         strides=[1, 1], dilations=[dh, dw])
-        res = reshape(res, [n, smul(og, groups), oh, ow])
-    return _finish(res, out_t)

@@ -15,10 +15,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, linalg
 
-from ...op import linalg as L
 from .core import (DYN, Size, amap, compute_type, convert, dim, elem, filled, generic, is_float, map_elementwise,
                    reshape, sizes_of, sprod, tensor_type)
-from .rules import lowers
 
 
 def _batch_sizes(a: ir.Value, b: ir.Value, nb: int) -> list[Size]:
@@ -89,8 +87,7 @@ def _converted(v: ir.Value, t: ir.Type) -> ir.Value:
     return map_elementwise([v], tensor_type(sizes, t), lambda x: convert(x, t), sizes)
 
 
-@lowers(L.matmul)
-def _matmul(lc, op):
+def matmul(lc, op):
     a, b = lc.inputs
     out_elt = elem(lc.result_type)
     acc_t = compute_type(out_elt)

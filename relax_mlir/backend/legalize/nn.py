@@ -20,15 +20,12 @@ from typing import Sequence
 from mlir import ir
 from mlir.dialects import arith, linalg, math, tensor
 
-from ...op.nn import activation as A
-from ...op.nn import conv as CV
-from ...op.nn import loss as LS
-from .core import (Size, amap, as_index, compute_type, convert, dim, elem, empty, filled, generic, identity,
-                   is_float, loop_index, lowest, map_elementwise, reduce, reshape, sadd, scalar,
-                   sceildiv, sfloordiv, sizes_of, smax, smul, ssub, tensor_type)
+from .core import (amap, as_index, cast_elements, compute_type, convert, dim, elem, emap, empty, filled, generic,
+                   identity, index, insert_strided, is_float, loop_index, lowest, map_elementwise, reduce, reshape,
+                   sadd, scalar, sceildiv, sfloordiv, Size, sizes_of, smax, smul, ssub, tensor_type)
 from .reduce import mean_and_variance
 from .checks import linear_position, report_if, where
-from .rules import lowers
+from .shape import extract_slice
 
 
 def _map(inputs: Sequence[ir.Value], maps: Sequence[ir.AffineMap], sizes: Sequence[Size], t: ir.Type, fn) -> ir.Value:
@@ -57,13 +54,12 @@ def _softmax(log: bool):
     return rule
 
 
-lowers(A.softmax)(_softmax(False))
-lowers(A.log_softmax)(_softmax(True))
+softmax = _softmax(False)
+log_softmax = _softmax(True)
 
 
 # --- losses ----------------------------------------------------------------------------------------------------
-@lowers(LS.cross_entropy_with_logits)
-def _cross_entropy(lc, op):
+def cross_entropy_with_logits(lc, op):
     x, y = lc.inputs
     rank, ct, out_t = x.type.rank, compute_type(elem(x)), elem(lc.result_type)
     acc = filled([], ct, 0)
@@ -84,8 +80,7 @@ def class_weight(t: ir.Value, classes: ir.Value, ignore: int, weights, ct: ir.Ty
     w = convert(tensor.extract(weights, [i]), ct) if weights is not None else scalar(1, ct)
     return valid, i, arith.select(valid, w, scalar(0, ct))
 
-@lowers(LS.nll_loss)
-def _nll_loss(lc, op):
+def nll_loss(lc, op):
     pred, targets = lc.inputs[:2]
     weights = lc.inputs[2] if len(lc.inputs) > 2 else None
     ct, out_t = compute_type(elem(pred)), elem(lc.result_type)
@@ -159,8 +154,7 @@ def _extra(out: Size, size: Size, pads: int, kernel: Size, stride: int, dilation
     return smax(ssub(need, sadd(size, pads)), 0)
 
 
-@lowers(CV.conv2d)
-def _conv2d(lc, op):
+def conv2d(lc, op):
     data, weight = lc.inputs
     a = lc.attrs
     (pt, pl, pb, pr), strides, dilations, g = a["padding"], list(a["strides"]), list(a["dilation"]), a["groups"]
@@ -197,8 +191,7 @@ def _pool_geometry(lc, x: ir.Value):
     return [n, c, oh, ow], [0, 0, pt, pl], high
 
 
-@lowers(CV.max_pool2d)
-def _max_pool2d(lc, op):
+def max_pool2d(lc, op):
     x = lc.inputs[0]
     t = elem(x)
     sizes, low, high = _pool_geometry(lc, x)
@@ -223,8 +216,7 @@ def _window_count(o: ir.Value, size: Size, before: int, after: int, kernel: int,
     return count
 
 
-@lowers(CV.avg_pool2d)
-def _avg_pool2d(lc, op):
+def avg_pool2d(lc, op):
     x = lc.inputs[0]
     a = lc.attrs
     t = elem(x)
@@ -303,3 +295,48 @@ def fused_layer_norm(lc, op):
     stat_map = amap(rank, [d for d in range(rank) if d not in axes])
     return _normalize(x, mean, var, gamma, beta, stat_map, amap(rank, listed), a["epsilon"], a["center"],
                       a["scale"], elem(x))
+
+
+# --- conv2d_transpose -----------------------------------------------------------------------------------------------
+def conv2d_transpose(lc, op):
+    """The input dilated by the strides (``insert_slice`` with strides), padded by ``dilation * (k - 1) - pad``
+    (cropped where negative), convolved with the flipped, transposed kernel."""
+    data, weight = lc.inputs
+    a = lc.attrs
+    (pt, pl, pb, pr), (sh, sw), (dh, dw) = a["padding"], a["strides"], a["dilation"]
+    (oph, opw), groups = a["output_padding"], a["groups"]
+    out_t = elem(lc.result_type)
+    acc_t = compute_type(out_t)
+    n, c, h, w = sizes_of(data)
+    _, og, kh, kw = sizes_of(weight)
+    if not (isinstance(kh, int) and isinstance(kw, int)):
+        lc.fail("the kernel's spatial size must be static")
+    # 1. dilate by the strides, 2. pad by dilation * (k - 1) - pad (crop where that is negative)
+    dilated = filled([n, c, sadd(smul(ssub(h, 1), sh), 1), sadd(smul(ssub(w, 1), sw), 1)], elem(data), 0)
+    x = insert_strided(data, dilated, [0, 0, 0, 0], [1, 1, sh, sw])
+    lo = [dh * (kh - 1) - pt, dw * (kw - 1) - pl]
+    hi = [dh * (kh - 1) - pb + oph, dw * (kw - 1) - pr + opw]
+    x = pad(x, [0, 0] + [max(v, 0) for v in lo], [0, 0] + [max(v, 0) for v in hi], 0.0)
+    if min(lo + hi) < 0:
+        full = sizes_of(x)
+        start = [0, 0] + [max(-v, 0) for v in lo]
+        size = [full[0], full[1]] + [ssub(ssub(full[2 + k], max(-lo[k], 0)), max(-hi[k], 0)) for k in range(2)]
+        x = extract_slice(x, start, size, [1, 1, 1, 1])
+    # 3. the kernel flipped and transposed per group: wt[g, o, c, i, j] = weight[g * C/g + c, o, kh-1-i, kw-1-j]
+    cg = c // groups if isinstance(c, int) else arith.divsi(c, index(groups))
+    w5 = reshape(weight, [groups, cg, og, kh, kw])
+    d = [ir.AffineDimExpr.get(k) for k in range(5)]
+    flip = emap(5, [0, 2, 1, ir.AffineConstantExpr.get(kh - 1) - d[3], ir.AffineConstantExpr.get(kw - 1) - d[4]])
+    (wt,) = generic([w5], [empty([groups, og, cg, kh, kw], elem(weight))], [flip, identity(5)], ["parallel"] * 5,
+                    lambda v, _o: v)
+    xs = sizes_of(x)
+    oh, ow = ssub(xs[2], dh * (kh - 1)), ssub(xs[3], dw * (kw - 1))
+    if groups == 1:
+        res = linalg.conv_2d_nchw_fchw(x, reshape(wt, [og, cg, kh, kw]), outs=[filled([n, og, oh, ow], acc_t, 0)],
+                                       strides=[1, 1], dilations=[dh, dw])
+    else:
+        xg = reshape(x, [n, groups, cg, xs[2], xs[3]])
+        res = linalg.conv_2d_ngchw_gfchw(xg, wt, outs=[filled([n, groups, og, oh, ow], acc_t, 0)],
+                                         strides=[1, 1], dilations=[dh, dw])
+        res = reshape(res, [n, smul(og, groups), oh, ow])
+    return cast_elements(res, out_t)

@@ -12,7 +12,6 @@ from mlir.dialects import arith
 
 from ...op import random as RND
 from .core import amap, as_index, convert, elem, empty, generic, identity, loop_index, scalar, smul
-from .rules import lowers
 
 
 def _mix64(z: ir.Value) -> ir.Value:
@@ -24,8 +23,7 @@ def _mix64(z: ir.Value) -> ir.Value:
     return z
 
 
-@lowers(RND.uniform)
-def _uniform(lc, op):
+def uniform(lc, op):
     key = lc.inputs[0]
     t = elem(lc.result_type)
     p = RND.SIGNIFICAND_BITS[lc.attrs["dtype"]]

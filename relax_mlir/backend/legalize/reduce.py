@@ -14,11 +14,9 @@ from typing import Callable, Sequence
 from mlir import ir
 from mlir.dialects import arith
 
-from ...op import reduce as R
 from .core import (DYN, Size, amap, compute_type, convert, dim, elem, filled, generic, highest, identity, is_float,
                    loop_index, lowest, map_elementwise, norm_axes, reduce, reshape, scalar, sizes_of, sprod,
                    tensor_type)
-from .rules import lowers, set_rule
 
 Combine = Callable[[ir.Value, ir.Value], ir.Value]
 
@@ -67,11 +65,12 @@ def reduction(combine_float: Combine, combine_int: Combine, init: Callable[[ir.T
     return rule
 
 
-set_rule(R.sum, reduction(arith.addf, arith.addi, lambda t: scalar(0, t)))
-set_rule(R.prod, reduction(arith.mulf, arith.muli, lambda t: scalar(1, t)))
-set_rule(R.max, reduction(arith.maximumf, arith.maxsi, lowest))
-set_rule(R.min, reduction(arith.minimumf, arith.minsi, highest))
-set_rule(R.mean, reduction(arith.addf, arith.addi, lambda t: scalar(0, t), mean=True))
+# Named ``reduce_*``: the builtins sum, max and min stay usable in this module.
+reduce_sum = reduction(arith.addf, arith.addi, lambda t: scalar(0, t))
+reduce_prod = reduction(arith.mulf, arith.muli, lambda t: scalar(1, t))
+reduce_max = reduction(arith.maximumf, arith.maxsi, lowest)
+reduce_min = reduction(arith.minimumf, arith.minsi, highest)
+reduce_mean = reduction(arith.addf, arith.addi, lambda t: scalar(0, t), mean=True)
 
 
 def mean_and_variance(x: ir.Value, axes: Sequence[int], acc_t: ir.Type) -> tuple[ir.Value, ir.Value]:
@@ -94,8 +93,7 @@ def mean_and_variance(x: ir.Value, axes: Sequence[int], acc_t: ir.Type) -> tuple
     return mean, var
 
 
-@lowers(R.variance)
-def _variance(lc, op):
+def variance(lc, op):
     x = lc.inputs[0]
     axes = norm_axes(lc.attrs["axis"], x.type.rank)
     _, var = mean_and_variance(x, axes, compute_type(elem(x)))
@@ -136,12 +134,11 @@ def _arg_reduction(float_pred: str, int_pred: str, init: Callable[[ir.Type], ir.
     return rule
 
 
-set_rule(R.argmax, _arg_reduction("OGT", "sgt", lowest))
-set_rule(R.argmin, _arg_reduction("OLT", "slt", highest))
+argmax = _arg_reduction("OGT", "sgt", lowest)
+argmin = _arg_reduction("OLT", "slt", highest)
 
 
-@lowers(R.cumsum)
-def _cumsum(lc, op):
+def cumsum(lc, op):
     x = lc.inputs[0]
     axis = lc.attrs["axis"]
     if axis is None:
@@ -169,8 +166,7 @@ def _cumsum(lc, op):
     return map_elementwise([total], lc.result_type, lambda v: convert(v, out_elt), sizes)
 
 
-@lowers(R.collapse_sum_to)
-def _collapse_sum_to(lc, op):
+def collapse_sum_to(lc, op):
     x = lc.inputs[0]
     target = list(lc.result_type.shape)
     lead = x.type.rank - len(target)

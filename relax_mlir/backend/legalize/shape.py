@@ -8,18 +8,16 @@ slices are ``tensor.extract_slice``/``insert_slice`` (a negative stride is a gat
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from mlir import ir
 from mlir.dialects import arith, linalg, scf, tensor
 
-from ...op import create as C
-from ...op import manipulate as M
 from .core import (DYN, Size, as_index, convert, dim, elem, empty, filled, generic, identity, is_bool,
-                   is_float, loop_index, map_elementwise, norm_axes, reshape, sadd, scalar, sceildiv, sizes_of,
+                   is_float, loop_index, map_elementwise, norm_axes, sadd, scalar, sceildiv, sizes_of,
                    smax, smin, smul, sprod, ssub, tensor_type, amap)
+from . import core
 from .checks import linear_position, report_if, where
-from .rules import lowers
 
 
 def _mixed(values: Sequence[Size]) -> tuple[list[ir.Value], list[int]]:
@@ -41,36 +39,31 @@ def insert_slice(src: ir.Value, dest: ir.Value, offsets: Sequence[Size]) -> ir.V
     return tensor.insert_slice(src, dest, do, ds, [], so, ss, [1] * len(sizes))
 
 
-@lowers(M.reshape)
-def _reshape(lc, op):
-    return reshape(lc.inputs[0], lc.result_sizes())
+def reshape(lc, op):
+    return core.reshape(lc.inputs[0], lc.result_sizes())
 
 
-@lowers(M.flatten)
-def _flatten(lc, op):
+def flatten(lc, op):
     x = lc.inputs[0]
-    return reshape(x, [sprod(sizes_of(x))])
+    return core.reshape(x, [sprod(sizes_of(x))])
 
 
-@lowers(M.expand_dims)
-def _expand_dims(lc, op):
+def expand_dims(lc, op):
     x = lc.inputs[0]
     out_rank = lc.result_type.rank
     axes = norm_axes(lc.attrs["axis"], out_rank)
     rest = iter(sizes_of(x))
-    return reshape(x, [1 if a in axes else next(rest) for a in range(out_rank)])
+    return core.reshape(x, [1 if a in axes else next(rest) for a in range(out_rank)])
 
 
-@lowers(M.squeeze)
-def _squeeze(lc, op):
+def squeeze(lc, op):
     x = lc.inputs[0]
     axis = lc.attrs["axis"]
     drop = [a for a, d in enumerate(x.type.shape) if d == 1] if axis is None else norm_axes(axis, x.type.rank)
-    return reshape(x, [dim(x, a) for a in range(x.type.rank) if a not in drop])
+    return core.reshape(x, [dim(x, a) for a in range(x.type.rank) if a not in drop])
 
 
-@lowers(M.permute_dims)
-def _permute_dims(lc, op):
+def permute_dims(lc, op):
     x = lc.inputs[0]
     rank = x.type.rank
     axes = lc.attrs["axes"]
@@ -81,17 +74,15 @@ def _permute_dims(lc, op):
     return linalg.transpose(x, outs=[out], permutation=perm).results[0]
 
 
-@lowers(M.broadcast_to)
-def _broadcast_to(lc, op):
+def broadcast_to(lc, op):
     return map_elementwise(lc.inputs, lc.result_type, lambda v: v, lc.result_sizes())
 
 
-@lowers(M.concat)
-def _concat(lc, op):
+def concat(lc, op):
     inputs = list(lc.inputs)
     axis = lc.attrs["axis"]
     if axis is None:
-        inputs, axis = [reshape(x, [sprod(sizes_of(x))]) for x in inputs], 0
+        inputs, axis = [core.reshape(x, [sprod(sizes_of(x))]) for x in inputs], 0
     axis %= inputs[0].type.rank
     total: Size = 0
     for x in inputs:
@@ -108,8 +99,7 @@ def _concat(lc, op):
     return out
 
 
-@lowers(M.split)
-def _split(lc, op):
+def split(lc, op):
     x = lc.inputs[0]
     axis = lc.attrs["axis"] % x.type.rank
     spec, d = lc.attrs["indices_or_sections"], dim(x, axis)
@@ -128,14 +118,13 @@ def _split(lc, op):
     return outs
 
 
-@lowers(M.take)
-def _take(lc, op):
+def take(lc, op):
     """A gather: ``out[..., j, ...] = x[..., indices[j], ...]``. A negative index counts from the end (once);
     one still outside ``[0, size)`` is reported through the error slot (``checks.py``) and reads nothing."""
     x, ind = lc.inputs
     axis = lc.attrs["axis"]
     if axis is None:
-        x, axis = reshape(x, [sprod(sizes_of(x))]), 0
+        x, axis = core.reshape(x, [sprod(sizes_of(x))]), 0
     axis %= x.type.rank
     r, k = x.type.rank, ind.type.rank
     out_rank = r - 1 + k
@@ -189,8 +178,7 @@ def _slice_bounds(b: int, e: int, s: int, d: Size) -> tuple[Size, Size]:
     return start, smax(sceildiv(ssub(start, stop), -s), 0)
 
 
-@lowers(M.strided_slice)
-def _strided_slice(lc, op):
+def strided_slice(lc, op):
     x = lc.inputs[0]
     rank = x.type.rank
     offsets, sizes, strides = [0] * rank, sizes_of(x), [1] * rank
@@ -217,18 +205,18 @@ def _fill_scalar(value, t: ir.Type) -> ir.Value:
     return scalar(float(value) if is_float(t) else int(value), t)
 
 
-@lowers(C.zeros, C.ones, C.full)
-def _full(lc, op):
-    t = elem(lc.result_type)
-    value = lc.attrs.get("fill_value", 1 if lc.record is C.ones else 0)
-    return filled(lc.result_sizes(), t, _fill_scalar(value, t))
+def _fill(value: Optional[float] = None, like_input: bool = False):
+    """A creation lowering: the result filled with ``value`` (``None``: the call's ``fill_value``), sized as the
+    result's shape attribute or (``like_input``) as the input."""
+    def rule(lc, op):
+        t = elem(lc.result_type)
+        sizes = sizes_of(lc.inputs[0]) if like_input else lc.result_sizes()
+        return filled(sizes, t, _fill_scalar(lc.attrs["fill_value"] if value is None else value, t))
+    return rule
 
 
-@lowers(C.zeros_like, C.ones_like, C.full_like)
-def _full_like(lc, op):
-    t = elem(lc.result_type)
-    value = lc.attrs.get("fill_value", 1 if lc.record is C.ones_like else 0)
-    return filled(sizes_of(lc.inputs[0]), t, _fill_scalar(value, t))
+zeros, ones, full = _fill(0), _fill(1), _fill()
+zeros_like, ones_like, full_like = _fill(0, True), _fill(1, True), _fill(like_input=True)
 
 
 def _triangle(upper: bool):
@@ -245,12 +233,11 @@ def _triangle(upper: bool):
     return rule
 
 
-lowers(C.triu)(_triangle(True))
-lowers(C.tril)(_triangle(False))
+triu = _triangle(True)
+tril = _triangle(False)
 
 
-@lowers(C.arange)
-def _arange(lc, op):
+def arange(lc, op):
     t = elem(lc.result_type)
     wide = ir.F64Type.get() if is_float(t) else ir.IntegerType.get_signless(64)
     start, step = lc.attrs["start"], lc.attrs["step"]

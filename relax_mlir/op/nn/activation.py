@@ -16,7 +16,7 @@ from ...ir.struct_info import TensorStructInfo
 from ..common import check_number, normalize_axis, np_erf, require_float
 from ..grad_utils import scalar
 from ..registry import BadSample, Op, Sample, register
-from ..unary import unary
+from ..unary import sigmoid_scalar, unary
 
 _T = TensorStructInfo
 _F64 = np.float64
@@ -58,20 +58,28 @@ def _leakyrelu_grad(y, call, g):
     return [op.where(op.less(x, scalar(0, x)), g * scalar(call.attrs["alpha"], g), g)]  # slope 1 at 0, as relu
 
 
+def _gelu_tanh_scalar(b, x):
+    inner = b.add(x, b.mul(0.044715, b.mul(b.mul(x, x), x)))
+    return b.mul(b.mul(0.5, x), b.add(1.0, b.tanh(b.mul(math.sqrt(2.0 / math.pi), inner))))
+
+
 relu = unary("nn.relu", lambda x: np.maximum(x, 0).astype(x.dtype), float_only=False, input_name="data",
-             grad=_relu_grad,
+             grad=_relu_grad, scalar=lambda b, x: b.max(x, 0),
              doc="``max(x, 0)`` elementwise; integers allowed. Its gradient is ``where(x < 0, 0, g)`` (relu'(0) = 1).")
 silu = unary("nn.silu", lambda x: x * 0.5 * (1.0 + np.tanh(0.5 * x)),  # = x * sigmoid(x), without exp overflow
-             input_name="data", grad=_silu_grad, doc="``x * sigmoid(x)`` elementwise.")
+             input_name="data", grad=_silu_grad, scalar=lambda b, x: b.mul(x, sigmoid_scalar(b, x)),
+             doc="``x * sigmoid(x)`` elementwise.")
 gelu = unary("nn.gelu", lambda x: 0.5 * x * (1.0 + np_erf(x / math.sqrt(2.0))), input_name="data", grad=_gelu_grad,
+             scalar=lambda b, x: b.mul(b.mul(0.5, x), b.add(1.0, b.erf(b.mul(x, 1.0 / math.sqrt(2.0))))),
              doc="GELU, exact erf form: ``0.5 * x * (1 + erf(x / sqrt(2)))``.")
 gelu_tanh = unary("nn.gelu_tanh",
                   lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3))),
-                  input_name="data", grad=_gelu_tanh_grad,
+                  input_name="data", grad=_gelu_tanh_grad, scalar=_gelu_tanh_scalar,
                   doc="GELU, tanh approximation: ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``.")
 leakyrelu = unary(
     "nn.leakyrelu", lambda x, alpha: np.where(x >= 0, x, alpha * x), input_name="data", attrs={"alpha": 0.01},
     check_attrs=lambda attrs: check_number(attrs, "alpha"), grad=_leakyrelu_grad,
+    scalar=lambda b, x, alpha: b.select(b.cmp("ge", x, 0.0), x, b.mul(x, alpha)),
     samples=[Sample([_T(("n", 5), "float64")], {"alpha": 0.2}), Sample([_T((2, 2, 2), "float16")], {"alpha": 0.5})],
     bad_samples=[BadSample([_T((3,), "int32")], {}, r"data must have a float dtype, got int32"),
                  BadSample([_T((3,), "float32")], {"alpha": "big"}, r"'alpha' must be a number")],
@@ -113,7 +121,7 @@ def _softmax_op(name: str, fn, gradient, doc: str) -> Op:
            BadSample([_T((), "float32")], {}, r"axis -1 is out of range for a tensor of rank 0")]
     return register(Op(name=f"relax.nn.{name}", inputs=("data",), attrs={"axis": -1}, infer=_softmax_infer,
                        reference=lambda x, axis: np.asarray(fn(x.astype(_F64), axis)).astype(x.dtype),
-                       gradient=gradient, samples=samples, bad_samples=bad, doc=doc))
+                       gradient=gradient, lowering=f"nn:{name}", samples=samples, bad_samples=bad, doc=doc))
 
 
 softmax = _softmax_op("softmax", lambda v, axis: np.exp(_log_softmax64(v, axis)), _softmax_grad,

@@ -3,7 +3,7 @@
 Window attributes are stored canonically, as TVM does (``padding=1`` is kept as ``(1, 1, 1, 1)``); pooling
 follows PyTorch for padding and ``ceil_mode``. References compute in float64 (int64 for integer convolution).
 Gradients: conv2d's data gradient is a ``conv2d_transpose``, its weight gradient a conv2d with the batch as
-the reduced axis (:func:`conv2d_weight_grad`); pooling's are ``relax.grad.*_pool2d_backward`` (backward.py).
+the reduced axis (:func:`conv2d_weight_grad`); pooling's are ``relax.grad.*_pool2d_backward`` (``relax_mlir.op.grad``).
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ _CONV_ATTRS = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "
 _CONV_X = [_T((2, 3, 6, 6), "float32"), _T((4, 3, 3, 3), "float32")]
 
 conv2d = register(Op(
-    name="relax.nn.conv2d", inputs=("data", "weight"), attrs=_CONV_ATTRS, infer=_conv2d_infer,
+    name="relax.nn.conv2d", lowering="nn:conv2d", inputs=("data", "weight"), attrs=_CONV_ATTRS, infer=_conv2d_infer,
     canonicalize=_conv2d_canon, reference=_conv2d_ref, gradient=_conv2d_grad,
     samples=[Sample([_T((2, 3, 6, 6), "float32"), _T((4, 3, 3, 3), "float32")]),
              Sample([_T(("n", 3, 7, 8), "float32"), _T((4, 3, 3, 2), "float32")],
@@ -341,7 +341,7 @@ def _pool_bad(avg: bool) -> list[BadSample]:
 
 def _pool_grad(backward_name: str):
     def gradient(orig, call, grad):
-        from . import backward  # backward.py builds on this module
+        from .. import grad as backward  # grad/nn.py builds on this module
 
         data = call.args[0]
         return [getattr(backward, backward_name)(grad, data, **call.attrs) if is_float(sinfo_of(data).dtype)
@@ -350,7 +350,8 @@ def _pool_grad(backward_name: str):
 
 
 max_pool2d = register(Op(
-    name="relax.nn.max_pool2d", inputs=("data",), attrs=_pool_attrs(avg=False), infer=_pool_infer(False),
+    name="relax.nn.max_pool2d", lowering="nn:max_pool2d",
+    inputs=("data",), attrs=_pool_attrs(avg=False), infer=_pool_infer(False),
     canonicalize=_pool_canon, reference=_max_pool_ref, gradient=_pool_grad("max_pool2d_backward"),
     samples=_pool_samples(("float32", "float64", "int32"), avg=False), bad_samples=_pool_bad(avg=False),
     doc=_POOL_DOC.format(kind="max", extra="Padding never wins the max. Integer data allowed. Gradient: each "
@@ -358,7 +359,7 @@ max_pool2d = register(Op(
                          "(``relax.grad.max_pool2d_backward``).")))
 
 avg_pool2d = register(Op(
-    name="relax.nn.avg_pool2d", inputs=("data",), attrs=_pool_attrs(avg=True),
+    name="relax.nn.avg_pool2d", lowering="nn:avg_pool2d", inputs=("data",), attrs=_pool_attrs(avg=True),
     infer=_pool_infer(True), canonicalize=_pool_canon, reference=_avg_pool_ref,
     gradient=_pool_grad("avg_pool2d_backward"),
     samples=_pool_samples(("float32", "float16", "float64"), avg=True), bad_samples=_pool_bad(avg=True),

@@ -90,7 +90,7 @@ def _gradient(orig, call, grad):
 _X = [_T((2, 4, 5, 5), "float32"), _T((4, 3, 3, 3), "float32")]
 
 conv2d_transpose = register(Op(
-    name="relax.nn.conv2d_transpose", inputs=("data", "weight"),
+    name="relax.nn.conv2d_transpose", lowering="nn:conv2d_transpose", inputs=("data", "weight"),
     attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "output_padding": (0, 0), "dilation": (1, 1), "groups": 1,
            "data_layout": "NCHW", "kernel_layout": "IOHW", "out_layout": None, "out_dtype": None},
     infer=_infer, canonicalize=_canon, check_attrs=_check, reference=_reference, gradient=_gradient,

@@ -45,7 +45,8 @@ def _ce_grad(orig, call, grad):
 
 
 cross_entropy_with_logits = register(Op(
-    name="relax.nn.cross_entropy_with_logits", inputs=("predictions", "labels"), infer=_ce_infer,
+    name="relax.nn.cross_entropy_with_logits", lowering="nn:cross_entropy_with_logits",
+    inputs=("predictions", "labels"), infer=_ce_infer,
     reference=_ce_ref, gradient=_ce_grad,
     samples=[Sample([_T((4, 3), "float32"), _T((4, 3), "float32")]),
              Sample([_T(("n", 10), "float32"), _T(("n", 10), "float32")]),
@@ -133,13 +134,13 @@ def _nll_make(rng, sinfos, attrs):
 
 
 def _nll_grad(orig, call, grad):
-    from .backward import nll_loss_backward  # backward.py builds on this module's helpers
+    from ..grad import nll_loss_backward  # grad/nn.py builds on this module's helpers
 
     return [nll_loss_backward(grad, *call.args, **call.attrs)] + [None] * (len(call.args) - 1)
 
 
 nll_loss = register(Op(
-    name="relax.nn.nll_loss", inputs=("predictions", "targets", "weights"), num_optional=1,
+    name="relax.nn.nll_loss", lowering="nn:nll_loss", inputs=("predictions", "targets", "weights"), num_optional=1,
     attrs={"reduction": "mean", "ignore_index": -100}, infer=_nll_infer, check_attrs=_nll_check,
     reference=_nll_ref, gradient=_nll_grad, no_grad_inputs=("targets", "weights"),
     samples=[Sample([_T((4, 5), "float32"), _T((4,), "int64")], make=_nll_make),

@@ -37,7 +37,7 @@ _T = TensorStructInfo
 _F64 = np.float64
 
 
-@dataclass(eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class ModalOp(Op):
     """An op whose training form differs from its inference form: ``with_mode(call, training, new_key) -> Call``
     (see the module docstring) rewrites a call into either. Passes ask ``getattr(op, "with_mode", None)``."""
@@ -398,7 +398,7 @@ def _dropout_decompose(call: Call) -> Expr:
     return Tuple([x * mask, mask])
 
 
-@dataclass(eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class _DropoutOp(ModalOp):
     def bind_arguments(self, args, kwargs):
         # TVM's signature is dropout(data, rate=0.5): a number where the key would go is the rate (also a float

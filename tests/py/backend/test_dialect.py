@@ -36,7 +36,7 @@ def test_op_names_are_injective_and_valid_irdl_names():
 
 def test_every_lowered_op_is_in_the_dialect():
     text = dialect.irdl_text()
-    for op in dialect.lowered_ops():
+    for op in dialect.dialect_records():
         assert f"irdl.operation @{dialect.dialect_op_name(op).split('.', 1)[1]} {{" in text
 
 
@@ -76,7 +76,7 @@ def test_exported_sample_modules_pass_mlir_opt():
     """Every sample of every lowered op, exported as one module (symbolic where the sizes can be bound), verified
     by mlir-opt against the committed IRDL file."""
     functions = {}
-    for op in dialect.lowered_ops():
+    for op in dialect.dialect_records():
         for i, sample in enumerate(op.samples):
             case = make_case(op, sample)
             mod = case.mod_symbolic if compilable(case.mod_symbolic) else case.mod_static

@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 import relax_mlir
-import relax_mlir.backend.legalize  # noqa: F401 - attaches the lowerings to the records
 from relax_mlir import op as relax_op
 from relax_mlir.interpreter import interpret
 from relax_mlir.ir.struct_info import free_vars
@@ -36,8 +35,7 @@ def _cases():
 
 @pytest.mark.parametrize("op,sample,variant", list(_cases()))
 def test_compiled_matches_interpreter(op, sample, variant):
-    assert op.legalize is not None or op.decompose is not None, \
-        f"{op.name} has no lowering (relax_mlir/backend/legalize/) and no decomposition"
+    assert op.compilable, f"{op.name} has no lowering (its record's ``lowering``) and no decomposition"
     case = make_case(op, sample)
     mod = case.mod_symbolic if variant == "symbolic" and compilable(case.mod_symbolic) else case.mod_static
     want = interpret(mod, "main", *case.arrays)
@@ -46,5 +44,32 @@ def test_compiled_matches_interpreter(op, sample, variant):
 
 
 def test_every_op_has_a_lowering():
-    missing = [op.name for op in OPS if op.legalize is None and op.decompose is None]
+    missing = [op.name for op in OPS if not op.compilable]
     assert not missing, f"ops the MLIR backend cannot compile yet: {', '.join(missing)}"
+
+
+def test_records_are_frozen_and_own_their_lowering():
+    """A record's lowering is there the moment the op is defined (no import attaches it), and nothing can swap it."""
+    import dataclasses
+    import subprocess
+    import sys
+
+    code = ("import relax_mlir.backend.export\n"
+            "from relax_mlir.op.registry import get_op\n"
+            "print(get_op('relax.nn.gelu').lowering is not None, get_op('relax.take').lowering)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "shape:take"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        relax_mlir.op.exp.lowering = None
+
+
+def test_every_lowering_reference_resolves():
+    from relax_mlir.backend.legalize import LegalizeError, lowering_of, resolve_reference
+
+    for op in OPS:
+        if op.lowering is not None:
+            assert callable(lowering_of(op)), op.name
+    for bad in ("nowhere:take", "shape:no_such_rule", "take"):
+        with pytest.raises(LegalizeError, match="bad lowering reference"):
+            resolve_reference(bad)
+

@@ -17,7 +17,7 @@ from relax_mlir.ir.struct_info import TensorStructInfo, TupleStructInfo, free_va
 from relax_mlir.ir.structural_equal import structural_equal
 from relax_mlir.op import nn
 from relax_mlir.testing.gradcheck import vjp_module
-from relax_mlir.op.nn import backward
+from relax_mlir.op.grad import nn as backward
 from relax_mlir.op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, substitute_attrs
 from relax_mlir.testing import roundtrip
 

@@ -1,48 +1,16 @@
-"""Gradient markers and the backward ops that gradient rules emit.
-
-``grad.start_checkpoint`` / ``grad.end_checkpoint`` delimit a segment whose activations the backward pass
-recomputes instead of keeping (Chen et al. 2016); ``grad.no_grad`` stops gradients from flowing through.
-All three are the identity in the forward computation.
-
-``grad.take_backward`` and ``grad.strided_slice_backward`` are the adjoints of ``take`` (a scatter-add) and
-``strided_slice`` (a scatter into zeros). They only appear inside gradients; differentiating them again is
-not supported (``SECOND_ORDER_UNSUPPORTED``).
-"""
+"""Backward ops of the shape ops: ``relax.grad.take_backward`` (the adjoint of ``take``, a scatter-add) and
+``relax.grad.strided_slice_backward`` (of ``strided_slice``, a scatter into zeros)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..ir.struct_info import TensorStructInfo
-from . import grad_utils as gu
-from .common import check_dims_match, fmt, normalize_axis, require_int, shape_attr
-from .manipulate import _BIG, _slice_canon, _slice_check, _slice_infer
-from .registry import REQUIRED, SECOND_ORDER_UNSUPPORTED, BadSample, Op, Sample, fail, register
+from ...ir.struct_info import TensorStructInfo
+from ..common import check_dims_match, fmt, normalize_axis, require_int, shape_attr
+from ..indexing import _BIG, _slice_canon, _slice_check, _slice_infer
+from ..registry import REQUIRED, SECOND_ORDER_UNSUPPORTED, BadSample, Op, Sample, fail, register
 
 _T = TensorStructInfo
-
-
-def _identity(args, attrs):
-    return args[0]
-
-
-def _marker(name: str, doc: str, gradient, no_grad_inputs: tuple[str, ...] = ()) -> Op:
-    return register(Op(
-        name=f"relax.grad.{name}", inputs=("x",), infer=_identity, reference=lambda x: x.copy(),
-        gradient=gradient, no_grad_inputs=no_grad_inputs,
-        samples=[Sample([_T((2, 3), "float32")]), Sample([_T(("n",), "int64")], low=-4, high=4)],
-        bad_samples=[BadSample([[_T((2,), "float32")]], {}, r"argument 'x' must be a tensor")], doc=doc))
-
-
-def _pass_through(orig, call, grad):
-    return [gu.only_float(call.args[0], grad)]
-
-
-start_checkpoint = _marker("start_checkpoint", "Marks the input of a checkpointed segment (identity).",
-                           _pass_through)
-end_checkpoint = _marker("end_checkpoint", "Marks the output of a checkpointed segment (identity).", _pass_through)
-no_grad = _marker("no_grad", "Identity whose gradient is zero: gradients do not flow through it.",
-                  lambda orig, call, grad: [None], no_grad_inputs=("x",))
 
 
 def _check_grad_shape(grad: TensorStructInfo, expected, what: str) -> None:
@@ -94,7 +62,8 @@ def _take_backward_make(rng, sinfos, attrs):
 
 
 take_backward = register(Op(
-    name="relax.grad.take_backward", inputs=("output_grad", "indices"), attrs={"axis": None, "shape": REQUIRED},
+    name="relax.grad.take_backward", lowering="grad:take_backward",
+    inputs=("output_grad", "indices"), attrs={"axis": None, "shape": REQUIRED},
     infer=_take_backward_infer, reference=_take_backward_ref, gradient=SECOND_ORDER_UNSUPPORTED,
     canonicalize=lambda attrs: dict(attrs, shape=shape_attr(attrs["shape"])),
     samples=[Sample([_T((4, 3), "float32"), _T((4,), "int64")], {"axis": 0, "shape": (5, 3)},
@@ -136,7 +105,7 @@ def _slice_backward_ref(output_grad, axes, begin, end, strides, shape):
 
 
 strided_slice_backward = register(Op(
-    name="relax.grad.strided_slice_backward", inputs=("output_grad",),
+    name="relax.grad.strided_slice_backward", lowering="grad:strided_slice_backward", inputs=("output_grad",),
     attrs={"axes": REQUIRED, "begin": REQUIRED, "end": REQUIRED, "strides": None, "shape": REQUIRED},
     infer=_slice_backward_infer, reference=_slice_backward_ref, gradient=SECOND_ORDER_UNSUPPORTED,
     canonicalize=lambda attrs: dict(_slice_canon(attrs), shape=shape_attr(attrs["shape"])),

@@ -15,8 +15,8 @@ from ...ir.dtype import to_numpy
 from ...ir.struct_info import TensorStructInfo
 from ..common import check_dims_match, fmt, require_ndim, require_same_dtype
 from ..registry import SECOND_ORDER_UNSUPPORTED, BadSample, Op, Sample, fail, register
-from .conv import _pool_attrs, _pool_canon, _pool_infer, _pool_windows, avg_pool2d, max_pool2d
-from .loss import _nll_check, _nll_infer, _nll_make, nll_loss
+from ..nn.conv import _pool_attrs, _pool_canon, _pool_infer, _pool_windows, avg_pool2d, max_pool2d
+from ..nn.loss import _nll_check, _nll_infer, _nll_make, nll_loss
 
 _T = TensorStructInfo
 _F64 = np.float64
@@ -78,7 +78,8 @@ def _nll_backward_samples() -> list[Sample]:
 _NLL_X = [_T((4, 5), "float32"), _T((4,), "int64")]
 
 nll_loss_backward = register(Op(
-    name="relax.grad.nll_loss_backward", inputs=("output_grad", "predictions", "targets", "weights"),
+    name="relax.grad.nll_loss_backward", lowering="grad:nll_loss_backward",
+    inputs=("output_grad", "predictions", "targets", "weights"),
     num_optional=1, attrs={"reduction": "mean", "ignore_index": -100}, infer=_nll_backward_infer,
     check_attrs=_nll_check, reference=_nll_backward_ref, gradient=SECOND_ORDER_UNSUPPORTED,
     samples=_nll_backward_samples(),
@@ -166,6 +167,7 @@ def _pool_backward(forward: Op, reference, rule: str) -> Op:
         name=f"relax.grad.{short}_backward", inputs=("output_grad", "data"),
         attrs=_pool_attrs(avg="count_include_pad" in forward.attrs), infer=_pool_backward_infer(forward),
         canonicalize=_pool_canon, reference=reference, gradient=SECOND_ORDER_UNSUPPORTED,
+        lowering=f"grad:{short}_backward",
         samples=_pool_backward_samples(forward), bad_samples=_pool_backward_bad(forward.short_name),
         doc=f"The gradient of ``{forward.name}`` with respect to ``data`` (same attributes; ``output_grad`` has "
             f"the pooled shape): {rule} Float only."))

@@ -1,0 +1,149 @@
+"""Indexing: take and strided_slice. Output dtypes equal the input's; shapes follow TVM Relax (NumPy where TVM
+does). Their gradients scatter the adjoint into zeros (``relax.grad.take_backward``, ``strided_slice_backward``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..ir import sym
+from ..ir.struct_info import TensorStructInfo
+from ..ir.sym import Dim, SymDim
+from . import grad_utils as gu
+from .common import int_tuple, normalize_axes, normalize_axis, require_int
+from .registry import REQUIRED, BadSample, Op, Sample, fail, get_op, register
+
+_T = TensorStructInfo
+# An end (or begin) at least this large means "to the end of the axis", as TVM users write 2**31 - 1.
+_BIG = 2**31 - 1
+
+
+# -- take, strided_slice -------------------------------------------------------------------------------------
+
+def _take_infer(args, attrs):
+    x, indices = args
+    require_int(indices, "indices")
+    axis = attrs["axis"]
+    if axis is None:  # index the flattened tensor
+        return _T(indices.shape, x.dtype, indices.ndim)
+    if x.ndim == -1:
+        return _T(None, x.dtype, -1)
+    axis = normalize_axis(axis, x.ndim)
+    if indices.ndim == -1:
+        return _T(None, x.dtype, -1)
+    if x.shape is None or indices.shape is None:
+        return _T(None, x.dtype, x.ndim - 1 + indices.ndim)
+    return _T(x.shape[:axis] + indices.shape + x.shape[axis + 1:], x.dtype)
+
+
+def _take_make(rng, sinfos, attrs):
+    """Inputs whose indices are valid for ``axis``, negatives included (they count from the end)."""
+    x, ind = sinfos
+    data = rng.uniform(-2, 2, size=x.shape).astype(x.dtype)
+    n = int(np.prod(x.shape)) if attrs["axis"] is None else x.shape[attrs["axis"]]
+    return [data, rng.integers(-n, n, size=ind.shape).astype(ind.dtype)]
+
+
+take = register(Op(
+    name="relax.take", lowering="shape:take", inputs=("x", "indices"), attrs={"axis": None}, infer=_take_infer,
+    reference=lambda x, indices, axis: np.take(x, indices, axis=axis), no_grad_inputs=("indices",),
+    gradient=gu.tensor_rule(lambda x, g, call: get_op("relax.grad.take_backward")(
+        g, call.args[1], call.attrs["axis"], gu.shape_of(x, "relax.take gradient"))),
+    samples=[Sample([_T((5, 3), "float32"), _T((4,), "int64")], {"axis": 0}, make=_take_make),
+             Sample([_T((2, 5, 3), "float64"), _T((2, 2), "int32")], {"axis": 1}, make=_take_make),
+             Sample([_T((4, 3), "float32"), _T((), "int64")], {"axis": -1}, make=_take_make),
+             Sample([_T((3, 4), "float32"), _T((5,), "int64")], make=_take_make),
+             Sample([_T((10, "n"), "float32"), _T(("m",), "int64")], {"axis": 0}, make=_take_make)],
+    bad_samples=[BadSample([_T((5, 3), "float32"), _T((4,), "float32")], {"axis": 0},
+                           r"indices must have an integer dtype, got float32"),
+                 BadSample([_T((5, 3), "float32"), _T((4,), "int64")], {"axis": 2}, r"axis 2 is out of range"),
+                 BadSample([_T((), "float32"), _T((4,), "int64")], {"axis": 0}, r"0-d tensor")],
+    doc="Gather along ``axis`` (``None``: of the flattened tensor) as ``numpy.take``: the output shape is "
+        "``x.shape[:axis] + indices.shape + x.shape[axis+1:]``. Indices must lie in ``[-d, d)``; negative "
+        "ones count from the end."))
+
+
+def _slice_canon(attrs: dict) -> dict:
+    keys = ("axes", "begin", "end") + (("strides",) if attrs["strides"] is not None else ())
+    return dict(attrs, **{key: int_tuple(attrs[key], key) for key in keys})
+
+
+def _slice_check(attrs: dict) -> None:
+    n = len(attrs["axes"])
+    if attrs["strides"] is not None and 0 in attrs["strides"]:
+        fail(f"strides {attrs['strides']} must be non-zero")
+    lengths = {key: len(attrs[key]) for key in ("begin", "end", "strides") if attrs[key] is not None}
+    if any(v != n for v in lengths.values()):
+        fail(f"axes, begin, end and strides must have the same length, got axes: {n}, "
+             + ", ".join(f"{k}: {v}" for k, v in lengths.items()))
+
+
+def _sym_slice_len(d: SymDim, begin: int, end: int, stride: int) -> Optional[Dim]:
+    """Slice length on a symbolic axis, assuming in-bound indices (TVM's default); None if not expressible."""
+    def resolve(i: int) -> Dim:
+        # The sentinels mean "past the end" and "before the start", clamped as Python does per direction.
+        if i >= _BIG:
+            return d if stride > 0 else d - 1
+        if i <= -_BIG:
+            return 0 if stride > 0 else -1
+        return d + i if i < 0 else i
+    b, e = resolve(begin), resolve(end)
+    diff, step = (e - b, stride) if stride > 0 else (b - e, -stride)
+    if isinstance(diff, int):
+        return max(0, -(-diff // step))
+    return diff if step == 1 else sym.exact_div(diff, step)
+
+
+def _slice_infer(args, attrs):
+    (x,) = args
+    if x.ndim == -1:
+        return _T(None, x.dtype, -1)
+    axes = normalize_axes(attrs["axes"], x.ndim, "axes")
+    if x.shape is None:
+        return _T(None, x.dtype, x.ndim)
+    strides = attrs["strides"] or (1,) * len(axes)
+    out = list(x.shape)
+    for a, b, e, s in zip(axes, attrs["begin"], attrs["end"], strides):
+        d = x.shape[a]
+        out[a] = len(range(*slice(b, e, s).indices(d))) if isinstance(d, int) else _sym_slice_len(d, b, e, s)
+        if out[a] is None:
+            return _T(None, x.dtype, x.ndim)
+    return _T(tuple(out), x.dtype)
+
+
+def _slice_ref(x, axes, begin, end, strides):
+    index = [slice(None)] * x.ndim
+    for a, b, e, s in zip(axes, begin, end, strides or (1,) * len(axes)):
+        index[a] = slice(b, e, s)
+    return x[tuple(index)].copy()
+
+
+strided_slice = register(Op(
+    name="relax.strided_slice", lowering="shape:strided_slice", inputs=("x",),
+    attrs={"axes": REQUIRED, "begin": REQUIRED, "end": REQUIRED, "strides": None},
+    infer=_slice_infer, canonicalize=_slice_canon, check_attrs=_slice_check, reference=_slice_ref,
+    gradient=gu.tensor_rule(lambda x, g, call: get_op("relax.grad.strided_slice_backward")(
+        g, **call.attrs, shape=gu.shape_of(x, "relax.strided_slice gradient"))),
+    samples=[Sample([_T((5, 6), "float32")], {"axes": (0,), "begin": (1,), "end": (4,)}),
+             Sample([_T((5, 6), "int32")], {"axes": (1, 0), "begin": (0, -2), "end": (100, 5), "strides": (2, 1)}),
+             Sample([_T((7,), "float64")], {"axes": (0,), "begin": (-1,), "end": (-100,), "strides": (-2,)}),
+             Sample([_T((4, 3), "float32")], {"axes": (0,), "begin": (3,), "end": (1,)}),
+             Sample([_T(("n", 6), "float32")], {"axes": (1,), "begin": (1,), "end": (5,), "strides": (3,)}),
+             Sample([_T(("n", 6), "float32")], {"axes": (0,), "begin": (1,), "end": (_BIG,)}),
+             Sample([_T(("n", 2), "float32")], {"axes": (0,), "begin": (-1,), "end": (-_BIG,), "strides": (-1,)}),
+             Sample([_T(("m", 2), "float32")], {"axes": (0,), "begin": (-4,), "end": (-1,)}),
+             # n // 2 is no SymDim: the sliced axis, hence the shape, is unknown (the rank is known)
+             Sample([_T(("n", 3), "float32")], {"axes": (0,), "begin": (0,), "end": (_BIG,), "strides": (2,)})],
+    bad_samples=[BadSample([_T((5,), "float32")], {"axes": (0,), "begin": (0,), "end": (3,), "strides": (0,)},
+                           r"strides \(0,\) must be non-zero"),
+                 BadSample([_T((5,), "float32")], {"axes": (0,), "begin": (0, 1), "end": (3,)},
+                           r"same length, got axes: 1, begin: 2, end: 1"),
+                 BadSample([_T((5,), "float32")], {"axes": (1,), "begin": (0,), "end": (3,)},
+                           r"axes 1 is out of range"),
+                 BadSample([_T((5, 2), "float32")], {"axes": (0, 0), "begin": (0, 0), "end": (3, 3)},
+                           r"repeats an axis")],
+    doc="Slice ``x[begin:end:stride]`` along each of ``axes``, with Python's clamping of out-of-range "
+        "indices and negative strides; on a symbolic axis the indices are assumed in bounds (as TVM's "
+        "``assume_inbound``), and an end of at least 2**31 - 1 means the end of the axis."))
