@@ -20,7 +20,7 @@ import re
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from ..error_slot import CHECKS_ATTR, ERROR_ADDRESS_FN, ERROR_GLOBAL
+from ..error_slot import CHECKS_ATTR, CHECKS_OFF_ATTR, ERROR_ADDRESS_FN, ERROR_GLOBAL
 
 
 def _module_of(op: ir.Operation) -> ir.Operation:
@@ -64,8 +64,11 @@ def where(op: ir.Operation) -> str:
 
 def report_if(op: ir.Operation, bad: ir.Value, value: ir.Value, position: ir.Value, message: str) -> None:
     """At the current insertion point: if ``bad``, record ``value`` (any integer) and ``position`` (index)
-    in the error slot under a new check whose ``message`` may use ``{value}`` and ``{position}``."""
+    in the error slot under a new check whose ``message`` may use ``{value}`` and ``{position}``. Nothing, in a
+    module compiled with ``checks=False`` (``relax_mlir.checks_off``)."""
     module = _module_of(op.operation)
+    if CHECKS_OFF_ATTR in module.attributes:
+        return
     _ensure_slot(module)
     check = _register(module, message)
     i64 = ir.IntegerType.get_signless(64)
@@ -84,6 +87,22 @@ def report_if(op: ir.Operation, bad: ir.Value, value: ir.Value, position: ir.Val
             memref.store(arith.index_cast(i64, position), slot, [two])
             scf.YieldOp([])
         scf.YieldOp([])
+
+
+def guarded_extract(source: ir.Value, coords: list, bad: ir.Value) -> ir.Value:
+    """``source[coords]``, or 0 without reading when ``bad``: a read by a checked index never leaves a buffer, even
+    one of an empty axis (where no clamped index is inside)."""
+    from mlir.dialects import tensor
+
+    from .core import elem, scalar
+
+    t = elem(source)
+    read = scf.IfOp(bad, [t], has_else=True)
+    with ir.InsertionPoint(read.then_block):
+        scf.YieldOp([scalar(0, t)])
+    with ir.InsertionPoint(read.else_block):
+        scf.YieldOp([tensor.extract(source, coords)])
+    return read.results[0]
 
 
 def linear_position(loops: list[int], sizes: list) -> ir.Value:
