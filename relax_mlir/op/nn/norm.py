@@ -226,13 +226,19 @@ def _ln_check(attrs: dict) -> None:
 
 
 def _ln_infer(args, attrs):
+    return axis_params_infer(args, ("data", "gamma", "beta"), attrs)
+
+
+def axis_params_infer(args, names, attrs):
+    """data with parameters (``names[1:]``) holding its dims at ``attrs["axes"]`` in the listed order (layer_norm's
+    gamma and beta, rms_norm's weight); the result is data's struct info."""
     data = args[0]
     require_float(data, "data")
-    require_same_dtype(args, ("data", "gamma", "beta"))
+    require_same_dtype(args, names)
     if data.ndim == -1:
         return data
     axes = normalize_axes(attrs["axes"], data.ndim, "axes")
-    for s, name in zip(args[1:], ("gamma", "beta")):
+    for s, name in zip(args[1:], names[1:]):
         require_ndim(s, len(axes), name)
         if data.shape is not None and s.shape is not None:
             want = tuple(data.shape[a] for a in axes)
