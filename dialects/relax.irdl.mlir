@@ -762,6 +762,16 @@ irdl.dialect @relax {
     irdl.attributes {"shape" = %attr_shape}
   }
 
+  // relax.einsum: Einstein summation over a tuple of operands (TVM's ``R.einsum((a, b), subscripts)``, NumPy's semantics): explicit ``'ij,jk->ik'`` or implicit ``'ij,jk'`` subscripts, repeated labels (diagonals, traces) and ``...`` for shared leading dims; a size-1 dim broadcasts.
+  irdl.operation @einsum {
+    %in_operands = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_subscripts = irdl.base "#builtin.string"
+    irdl.operands(operands: variadic %in_operands)
+    irdl.results(result: %out)
+    irdl.attributes {"subscripts" = %attr_subscripts}
+  }
+
   // relax.grad.start_checkpoint: Marks the input of a checkpointed segment (identity).
   irdl.operation @grad_start_checkpoint {
     %in_x = irdl.base "!builtin.tensor"
