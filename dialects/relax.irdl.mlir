@@ -464,6 +464,22 @@ irdl.dialect @relax {
     irdl.results(result: %out)
   }
 
+  // relax.round: Round to the nearest integer, halves to even (NumPy's ``round``; TVM's ``round`` is LLVM's ``nearbyint``, the same); integers are unchanged.
+  irdl.operation @round {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.sign: ``-1``, ``0`` or ``1`` by the sign of each element (NaN stays NaN); integers allowed.
+  irdl.operation @sign {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
   // relax.astype: Convert the elements to ``dtype`` (floats to ints truncate toward zero, as C and NumPy do).
   irdl.operation @astype {
     %in_x = irdl.base "!builtin.tensor"
@@ -525,6 +541,17 @@ irdl.dialect @relax {
     irdl.operands(data: %in_data)
     irdl.results(result: %out)
     irdl.attributes {"alpha" = %attr_alpha}
+  }
+
+  // relax.nn.softplus: ``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold`` (TVM's and PyTorch's ``softplus(data, beta=1.0, threshold=20.0)``).
+  irdl.operation @nn_softplus {
+    %in_data = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_beta = irdl.base "#builtin.float"
+    %attr_threshold = irdl.base "#builtin.float"
+    irdl.operands(data: %in_data)
+    irdl.results(result: %out)
+    irdl.attributes {"beta" = %attr_beta, "threshold" = %attr_threshold}
   }
 
   // relax.nn.softmax: ``exp(x) / sum(exp(x), axis)``, computed stably (the max along ``axis`` is subtracted).
