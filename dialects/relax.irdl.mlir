@@ -678,6 +678,18 @@ irdl.dialect @relax {
     irdl.attributes {"shape" = %attr_shape, "dtype" = %attr_dtype}
   }
 
+  // relax.nn.pad: Pad every axis with ``pad_value`` (TVM's ``nn.pad(data, pad_width, pad_mode='constant', pad_value=0.0)``): ``pad_width`` is ``(before_0, after_0, before_1, after_1, ...)`` (the nested ``((before, after), ...)`` is accepted and stored flat).
+  irdl.operation @nn_pad {
+    %in_data = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_pad_width = irdl.base "#builtin.dense_array"
+    %attr_pad_mode = irdl.base "#builtin.string"
+    %attr_pad_value = irdl.any
+    irdl.operands(data: %in_data)
+    irdl.results(result: %out)
+    irdl.attributes {"pad_width" = %attr_pad_width, "pad_mode" = %attr_pad_mode, "pad_value" = %attr_pad_value}
+  }
+
   // relax.sum: Sum over ``axis``.
   irdl.operation @sum {
     %in_x = irdl.base "!builtin.tensor"

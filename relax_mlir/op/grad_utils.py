@@ -214,8 +214,21 @@ def expression_vjp(out: Expr, leaves: Sequence[Expr], grad: Expr, who: str) -> l
     rules' output, one binding (the BlockBuilder binds an object once)."""
     from .registry import NOT_DIFFERENTIABLE
 
+    from ..ir.expr import Tuple
+
     stop = {id(leaf) for leaf in leaves}
     adjoints: dict[int, Expr] = {id(out): grad}
+
+    def give(arg: Expr, ga) -> None:
+        if ga is None:
+            return
+        if isinstance(arg, Tuple) and id(arg) not in stop:  # a tuple argument (einsum's operands): per field
+            fields = ga.fields if isinstance(ga, Tuple) else [None] * len(arg.fields)
+            for f, gf in zip(arg.fields, fields):
+                give(f, gf)
+        elif is_float_expr(arg):
+            adjoints[id(arg)] = adjoints[id(arg)] + ga if id(arg) in adjoints else ga
+
     for node in reversed(_post_order(out, stop, who)):
         g = adjoints.pop(id(node), None)
         rule = node.op.gradient
@@ -224,19 +237,22 @@ def expression_vjp(out: Expr, leaves: Sequence[Expr], grad: Expr, who: str) -> l
         if not callable(rule):
             raise TypeError(f"{who} gradient: its decomposition uses {node.op.name}, which has no gradient rule")
         for arg, ga in zip(node.args, rule(node, node, g)):
-            if ga is not None and is_float_expr(arg):
-                adjoints[id(arg)] = adjoints[id(arg)] + ga if id(arg) in adjoints else ga
+            give(arg, ga)
     return [adjoints.get(id(leaf)) if is_float_expr(leaf) else None for leaf in leaves]
 
 
 def _post_order(out: Expr, stop: set, who: str) -> list:
     """The calls of ``out`` (down to the ``stop`` objects and constants), each once, arguments first."""
-    from ..ir.expr import Call, Constant, Var
+    from ..ir.expr import Call, Constant, Tuple, Var
 
     order, seen = [], set()
 
     def visit(e: Expr) -> None:
         if id(e) in stop or id(e) in seen or isinstance(e, (Constant, Var)):
+            return
+        if isinstance(e, Tuple):  # an argument tuple: its fields are visited, their adjoints come per field
+            for f in e.fields:
+                visit(f)
             return
         if not isinstance(e, Call):
             raise TypeError(f"{who} gradient: its decomposition holds a {type(e).__name__}; only calls of "
