@@ -801,6 +801,44 @@ irdl.dialect @relax {
     irdl.attributes {"shape" = %attr_shape}
   }
 
+  // relax.gather_elements: ``out[i][j] = data[indices[i][j]][j]`` for ``axis=0`` (ONNX's GatherElements, TVM's ``gather_elements``): the output has the indices' shape.
+  irdl.operation @gather_elements {
+    %in_data = irdl.base "!builtin.tensor"
+    %in_indices = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(data: %in_data, indices: %in_indices)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
+
+  // relax.scatter_elements: A copy of ``data`` with ``updates`` written at ``indices`` along ``axis`` (ONNX's ScatterElements, TVM's ``scatter_elements``): ``out[indices[i][j]][j] = updates[i][j]`` for ``axis=0``, in row-major order (the last write wins), or combined by ``reduction`` 'add', 'mul', 'min', 'max'.
+  irdl.operation @scatter_elements {
+    %in_data = irdl.base "!builtin.tensor"
+    %in_indices = irdl.base "!builtin.tensor"
+    %in_updates = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    %attr_reduction = irdl.base "#builtin.string"
+    irdl.operands(data: %in_data, indices: %in_indices, updates: %in_updates)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis, "reduction" = %attr_reduction}
+  }
+
+  // relax.one_hot: One-hot vectors (TVM's ``one_hot(indices, on_value, off_value, depth, axis=-1)``; the values may be ``R.prim_value``s or numbers, ``dtype`` defaults to theirs): a new axis of size ``depth`` at ``axis`` holding ``on_value`` at each index and ``off_value`` elsewhere.
+  irdl.operation @one_hot {
+    %in_indices = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_on_value = irdl.any
+    %attr_off_value = irdl.any
+    %attr_depth = irdl.base "#builtin.integer"
+    %attr_axis = irdl.base "#builtin.integer"
+    %attr_dtype = irdl.any
+    irdl.operands(indices: %in_indices)
+    irdl.results(result: %out)
+    irdl.attributes {"on_value" = %attr_on_value, "off_value" = %attr_off_value, "depth" = %attr_depth, "axis" = %attr_axis, "dtype" = %attr_dtype}
+  }
+
   // relax.einsum: Einstein summation over a tuple of operands (TVM's ``R.einsum((a, b), subscripts)``, NumPy's semantics): explicit ``'ij,jk->ik'`` or implicit ``'ij,jk'`` subscripts, repeated labels (diagonals, traces) and ``...`` for shared leading dims; a size-1 dim broadcasts.
   irdl.operation @einsum {
     %in_operands = irdl.base "!builtin.tensor"

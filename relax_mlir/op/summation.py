@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import Optional
-
 import numpy as np
 
 from ..ir import sym
@@ -21,7 +19,7 @@ from ..ir.dtype import is_bool
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
 from .common import fmt, require_same_dtype
-from .registry import REQUIRED, BadSample, InferError, Op, Sample, fail, register
+from .registry import REQUIRED, BadSample, Op, Sample, fail, register
 
 _T = TensorStructInfo
 _LETTERS = string.ascii_letters

@@ -88,9 +88,47 @@ def report_if(op: ir.Operation, bad: ir.Value, value: ir.Value, position: ir.Val
 
 def linear_position(loops: list[int], sizes: list) -> ir.Value:
     """The row-major flat position of the iteration over ``loops`` (loop dims) of extents ``sizes``."""
-    from .core import as_index, loop_index
+    from .core import loop_index
+
+    return flat_position([loop_index(axis) for axis in loops], sizes)
+
+
+def flat_position(coords: list, sizes: list) -> ir.Value:
+    """The row-major flat position of the ``index`` values ``coords`` in extents ``sizes``."""
+    from .core import as_index
 
     pos = arith.constant(ir.IndexType.get(), 0)
-    for axis, size in zip(loops, sizes):
-        pos = arith.addi(arith.muli(pos, as_index(size)), loop_index(axis))
+    for c, size in zip(coords, sizes):
+        pos = arith.addi(arith.muli(pos, as_index(size)), c)
     return pos
+
+
+def checked_index(op: ir.Operation, raw: ir.Value, extent: ir.Value, position: ir.Value, message: str,
+                  negative: bool = True) -> tuple[ir.Value, ir.Value]:
+    """``raw`` (any integer) as an index into ``[0, extent)``, a negative one counting from the end once (when
+    ``negative``); ``(index, bad)``, the violation reported through the error slot (``report_if``). Whoever reads
+    or writes at the index must not when ``bad``."""
+    from .core import convert
+
+    i = convert(raw, ir.IndexType.get())
+    if negative:
+        neg = arith.cmpi(arith.CmpIPredicate.slt, i, arith.constant(ir.IndexType.get(), 0))
+        i = arith.select(neg, arith.addi(i, extent), i)
+    bad = arith.cmpi(arith.CmpIPredicate.uge, i, extent)  # unsigned: also below 0
+    report_if(op, bad, raw, position, message)
+    return i, bad
+
+
+def read_unless(bad: ir.Value, x: ir.Value, coords: list) -> ir.Value:
+    """``x[coords]``, or 0 without reading when ``bad``."""
+    from mlir.dialects import tensor
+
+    from .core import elem, scalar
+
+    t = elem(x)
+    read = scf.IfOp(bad, [t], has_else=True)
+    with ir.InsertionPoint(read.then_block):
+        scf.YieldOp([scalar(0, t)])
+    with ir.InsertionPoint(read.else_block):
+        scf.YieldOp([tensor.extract(x, coords)])
+    return read.results[0]

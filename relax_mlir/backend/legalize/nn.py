@@ -344,13 +344,8 @@ def conv2d_transpose(lc, op):
 
 # --- pad -------------------------------------------------------------------------------------------------------
 def pad_constant(lc, op):
-    """The result filled with ``pad_value`` (NumPy's cast for integer data), the data inserted at the ``before``
-    offsets."""
-    x = lc.inputs[0]
-    width = lc.attrs["pad_width"]
-    before = [width[2 * a] for a in range(x.type.rank)]
-    sizes = [sadd(sadd(d, b), width[2 * a + 1]) for a, (d, b) in enumerate(zip(sizes_of(x), before))]
-    t = elem(x)
-    value = lc.attrs["pad_value"]
-    fill = scalar(value if is_float(t) else int(value), t)
-    return insert_strided(x, filled(sizes, t, fill), before, [1] * x.type.rank)
+    """``relax.nn.pad`` in constant mode: one ``tensor.pad`` (``pad_value`` truncated for integer data, as
+    NumPy's cast does)."""
+    x, width = lc.inputs[0], lc.attrs["pad_width"]
+    rank = x.type.rank
+    return pad(x, [width[2 * a] for a in range(rank)], [width[2 * a + 1] for a in range(rank)], lc.attrs["pad_value"])

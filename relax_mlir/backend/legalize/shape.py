@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from mlir import ir
-from mlir.dialects import arith, linalg, scf, tensor
+from mlir.dialects import arith, linalg, tensor
 
 from .core import (DYN, Size, as_index, convert, dim, elem, empty, filled, generic, identity, is_bool,
                    is_float, loop_index, map_elementwise, norm_axes, sadd, scalar, sceildiv, sizes_of,
                    smax, smin, smul, sprod, ssub, tensor_type, amap)
 from . import core
-from .checks import linear_position, report_if, where
+from .checks import checked_index, linear_position, read_unless, where
 
 
 def _mixed(values: Sequence[Size]) -> tuple[list[ir.Value], list[int]]:
@@ -129,32 +129,24 @@ def take(lc, op):
     r, k = x.type.rank, ind.type.rank
     out_rank = r - 1 + k
     sizes = sizes_of(x)[:axis] + sizes_of(ind) + sizes_of(x)[axis + 1:]
-    idx_t = ir.IndexType.get()
     extent = as_index(dim(x, axis))
-    size = dim(x, axis)
-    message = (f"{where(op)}: relax.take: index {{value}} at position {{position}} of the indices (flat, shape "
-               f"{_shape_text(sizes_of(ind))}) is out of range for axis {axis} of size "
-               f"{size if isinstance(size, int) else '?'}")
-    t = elem(x)
+    message = index_message(op, "relax.take", "index", sizes_of(ind), axis, dim(x, axis))
 
-    def body(i, _out):
-        raw = i
-        i = convert(i, idx_t)
-        neg = arith.cmpi(arith.CmpIPredicate.slt, i, as_index(0))
-        i = arith.select(neg, arith.addi(i, extent), i)  # negative indices count from the end
-        bad = arith.cmpi(arith.CmpIPredicate.uge, i, extent)  # unsigned: also below 0 after the wrap
-        report_if(op, bad, raw, linear_position(list(range(axis, axis + k)), sizes_of(ind)), message)
+    def body(raw, _out):
+        i, bad = checked_index(op, raw, extent, linear_position(list(range(axis, axis + k)), sizes_of(ind)), message)
         # linalg.index must stay directly in the generic's body: the coordinates are computed before the if
         coords = [loop_index(a) for a in range(axis)] + [i] + [loop_index(axis + k + j) for j in range(r - axis - 1)]
-        read = scf.IfOp(bad, [t], has_else=True)
-        with ir.InsertionPoint(read.then_block):
-            scf.YieldOp([scalar(0, t)])
-        with ir.InsertionPoint(read.else_block):
-            scf.YieldOp([tensor.extract(x, coords)])
-        return read.results[0]
+        return read_unless(bad, x, coords)
 
     maps = [amap(out_rank, list(range(axis, axis + k))), identity(out_rank)]
     return generic([ind], [empty(sizes, elem(x))], maps, ["parallel"] * out_rank, body)[0]
+
+
+def index_message(op, name: str, what: str, index_sizes, axis: int, size) -> str:
+    """The IndexError message of an index read along ``axis`` (of ``size``) from a tensor of indices."""
+    return (f"{where(op)}: {name}: {what} {{value}} at position {{position}} of the indices (flat, shape "
+            f"{_shape_text(index_sizes)}) is out of range for axis {axis} of size "
+            f"{size if isinstance(size, int) else '?'}")
 
 
 def _shape_text(sizes) -> str:

@@ -129,3 +129,15 @@ def test_attention_trains_through_its_decomposition():
     want = finite_difference_gradients(forward, "main", arrays, [0, 1, 2])
     for g, w in zip(grads, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-7)
+
+
+def test_one_hot_takes_tvms_prim_values():
+    from relax_mlir.ir.expr import PrimValue
+
+    ids = Var("ids", T((3,), "int64"))
+    call = op.one_hot(ids, PrimValue(5, "int32"), PrimValue(-1, "int32"), 4, 0)
+    assert call.attrs == {"on_value": 5, "off_value": -1, "depth": 4, "axis": 0, "dtype": "int32"}
+    assert call.struct_info == T((4, 3), "int32")
+    _, run = _one_op(lambda i: op.one_hot(i, PrimValue(5, "int32"), PrimValue(-1, "int32"), 4, 0), T((3,), "int64"))
+    for got in run(np.array([2, 0, 3])):
+        np.testing.assert_array_equal(got, np.where(np.arange(4)[:, None] == [2, 0, 3], 5, -1))
