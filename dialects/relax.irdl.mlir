@@ -839,6 +839,18 @@ irdl.dialect @relax {
     irdl.attributes {"on_value" = %attr_on_value, "off_value" = %attr_off_value, "depth" = %attr_depth, "axis" = %attr_axis, "dtype" = %attr_dtype}
   }
 
+  // relax.argsort: The indices that sort ``data`` along ``axis`` (TVM's ``argsort(data, axis=-1, descending=False, dtype='int32')``), stably.
+  irdl.operation @argsort {
+    %in_data = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    %attr_descending = irdl.base "#builtin.integer"
+    %attr_dtype = irdl.base "#builtin.type"
+    irdl.operands(data: %in_data)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis, "descending" = %attr_descending, "dtype" = %attr_dtype}
+  }
+
   // relax.einsum: Einstein summation over a tuple of operands (TVM's ``R.einsum((a, b), subscripts)``, NumPy's semantics): explicit ``'ij,jk->ik'`` or implicit ``'ij,jk'`` subscripts, repeated labels (diagonals, traces) and ``...`` for shared leading dims; a size-1 dim broadcasts.
   irdl.operation @einsum {
     %in_operands = irdl.base "!builtin.tensor"

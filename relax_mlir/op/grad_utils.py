@@ -214,20 +214,22 @@ def expression_vjp(out: Expr, leaves: Sequence[Expr], grad: Expr, who: str) -> l
     rules' output, one binding (the BlockBuilder binds an object once)."""
     from .registry import NOT_DIFFERENTIABLE
 
-    from ..ir.expr import Tuple
+    from ..ir.expr import Tuple, TupleGetItem
 
     stop = {id(leaf) for leaf in leaves}
-    adjoints: dict[int, Expr] = {id(out): grad}
+    adjoints: dict[int, Expr] = {}
 
     def give(arg: Expr, ga) -> None:
         if ga is None:
             return
-        if isinstance(arg, Tuple) and id(arg) not in stop:  # a tuple argument (einsum's operands): per field
-            fields = ga.fields if isinstance(ga, Tuple) else [None] * len(arg.fields)
+        if isinstance(arg, Tuple) and id(arg) not in stop:  # a tuple (einsum's operands, a tuple result): per field
+            fields = ga.fields if isinstance(ga, Tuple) else [TupleGetItem(ga, i) for i in range(len(arg.fields))]
             for f, gf in zip(arg.fields, fields):
                 give(f, gf)
         elif is_float_expr(arg):
             adjoints[id(arg)] = adjoints[id(arg)] + ga if id(arg) in adjoints else ga
+
+    give(out, grad)
 
     for node in reversed(_post_order(out, stop, who)):
         g = adjoints.pop(id(node), None)

@@ -141,3 +141,29 @@ def test_one_hot_takes_tvms_prim_values():
     _, run = _one_op(lambda i: op.one_hot(i, PrimValue(5, "int32"), PrimValue(-1, "int32"), 4, 0), T((3,), "int64"))
     for got in run(np.array([2, 0, 3])):
         np.testing.assert_array_equal(got, np.where(np.arange(4)[:, None] == [2, 0, 3], 5, -1))
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_argsort_is_stable_and_puts_nan_last(descending):
+    x = np.array([[3.0, np.nan, 1.0, 3.0, -2.0, np.nan, 1.0]], np.float32)
+    _, run = _one_op(lambda a: op.argsort(a, descending=descending, dtype="int64"), T((1, 7), "float32"))
+    want = [[0, 3, 2, 6, 4, 1, 5]] if descending else [[4, 2, 6, 0, 3, 1, 5]]
+    for got in run(x):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_topk_both_outputs_and_its_gradient_scatter_back():
+    x = np.array([[0.5, 2.0, -1.0, 2.0, 3.0]], np.float64)
+    _, run = _one_op(lambda a: op.topk(a, k=3), T((1, 5), "float64"))
+    for values, indices in run(x):
+        np.testing.assert_array_equal(values, [[3.0, 2.0, 2.0]])
+        np.testing.assert_array_equal(indices, [[4, 1, 3]])
+    data = Var("x", T((1, 5), "float64"))
+    bb = BlockBuilder()
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            top = bb.emit(op.topk(data, k=3, ret_type="values"))
+            loss = bb.emit_output(op.sum(top * relax_mlir.ir.expr.const(np.array([1.0, 10.0, 100.0]), "float64")))
+        bb.emit_func_output(loss)
+    _, (grad,) = relax_mlir.VirtualMachine(relax_mlir.compile(Gradient("main")(bb.get())))["main_adjoint"](x)
+    np.testing.assert_array_equal(grad, [[0, 10, 0, 100, 1]])
