@@ -147,7 +147,7 @@ def _topk_decompose(call):
 
 
 topk = register(Op(
-    name="relax.topk", lowering="sort:topk", inputs=("data",),
+    name="relax.topk", inputs=("data",),
     attrs={"k": 1, "axis": -1, "ret_type": "both", "largest": True, "dtype": "int32"}, infer=_topk_infer,
     canonicalize=_canon_dtype, check_attrs=_topk_check, reference=_topk_ref, decompose=_topk_decompose,
     gradient=gu.through_decomposition,

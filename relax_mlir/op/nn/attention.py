@@ -20,7 +20,7 @@ from ...ir.struct_info import TensorStructInfo
 from ..common import broadcast_shapes, check_dims_match, fmt, require_float, require_ndim, require_same_dtype
 from ..grad_utils import sinfo_of, through_decomposition
 from ..registry import BadSample, InferError, Op, Sample, fail, register
-from .norm import _cast, _compute_dtype
+from .norm import cast_dtype, compute_dtype
 
 _T = TensorStructInfo
 _INPUTS = ("query", "key", "value", "bias")
@@ -98,8 +98,8 @@ def _decompose(call: Call) -> Expr:
     ``tril(ones)`` (masked scores become the dtype's lowest finite value), ``softmax``, ``matmul``, back to BSNH.
     Half floats are computed in float32."""
     dtype = sinfo_of(call.args[0]).dtype
-    ct = _compute_dtype(dtype)
-    q, k, v = (_cast(a, ct) for a in call.args[:3])
+    ct = compute_dtype(dtype)
+    q, k, v = (cast_dtype(a, ct) for a in call.args[:3])
     q_shape = sinfo_of(q).shape
     if q_shape is None or sinfo_of(k).shape is None:
         raise TypeError(f"{call.op.name} decomposition: needs the shapes of query and key")
@@ -107,12 +107,12 @@ def _decompose(call: Call) -> Expr:
     scores = op.matmul(op.permute_dims(q, (0, 2, 1, 3)), op.permute_dims(k, (0, 2, 3, 1)))
     scores = scores * const(_scale(call.attrs, q_shape[3]), ct)
     if len(call.args) == 4:
-        scores = scores + _cast(call.args[3], ct)
+        scores = scores + cast_dtype(call.args[3], ct)
     if call.attrs["causal_mask"] is not None:
         keep = op.tril(op.ones((seq, seq_kv), "bool"), mask_offset(seq, seq_kv, call.attrs["causal_mask"]))
         scores = op.where(keep, scores, const(float(np.finfo(ct).min), ct))
     out = op.matmul(op.nn.softmax(scores, -1), op.permute_dims(v, (0, 2, 1, 3)))
-    return _cast(op.permute_dims(out, (0, 2, 1, 3)), dtype)
+    return cast_dtype(op.permute_dims(out, (0, 2, 1, 3)), dtype)
 
 
 def _qkv(q, k, v, dtype="float32"):

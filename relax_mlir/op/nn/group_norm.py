@@ -13,7 +13,8 @@ from ..common import (check_dims_match, check_number, fmt, int_tuple, is_int_val
                       require_float, require_ndim, require_same_dtype)
 from ..grad_utils import scalar, sinfo_of, through_decomposition
 from ..registry import REQUIRED, BadSample, Op, Sample, fail, register
-from .norm import _along, _cast, _compute_dtype, _ln_axes, _ln_canon, _ln_spread, axis_params_infer, _norm_attrs_check
+from .norm import (along_axes, axis_params_infer, canonical_axes, cast_dtype, check_norm_attrs, compute_dtype,
+                   norm_axes_of, spread_along)
 
 _T = TensorStructInfo
 _F64 = np.float64
@@ -26,7 +27,7 @@ def _gn_canon(attrs: dict) -> dict:
 
 
 def _gn_check(attrs: dict) -> None:
-    _norm_attrs_check(attrs)
+    check_norm_attrs(attrs)
     if not is_int_value(attrs["num_groups"]) or attrs["num_groups"] < 1:
         fail(f"num_groups must be a positive int, got {attrs['num_groups']!r}")
     if not is_int_value(attrs["channel_axis"]):
@@ -77,9 +78,9 @@ def _gn_ref(data, gamma, beta, *, num_groups, channel_axis, axes, epsilon, cente
     y = ((xs - xs.mean(axis=reduced, keepdims=True)) / np.sqrt(xs.var(axis=reduced, keepdims=True) + epsilon))
     y = y.reshape(x.shape)
     if scale:
-        y = y * _along(gamma, (channel,), x.ndim)
+        y = y * along_axes(gamma, (channel,), x.ndim)
     if center:
-        y = y + _along(beta, (channel,), x.ndim)
+        y = y + along_axes(beta, (channel,), x.ndim)
     return y.astype(data.dtype)
 
 
@@ -94,15 +95,15 @@ def _gn_decompose(call: Call) -> Expr:
     shape = tuple(s.shape)
     channel, axes = normalize_axis(a["channel_axis"], len(shape)), normalize_axes(a["axes"], len(shape))
     split, reduced = _grouped(shape, channel, axes, a["num_groups"])
-    ct = _compute_dtype(s.dtype)
-    xs = op.reshape(_cast(x, ct), split)
+    ct = compute_dtype(s.dtype)
+    xs = op.reshape(cast_dtype(x, ct), split)
     y = (xs - op.mean(xs, reduced, True)) / op.sqrt(op.variance(xs, reduced, True) + scalar(a["epsilon"], xs))
     y = op.reshape(y, shape)
     if a["scale"]:
-        y = y * _ln_spread(_cast(gamma, ct), shape, (channel,))
+        y = y * spread_along(cast_dtype(gamma, ct), shape, (channel,))
     if a["center"]:
-        y = y + _ln_spread(_cast(beta, ct), shape, (channel,))
-    return _cast(y, s.dtype)
+        y = y + spread_along(cast_dtype(beta, ct), shape, (channel,))
+    return cast_dtype(y, s.dtype)
 
 
 def _gn_args(shape, c, dtype="float32"):
@@ -155,24 +156,24 @@ def _rms_infer(args, attrs):
 def _rms_ref(data, weight, *, axes, epsilon):
     x = data.astype(_F64)
     axes = tuple(a % x.ndim for a in axes)
-    y = x / np.sqrt((x * x).mean(axis=axes, keepdims=True) + epsilon) * _along(weight, axes, x.ndim)
+    y = x / np.sqrt((x * x).mean(axis=axes, keepdims=True) + epsilon) * along_axes(weight, axes, x.ndim)
     return y.astype(data.dtype)
 
 
 def _rms_decompose(call: Call) -> Expr:
     """``x * rsqrt(mean(x * x, axes) + epsilon) * weight`` (weight moved to ``axes``)."""
     x, weight = call.args
-    shape, listed, axes = _ln_axes(x, call.attrs, call.op.name)
+    shape, listed, axes = norm_axes_of(x, call.attrs, call.op.name)
     dtype = sinfo_of(x).dtype
-    ct = _compute_dtype(dtype)
-    xw = _cast(x, ct)
+    ct = compute_dtype(dtype)
+    xw = cast_dtype(x, ct)
     y = xw * op.rsqrt(op.mean(xw * xw, axes, True) + scalar(call.attrs["epsilon"], xw))
-    return _cast(y * _ln_spread(_cast(weight, ct), shape, listed), dtype)
+    return cast_dtype(y * spread_along(cast_dtype(weight, ct), shape, listed), dtype)
 
 
 rms_norm = register(Op(
     name="relax.nn.rms_norm", inputs=("data", "weight"), infer=_rms_infer, reference=_rms_ref,
-    attrs={"axes": -1, "epsilon": 1e-5}, canonicalize=_ln_canon, check_attrs=_rms_check,
+    attrs={"axes": -1, "epsilon": 1e-5}, canonicalize=canonical_axes, check_attrs=_rms_check,
     gradient=through_decomposition, decompose=_rms_decompose,
     samples=[Sample([_T((4, 6), "float32"), _T((6,), "float32")]),
              Sample([_T(("n", 3, 4), "float64"), _T((3, 4), "float64")], {"axes": (-2, -1), "epsilon": 1e-3}),
