@@ -242,9 +242,10 @@ irdl.dialect @relax {
     %in_indices = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
     %attr_axis = irdl.any
+    %attr_mode = irdl.base "#builtin.string"
     irdl.operands(x: %in_x, indices: %in_indices)
     irdl.results(result: %out)
-    irdl.attributes {"axis" = %attr_axis}
+    irdl.attributes {"axis" = %attr_axis, "mode" = %attr_mode}
   }
 
   // relax.strided_slice: Slice ``x[begin:end:stride]`` along each of ``axes``, with Python's clamping of out-of-range indices and negative strides; on a symbolic axis the indices are assumed in bounds (as TVM's ``assume_inbound``), and an end of at least 2**31 - 1 means the end of the axis.
@@ -885,7 +886,7 @@ irdl.dialect @relax {
     irdl.results(result: %out)
   }
 
-  // relax.grad.take_backward: The adjoint of ``take(x, indices, axis)`` for ``x`` of shape ``shape``: zeros of that shape with each slice of ``output_grad`` added at its index (repeated indices accumulate).
+  // relax.grad.take_backward: The adjoint of ``take(x, indices, axis)`` for ``x`` of shape ``shape``: zeros of that shape with each slice of ``output_grad`` added at its index (repeated indices accumulate); ``mode`` as take's: an index ``fast`` does not allow raises ``IndexError``.
   irdl.operation @grad_take_backward {
     %in_output_grad = irdl.base "!builtin.tensor"
     %in_indices = irdl.base "!builtin.tensor"
@@ -893,9 +894,10 @@ irdl.dialect @relax {
     %out = irdl.base "!builtin.tensor"
     %attr_axis = irdl.any
     %attr_shape = irdl.base "#builtin.dense_array"
+    %attr_mode = irdl.base "#builtin.string"
     irdl.operands(output_grad: %in_output_grad, indices: %in_indices, dims: variadic %index)
     irdl.results(result: %out)
-    irdl.attributes {"axis" = %attr_axis, "shape" = %attr_shape}
+    irdl.attributes {"axis" = %attr_axis, "shape" = %attr_shape, "mode" = %attr_mode}
   }
 
   // relax.grad.strided_slice_backward: The adjoint of ``strided_slice(x, axes, begin, end, strides)`` for ``x`` of shape ``shape``: zeros of that shape with ``output_grad`` written into the sliced positions.

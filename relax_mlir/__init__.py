@@ -17,14 +17,15 @@ def to_mlir(mod, stage: str = "relax", function=None, options=None) -> str:
 
 
 def compile(mod, target: str = "cpu", opt_level: int = 2, options=None,  # noqa: A001 - TVM's name (relax.build)
-            num_threads=None):
+            num_threads=None, checks=None):
     """Compile every function of ``mod`` to native code: an ``Executable`` for :class:`VirtualMachine`.
 
     ``num_threads``: threads large ops may be split across (default ``$RELAX_MLIR_NUM_THREADS`` or every core
-    of this process); small ops stay on one thread whatever it is."""
+    of this process); small ops stay on one thread whatever it is. ``checks=False`` turns the runtime index
+    checks off (see ``PipelineOptions.checks``: memory stays safe, an out-of-range index is not reported)."""
     from .backend.build import build
 
-    return build(mod, target, opt_level, options, num_threads=num_threads)
+    return build(mod, target, opt_level, options, num_threads=num_threads, checks=checks)
 
 
 build = compile  # TVM spells it relax.build

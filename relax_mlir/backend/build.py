@@ -60,14 +60,17 @@ def legalize_overrides(mod: IRModule) -> dict[str, Any]:
 
 # --- text at a stage -------------------------------------------------------------------------------------------
 def _options(options: Optional[PipelineOptions], opt_level: Optional[int] = None,
-             num_threads: Optional[int] = None) -> PipelineOptions:
+             num_threads: Optional[int] = None, checks: Optional[bool] = None) -> PipelineOptions:
     if options is None:
-        return PipelineOptions(opt_level=2 if opt_level is None else opt_level, num_threads=num_threads)
+        return PipelineOptions(opt_level=2 if opt_level is None else opt_level, num_threads=num_threads,
+                               checks=True if checks is None else bool(checks))
     if not isinstance(options, PipelineOptions):
         raise TypeError(f"options must be a PipelineOptions, got {type(options).__name__}")
     if num_threads is not None and num_threads != options.num_threads:
         raise ValueError(f"compile: num_threads={num_threads} disagrees with options.num_threads="
                          f"{options.num_threads}; give one of them")
+    if checks is not None and bool(checks) != options.checks:
+        raise ValueError(f"compile: checks={checks} disagrees with options.checks={options.checks}; give one of them")
     return options
 
 
@@ -82,7 +85,7 @@ def lower_to(mod: IRModule, stage: str, function: Optional[str] = None,
         return module
     options = _options(options)
     with module.context, ir.Location.unknown():
-        legalize_module(module, overrides, [])
+        legalize_module(module, overrides, [], checks=options.checks)
         run_passes(module, CLEANUP, options)
         module.operation.verify()
         if stage != "linalg":
@@ -195,13 +198,14 @@ def _cache_key(mod: IRModule, target: str, options: PipelineOptions) -> tuple:
 
 
 def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
-          options: Optional[PipelineOptions] = None, num_threads: Optional[int] = None) -> Executable:
+          options: Optional[PipelineOptions] = None, num_threads: Optional[int] = None,
+          checks: Optional[bool] = None) -> Executable:
     """Compile every function of ``mod`` to native code (``relax_mlir.compile``); cached in-process."""
     if target not in ("cpu", "llvm"):
         raise ValueError(f"compile: unknown target {target!r}; the MLIR backend compiles for 'cpu' (the host)")
     if not isinstance(mod, IRModule):
         raise TypeError(f"compile: expected an IRModule, got {type(mod).__name__}")
-    options = _options(options, opt_level, num_threads)
+    options = _options(options, opt_level, num_threads, checks)
     key = _cache_key(mod, "cpu", options)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)

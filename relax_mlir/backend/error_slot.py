@@ -16,6 +16,8 @@ from mlir import ir
 ERROR_GLOBAL = "relax_mlir_error"
 ERROR_ADDRESS_FN = "relax_mlir_error_address"
 CHECKS_ATTR = "relax_mlir.checks"
+# A unit attribute on a module compiled with checks=False: its lowerings emit no runtime index checks.
+CHECKS_OFF_ATTR = "relax_mlir.checks_off"
 
 
 def check_messages(module: ir.Module) -> list[str]:

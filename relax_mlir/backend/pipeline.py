@@ -98,6 +98,9 @@ class PipelineOptions:
         of raising.
     num_threads: threads the schedules may split an op across (None: ``$RELAX_MLIR_NUM_THREADS`` or the
         cores of this process; resolved when the options are made, and 1 when no OpenMP runtime is found).
+    checks: the runtime index checks (``take``, ``nll_loss``, ...: an out-of-range index raises ``IndexError``).
+        With ``False`` an out-of-range index reads a clamped (in-range) element or nothing, silently: memory stays
+        safe, the result is unspecified, and no error slot is read after a call.
     """
 
     opt_level: int = 2
@@ -105,6 +108,7 @@ class PipelineOptions:
     timing: bool = False
     fallback_on_schedule_failure: bool = True
     num_threads: int | None = None
+    checks: bool = True
 
     def __post_init__(self) -> None:
         if self.opt_level not in (0, 1, 2, 3):

@@ -22,6 +22,37 @@ _BIG = 2**31 - 1
 
 # -- take, strided_slice -------------------------------------------------------------------------------------
 
+TAKE_MODES = ("fast", "wrap", "clip")
+
+
+def _take_check(attrs: dict) -> None:
+    if attrs["mode"] not in TAKE_MODES:
+        fail(f"mode must be one of {', '.join(map(repr, TAKE_MODES))}, got {attrs['mode']!r}")
+
+
+def take_indices(indices: np.ndarray, n: int, mode: str) -> np.ndarray:
+    """``indices`` as positions in ``[0, n)`` under ``mode`` (the reference semantics of take and its adjoint):
+    ``fast`` lets ``[-n, n)`` through, negatives counting from the end, and raises ``IndexError`` for the rest;
+    ``wrap`` takes them modulo ``n``; ``clip`` clamps them to ``[0, n - 1]`` (negatives become 0)."""
+    indices = np.asarray(indices, dtype=np.int64)
+    if n == 0 and indices.size:
+        raise IndexError(f"cannot take from an empty axis (mode {mode!r})")
+    if mode == "wrap":
+        return np.mod(indices, n) if indices.size else indices
+    if mode == "clip":
+        return np.clip(indices, 0, n - 1) if indices.size else indices
+    bad = (indices < -n) | (indices >= n)
+    if bad.any():
+        position = int(np.flatnonzero(bad.reshape(-1))[0])
+        raise IndexError(f"index {int(indices.reshape(-1)[position])} at position {position} is out of range "
+                         f"for an axis of size {n}")
+    return np.where(indices < 0, indices + n, indices)
+
+
+def _take_ref(x, indices, axis, mode):
+    n = x.size if axis is None else x.shape[axis]
+    return np.take(x, take_indices(indices, n, mode), axis=axis)
+
 def _take_infer(args, attrs):
     x, indices = args
     require_int(indices, "indices")
@@ -47,25 +78,31 @@ def _take_make(rng, sinfos, attrs):
 
 
 take = register(Op(
-    name="relax.take", lowering="shape:take", inputs=("x", "indices"), attrs={"axis": None}, infer=_take_infer,
-    reference=lambda x, indices, axis: np.take(x, indices, axis=axis), no_grad_inputs=("indices",),
+    name="relax.take", lowering="shape:take", inputs=("x", "indices"), attrs={"axis": None, "mode": "fast"},
+    infer=_take_infer, check_attrs=_take_check, reference=_take_ref, no_grad_inputs=("indices",),
     gradient=gu.tensor_rule(lambda x, g, call: get_op("relax.grad.take_backward")(
-        g, call.args[1], call.attrs["axis"], gu.shape_of(x, "relax.take gradient"))),
+        g, call.args[1], call.attrs["axis"], gu.shape_of(x, "relax.take gradient"), call.attrs["mode"])),
     samples=[Sample([_T((5, 3), "float32"), _T((4,), "int64")], {"axis": 0}, make=_take_make),
              Sample([_T((2, 5, 3), "float64"), _T((2, 2), "int32")], {"axis": 1}, make=_take_make),
              Sample([_T((4, 3), "float32"), _T((), "int64")], {"axis": -1}, make=_take_make),
              Sample([_T((3, 4), "float32"), _T((5,), "int64")], make=_take_make),
              Sample([_T((10, "n"), "float32"), _T(("m",), "int64")], {"axis": 0}, make=_take_make),
+             Sample([_T((4, 3), "float32"), _T((6,), "int64")], {"axis": 0, "mode": "wrap"}, low=-9, high=9),
+             Sample([_T((4, 3), "float64"), _T((2, 3), "int32")], {"axis": 1, "mode": "clip"}, low=-9, high=9),
              # nn.embedding: a (vocabulary, features) weight indexed by (batch, sequence) token ids
              Sample([_T((7, 4), "float32"), _T((2, 3), "int64")], {"axis": 0}, make=_take_make),
              Sample([_T(("m", 3), "float64"), _T(("b", "n"), "int32")], {"axis": 0}, make=_take_make)],
     bad_samples=[BadSample([_T((5, 3), "float32"), _T((4,), "float32")], {"axis": 0},
                            r"indices must have an integer dtype, got float32"),
                  BadSample([_T((5, 3), "float32"), _T((4,), "int64")], {"axis": 2}, r"axis 2 is out of range"),
-                 BadSample([_T((), "float32"), _T((4,), "int64")], {"axis": 0}, r"0-d tensor")],
+                 BadSample([_T((), "float32"), _T((4,), "int64")], {"axis": 0}, r"0-d tensor"),
+                 BadSample([_T((5, 3), "float32"), _T((4,), "int64")], {"axis": 0, "mode": "raise"},
+                           r"mode must be one of 'fast', 'wrap', 'clip', got 'raise'")],
     doc="Gather along ``axis`` (``None``: of the flattened tensor) as ``numpy.take``: the output shape is "
-        "``x.shape[:axis] + indices.shape + x.shape[axis+1:]``. Indices must lie in ``[-d, d)``; negative "
-        "ones count from the end."))
+        "``x.shape[:axis] + indices.shape + x.shape[axis+1:]``. ``mode`` says what an index outside ``[0, d)`` "
+        "means, as TVM: ``fast`` (the default) lets ``[-d, d)`` through, negatives counting from the end, and any "
+        "other index raises ``IndexError`` (checked in compiled code too, where TVM leaves it undefined); ``wrap`` "
+        "takes indices modulo ``d``; ``clip`` clamps them to ``[0, d - 1]``."))
 
 
 def _slice_canon(attrs: dict) -> dict:

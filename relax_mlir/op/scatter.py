@@ -18,19 +18,11 @@ from ..ir.expr import PrimValue
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
 from .common import fmt, is_int_value, normalize_axis, require_int, require_same_dtype
+from .indexing import take_indices
 from .registry import NOT_DIFFERENTIABLE, REQUIRED, BadSample, Op, Sample, fail, register
 
 _T = TensorStructInfo
 _REDUCTIONS = ("update", "add", "mul", "min", "max")
-
-
-def _in_range(indices: np.ndarray, size: int, low: int, what: str) -> np.ndarray:
-    bad = (indices < low) | (indices >= size)
-    if bad.any():
-        pos = int(np.flatnonzero(bad.reshape(-1))[0])
-        raise IndexError(f"{what}: index {int(indices.reshape(-1)[pos])} at position {pos} is out of range "
-                         f"[{low}, {size})")
-    return np.where(indices < 0, indices + size, indices)
 
 
 def _check_like(data: TensorStructInfo, indices: TensorStructInfo, axis: int, what: str) -> None:
@@ -72,7 +64,7 @@ def _gather_infer(args, attrs):
 
 def _gather_ref(data, indices, axis):
     axis %= data.ndim
-    ind = _in_range(indices, data.shape[axis], -data.shape[axis], "relax.gather_elements")
+    ind = take_indices(indices, data.shape[axis], "fast")
     out = np.empty(indices.shape, data.dtype)
     for pos in np.ndindex(*indices.shape):
         out[pos] = data[pos[:axis] + (ind[pos],) + pos[axis + 1:]]
@@ -126,7 +118,7 @@ _NP_REDUCE = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.ma
 
 def _scatter_ref(data, indices, updates, axis, reduction):
     axis %= data.ndim
-    ind = _in_range(indices, data.shape[axis], -data.shape[axis], "relax.scatter_elements")
+    ind = take_indices(indices, data.shape[axis], "fast")
     out = data.copy()
     for pos in np.ndindex(*indices.shape):  # row-major order: with reduction 'update' the last write wins
         target = pos[:axis] + (ind[pos],) + pos[axis + 1:]
@@ -226,7 +218,11 @@ def _one_hot_infer(args, attrs):
 
 
 def _one_hot_ref(indices, on_value, off_value, depth, axis, dtype):
-    _in_range(indices, depth, 0, "relax.one_hot")
+    negative = np.flatnonzero(indices.reshape(-1) < 0)
+    if negative.size:
+        raise IndexError(f"relax.one_hot: index {int(indices.reshape(-1)[negative[0]])} at position "
+                         f"{int(negative[0])} is out of range [0, {depth})")
+    take_indices(indices, depth, "fast")  # raises for an index >= depth
     hot = np.arange(depth).reshape((-1,) + (1,) * indices.ndim) == indices[None]
     out = np.where(hot, on_value, off_value).astype(to_numpy(dtype))
     return np.moveaxis(out, 0, axis % (indices.ndim + 1))

@@ -93,13 +93,15 @@ class Trainer:
         self.vm = None
 
     # -- building ---------------------------------------------------------------------------------
-    def build(self, target: str = "cpu", device: Any = None, opt_level: int = 2) -> "Trainer":
+    def build(self, target: str = "cpu", device: Any = None, opt_level: int = 2, checks: bool = True) -> "Trainer":
         """Compile the training module for the host CPU (``"cpu"`` or ``"llvm"``), or run it with the NumPy
-        reference interpreter (``"numpy"``). ``device`` is accepted for TVM's signature; only the CPU exists."""
+        reference interpreter (``"numpy"``). ``device`` is accepted for TVM's signature; only the CPU exists.
+        ``checks=False`` compiles without the runtime index checks (``relax_mlir.compile``)."""
         if target in ("cpu", "llvm"):
             from ..backend import VirtualMachine, compile
 
-            self.vm = VirtualMachine(compile(self._used_functions(), target="cpu", opt_level=opt_level))
+            self.vm = VirtualMachine(compile(self._used_functions(), target="cpu", opt_level=opt_level,
+                                             checks=checks))
         elif target in ("numpy", "interpreter"):
             self.vm = _InterpreterVM(self.mod)
         else:

@@ -21,6 +21,7 @@ from mlir import ir
 
 from ...op.registry import Elementwise, Op, get_op
 from ..dialect import dialect_ops
+from ..error_slot import CHECKS_OFF_ATTR
 from .core import LegalizeContext, LegalizeError, cast_to
 
 __all__ = ["LegalizeContext", "LegalizeError", "legalize_module", "lowering_of", "resolve_reference"]
@@ -83,11 +84,14 @@ def _results(op: ir.Operation, values: Any, record: Op) -> list[ir.Value]:
 
 
 def legalize_module(module: ir.Module, overrides: Optional[Mapping[Any, Any]] = None,
-                    extra: Sequence[Op] = ()) -> int:
+                    extra: Sequence[Op] = (), checks: bool = True) -> int:
     """Lower every relax op of ``module`` in place; returns how many were lowered.
 
     ``overrides`` maps op names (``"relax.add"``) or records to rules used instead of the records' own.
-    Raises :class:`LegalizeError` naming every op without a lowering at once."""
+    ``checks=False`` marks the module (``relax_mlir.checks_off``) so that the lowerings emit no runtime index
+    checks (``checks.report_if``). Raises :class:`LegalizeError` naming every op without a lowering at once."""
+    if not checks:
+        module.operation.attributes[CHECKS_OFF_ATTR] = ir.UnitAttr.get(module.context)
     overrides = {(k.name if isinstance(k, Op) else k): v for k, v in (overrides or {}).items()}
     by_name = dialect_ops(list(extra) + [get_op(name) for name in overrides])
     found: list[tuple[ir.Operation, Op]] = []

@@ -20,7 +20,7 @@ import re
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from ..error_slot import CHECKS_ATTR, ERROR_ADDRESS_FN, ERROR_GLOBAL
+from ..error_slot import CHECKS_ATTR, CHECKS_OFF_ATTR, ERROR_ADDRESS_FN, ERROR_GLOBAL
 
 
 def _module_of(op: ir.Operation) -> ir.Operation:
@@ -64,8 +64,11 @@ def where(op: ir.Operation) -> str:
 
 def report_if(op: ir.Operation, bad: ir.Value, value: ir.Value, position: ir.Value, message: str) -> None:
     """At the current insertion point: if ``bad``, record ``value`` (any integer) and ``position`` (index)
-    in the error slot under a new check whose ``message`` may use ``{value}`` and ``{position}``."""
+    in the error slot under a new check whose ``message`` may use ``{value}`` and ``{position}``. Nothing, in a
+    module compiled with ``checks=False`` (``relax_mlir.checks_off``)."""
     module = _module_of(op.operation)
+    if CHECKS_OFF_ATTR in module.attributes:
+        return
     _ensure_slot(module)
     check = _register(module, message)
     i64 = ir.IntegerType.get_signless(64)
@@ -86,6 +89,22 @@ def report_if(op: ir.Operation, bad: ir.Value, value: ir.Value, position: ir.Val
         scf.YieldOp([])
 
 
+def guarded_extract(source: ir.Value, coords: list, bad: ir.Value) -> ir.Value:
+    """``source[coords]``, or 0 without reading when ``bad``: a read by a checked index never leaves a buffer, even
+    one of an empty axis (where no clamped index is inside)."""
+    from mlir.dialects import tensor
+
+    from .core import elem, scalar
+
+    t = elem(source)
+    read = scf.IfOp(bad, [t], has_else=True)
+    with ir.InsertionPoint(read.then_block):
+        scf.YieldOp([scalar(0, t)])
+    with ir.InsertionPoint(read.else_block):
+        scf.YieldOp([tensor.extract(source, coords)])
+    return read.results[0]
+
+
 def linear_position(loops: list[int], sizes: list) -> ir.Value:
     """The row-major flat position of the iteration over ``loops`` (loop dims) of extents ``sizes``."""
     from .core import loop_index
@@ -101,34 +120,3 @@ def flat_position(coords: list, sizes: list) -> ir.Value:
     for c, size in zip(coords, sizes):
         pos = arith.addi(arith.muli(pos, as_index(size)), c)
     return pos
-
-
-def checked_index(op: ir.Operation, raw: ir.Value, extent: ir.Value, position: ir.Value, message: str,
-                  negative: bool = True) -> tuple[ir.Value, ir.Value]:
-    """``raw`` (any integer) as an index into ``[0, extent)``, a negative one counting from the end once (when
-    ``negative``); ``(index, bad)``, the violation reported through the error slot (``report_if``). Whoever reads
-    or writes at the index must not when ``bad``."""
-    from .core import convert
-
-    i = convert(raw, ir.IndexType.get())
-    if negative:
-        neg = arith.cmpi(arith.CmpIPredicate.slt, i, arith.constant(ir.IndexType.get(), 0))
-        i = arith.select(neg, arith.addi(i, extent), i)
-    bad = arith.cmpi(arith.CmpIPredicate.uge, i, extent)  # unsigned: also below 0
-    report_if(op, bad, raw, position, message)
-    return i, bad
-
-
-def read_unless(bad: ir.Value, x: ir.Value, coords: list) -> ir.Value:
-    """``x[coords]``, or 0 without reading when ``bad``."""
-    from mlir.dialects import tensor
-
-    from .core import elem, scalar
-
-    t = elem(x)
-    read = scf.IfOp(bad, [t], has_else=True)
-    with ir.InsertionPoint(read.then_block):
-        scf.YieldOp([scalar(0, t)])
-    with ir.InsertionPoint(read.else_block):
-        scf.YieldOp([tensor.extract(x, coords)])
-    return read.results[0]

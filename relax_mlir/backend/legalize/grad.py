@@ -15,41 +15,60 @@ from __future__ import annotations
 from typing import Sequence
 
 from mlir import ir
-from mlir.dialects import arith, tensor
+from mlir.dialects import arith, scf, tensor
 
 from .core import (Size, as_index, cast_elements, compute_type, convert, dim, elem, emap, empty, filled, generic,
-                   identity, index, insert_strided, is_float, loop_index, reshape, scalar, sizes_of, sprod,
+                   identity, index, insert_strided, is_float, loop_index, map_elementwise, reshape, scalar, sizes_of, sprod,
                    tensor_type)
-from .nn import _pool_geometry, _window_count, class_weight, pad
-from .shape import _slice_bounds
+from .nn import _pool_geometry, _window_count, class_target_message, class_weight, pad
+from .checks import linear_position, report_if, where
+from .shape import _shape_text, _slice_bounds, checked_indices, extract_slice, insert_slice
 
 def _add(t: ir.Type):
     return arith.addf if is_float(t) else arith.addi
 
 
 def take_backward(lc, op):
+    """A scatter-add, one index at a time: ``out[..., idx[j], ...] += g[..., j, ...]`` in an ``scf.for`` over the
+    (flattened) indices, each adding one slab, so the work is that of reading ``g`` once, whatever the size of the
+    table (an embedding's gradient). Each index is mapped by ``mode`` and checked once; a bad one adds nothing."""
     g, ind = lc.inputs
     t = elem(lc.result_type)
     ct = compute_type(t)
     sizes, axis = lc.result_sizes(), lc.attrs["axis"]
     if axis is None:
-        g, ind = reshape(g, [sprod(sizes_of(g))]), reshape(ind, [sprod(sizes_of(ind))])
         out_sizes, axis = [sprod(sizes)], 0
     else:
-        out_sizes, axis = sizes, axis % len(sizes)
-    r, k = len(out_sizes), ind.type.rank
-    extent = as_index(out_sizes[axis])
-    g_map = emap(r + k, list(range(axis)) + list(range(r, r + k)) + list(range(axis + 1, r)))
-    maps = [g_map, emap(r + k, list(range(r, r + k))), emap(r + k, list(range(r)))]
+        out_sizes, axis = list(sizes), axis % len(sizes)
+    r, count = len(out_sizes), sprod(sizes_of(ind))
+    size = out_sizes[axis]
+    message = (f"{where(op)}: relax.grad.take_backward: index {{value}} at position {{position}} of the indices "
+               f"(flat, shape {_shape_text(sizes_of(ind))}) is out of range for axis {axis} of size "
+               f"{size if isinstance(size, int) else '?'}")
+    extent = as_index(size)
+    # Checked before the loop (which then has no side effects): a bad index becomes ``extent`` and adds nothing.
+    flat = checked_indices(op, reshape(ind, [count]), extent, lc.attrs["mode"], message, extent)
+    g = cast_elements(reshape(g, out_sizes[:axis] + [count] + out_sizes[axis + 1:]), ct)
+    slab = out_sizes[:axis] + [1] + out_sizes[axis + 1:]
 
-    def body(gv, iv, o):
-        i = convert(iv, ir.IndexType.get())
-        i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, index(0)), arith.addi(i, extent), i)
-        hit = arith.cmpi(arith.CmpIPredicate.eq, i, loop_index(axis))
-        return _add(ct)(o, arith.select(hit, convert(gv, ct), scalar(0, ct)))
+    def at(position: ir.Value) -> list:
+        return [0] * axis + [position] + [0] * (r - axis - 1)
 
-    (res,) = generic([g, ind], [filled(out_sizes, ct, 0)], maps, ["parallel"] * r + ["reduction"] * k, body)
-    return reshape(cast_elements(res, t), sizes) if lc.attrs["axis"] is None else cast_elements(res, t)
+    acc0 = filled(out_sizes, ct, 0)
+    loop = scf.ForOp(index(0), as_index(count), index(1), [acc0])
+    with ir.InsertionPoint(loop.body):
+        j, acc = loop.induction_variable, loop.inner_iter_args[0]
+        i = tensor.extract(flat, [j])
+        update = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, i, extent), [acc.type], has_else=True)
+        with ir.InsertionPoint(update.then_block):
+            scf.YieldOp([acc])
+        with ir.InsertionPoint(update.else_block):
+            row, piece = extract_slice(acc, at(i), slab, [1] * r), extract_slice(g, at(j), slab, [1] * r)
+            summed = map_elementwise([row, piece], tensor_type(slab, ct), _add(ct), slab)
+            scf.YieldOp([insert_slice(summed, acc, at(i))])
+        scf.YieldOp([update.results[0]])
+    res = cast_elements(loop.results[0], t)
+    return reshape(res, sizes) if lc.attrs["axis"] is None else res
 
 
 def strided_slice_backward(lc, op):
@@ -97,6 +116,8 @@ def nll_loss_backward(lc, op):
     classes = as_index(dim(pred, cls))
     ignore, reduction = lc.attrs["ignore_index"], lc.attrs["reduction"]
 
+    message = class_target_message(op, "relax.grad.nll_loss_backward", dim(pred, cls), ignore)
+
     def weight_of(tv):
         return class_weight(tv, classes, ignore, weights, ct)
 
@@ -105,11 +126,13 @@ def nll_loss_backward(lc, op):
     maps = [emap(rank, per_item if reduction == "none" else []), emap(rank, per_item)]
     if reduction == "mean":
         (wsum,) = generic([targets], [filled([], ct, 0)], [identity(k), emap(k, [])], ["reduction"] * k,
-                          lambda tv, o: arith.addf(o, weight_of(tv)[2]))
+                          lambda tv, o: arith.addf(o, weight_of(tv)[3]))
         ins, maps = ins + [wsum], maps + [emap(rank, [])]
 
     def body(gv, tv, *rest):
-        valid, i, w = weight_of(tv)
+        valid, bad, i, w = weight_of(tv)
+        # Every class position sees its item's target: the slot keeps the first report of a call.
+        report_if(op, bad, tv, linear_position(per_item, sizes_of(targets)), message)
         coef = arith.negf(arith.mulf(convert(gv, ct), w))
         if reduction == "mean":
             coef = arith.divf(coef, rest[0])

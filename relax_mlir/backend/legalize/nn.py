@@ -24,7 +24,7 @@ from .core import (amap, as_index, cast_elements, compute_type, convert, dim, el
                    identity, index, insert_strided, is_float, loop_index, lowest, map_elementwise, reduce, reshape,
                    sadd, scalar, sceildiv, sfloordiv, Size, sizes_of, smax, smul, ssub, tensor_type)
 from .reduce import mean_and_variance
-from .checks import linear_position, report_if, where
+from .checks import guarded_extract, linear_position, report_if, where
 from .shape import extract_slice
 
 
@@ -71,14 +71,24 @@ def cross_entropy_with_logits(lc, op):
 
 
 def class_weight(t: ir.Value, classes: ir.Value, ignore: int, weights, ct: ir.Type):
-    """For a class-index target ``t``: (``t != ignore_index``, the class clamped into [0, classes) so that no
-    read leaves the tensor, the class's weight or 1, and 0 where ``t`` is ignored). Shared by nll_loss and
-    its backward op."""
+    """For a class-index target ``t``: (``t != ignore_index``, whether ``t`` is a bad target (not ignored and
+    outside [0, classes)), the class clamped into [0, classes), the class's weight or 1, and 0 where ``t`` is
+    ignored or bad). A bad target reads no weight. Shared by nll_loss and its backward op."""
     valid = arith.cmpi(arith.CmpIPredicate.ne, t, scalar(ignore, t.type))
+    outside = arith.cmpi(arith.CmpIPredicate.uge, convert(t, ir.IndexType.get()), classes)
+    bad = arith.andi(valid, outside)
     i = convert(t, ir.IndexType.get())
     i = arith.maxsi(arith.minsi(i, arith.subi(classes, as_index(1))), as_index(0))
-    w = convert(tensor.extract(weights, [i]), ct) if weights is not None else scalar(1, ct)
-    return valid, i, arith.select(valid, w, scalar(0, ct))
+    w = convert(guarded_extract(weights, [i], outside), ct) if weights is not None else scalar(1, ct)
+    return valid, bad, i, arith.select(arith.andi(valid, arith.xori(outside, scalar(True, outside.type))), w,
+                                       scalar(0, ct))
+
+
+def class_target_message(op: ir.Operation, name: str, classes, ignore: int) -> str:
+    """The error slot's message for a bad class target of ``name`` (nll_loss and its backward op)."""
+    return (f"{where(op)}: {name}: target {{value}} at position {{position}} of the targets (flat) "
+            f"is not a class index in [0, {classes if isinstance(classes, int) else 'C'}) "
+            f"nor the ignore_index {ignore}")
 
 def nll_loss(lc, op):
     pred, targets = lc.inputs[:2]
@@ -88,19 +98,15 @@ def nll_loss(lc, op):
     classes = as_index(dim(pred, 1 if pred.type.rank > 1 else 0))
     ignore, reduction = lc.attrs["ignore_index"], lc.attrs["reduction"]
 
-    n_classes = dim(pred, 1 if pred.type.rank > 1 else 0)
-    message = (f"{where(op)}: relax.nn.nll_loss: target {{value}} at position {{position}} of the targets (flat) "
-               f"is not a class index in [0, {n_classes if isinstance(n_classes, int) else 'C'}) "
-               f"nor the ignore_index {ignore}")
+    message = class_target_message(op, "relax.nn.nll_loss", dim(pred, 1 if pred.type.rank > 1 else 0), ignore)
 
     def picked(t):
         """(-pred[n, t, ...] * w[t], w[t]) with both 0 where t is ignored; a target outside [0, C) that is not
         ignored is reported through the error slot (``checks.py``) and reads a clamped class."""
-        valid, i, w = class_weight(t, classes, ignore, weights, ct)
-        outside = arith.cmpi(arith.CmpIPredicate.uge, convert(t, ir.IndexType.get()), classes)
-        report_if(op, arith.andi(valid, outside), t, linear_position(list(range(k)), sizes_of(targets)), message)
+        valid, bad, i, w = class_weight(t, classes, ignore, weights, ct)
+        report_if(op, bad, t, linear_position(list(range(k)), sizes_of(targets)), message)
         coords = [loop_index(0), i] + [loop_index(a) for a in range(1, k)] if pred.type.rank > 1 else [i]
-        p = convert(tensor.extract(pred, coords), ct)
+        p = convert(guarded_extract(pred, coords, bad), ct)
         return arith.negf(arith.mulf(p, w)), w
 
     if reduction == "none":

@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from mlir import ir
-from mlir.dialects import arith, linalg, tensor
+from mlir.dialects import arith, linalg, scf, tensor
 
 from .core import (DYN, Size, as_index, convert, dim, elem, empty, filled, generic, identity, is_bool,
                    is_float, loop_index, map_elementwise, norm_axes, sadd, scalar, sceildiv, sizes_of,
                    smax, smin, smul, sprod, ssub, tensor_type, amap)
 from . import core
-from .checks import checked_index, linear_position, read_unless, where
+from .checks import guarded_extract, report_if, where
 
 
 def _mixed(values: Sequence[Size]) -> tuple[list[ir.Value], list[int]]:
@@ -118,9 +118,50 @@ def split(lc, op):
     return outs
 
 
+def take_index(i: ir.Value, extent: ir.Value, mode: str) -> tuple[ir.Value, ir.Value]:
+    """An index of ``take`` (an index value) as a position under ``mode``, and whether it is out of range.
+
+    ``fast``: a negative index counts from the end (once); one still outside ``[0, extent)`` is bad. ``wrap``:
+    modulo ``extent``; ``clip``: clamped to ``[0, extent - 1]``. Under those two only an empty axis is bad.
+    ``strict`` (not a mode of take: ``one_hot``'s): anything outside ``[0, extent)`` is bad, negatives too."""
+    zero = as_index(0)
+    if mode == "wrap":
+        safe = arith.select(arith.cmpi(arith.CmpIPredicate.eq, extent, zero), as_index(1), extent)
+        r = arith.remsi(i, safe)
+        i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, r, zero), arith.addi(r, safe), r)
+    elif mode == "clip":
+        i = arith.maxsi(arith.minsi(i, arith.subi(extent, as_index(1))), zero)
+    elif mode != "strict":
+        i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, zero), arith.addi(i, extent), i)
+    return i, arith.cmpi(arith.CmpIPredicate.uge, i, extent)  # unsigned: also below 0, and any index of an empty axis
+
+
+def checked_indices(op: ir.Operation, ind: ir.Value, extent: ir.Value, mode: str, message: str,
+                    fallback: ir.Value) -> ir.Value:
+    """``ind`` mapped by ``mode`` (:func:`take_index`) as a tensor of ``index``, each index checked once: an
+    out-of-range one is reported (``message``, its flat position) and replaced by ``fallback``.
+
+    An ``scf.for`` over the flattened indices, not a ``linalg.generic``: elementwise fusion would copy a generic's
+    side effects (the report) into every consumer, testing each index once per element read through it."""
+    idx_t = ir.IndexType.get()
+    count = sprod(sizes_of(ind))
+    flat = core.reshape(ind, [count])
+    loop = scf.ForOp(as_index(0), as_index(count), as_index(1), [empty([count], idx_t)])
+    with ir.InsertionPoint(loop.body):
+        j, acc = loop.induction_variable, loop.inner_iter_args[0]
+        raw = tensor.extract(flat, [j])
+        i, bad = take_index(convert(raw, idx_t), extent, mode)
+        report_if(op, bad, raw, j, message)
+        scf.YieldOp([tensor.insert(arith.select(bad, fallback, i), acc, [j])])
+    return core.reshape(loop.results[0], sizes_of(ind), idx_t)
+
+
 def take(lc, op):
-    """A gather: ``out[..., j, ...] = x[..., indices[j], ...]``. A negative index counts from the end (once);
-    one still outside ``[0, size)`` is reported through the error slot (``checks.py``) and reads nothing."""
+    """A gather: ``out[..., j, ...] = x[..., indices[j], ...]``, indices mapped by ``mode`` (:func:`take_index`).
+
+    The indices are mapped and checked first, once each (an out-of-range one is reported through the error slot,
+    ``checks.py``, and replaced by 0); the gather then reads by in-range indices with no test per element. Only
+    an empty axis, where no index is in range, reads nothing at all."""
     x, ind = lc.inputs
     axis = lc.attrs["axis"]
     if axis is None:
@@ -130,21 +171,41 @@ def take(lc, op):
     out_rank = r - 1 + k
     sizes = sizes_of(x)[:axis] + sizes_of(ind) + sizes_of(x)[axis + 1:]
     extent = as_index(dim(x, axis))
-    message = index_message(op, "relax.take", "index", sizes_of(ind), axis, dim(x, axis))
+    size = dim(x, axis)
+    message = index_message(op, "relax.take", sizes_of(ind), axis, size)
 
-    def body(raw, _out):
-        i, bad = checked_index(op, raw, extent, linear_position(list(range(axis, axis + k)), sizes_of(ind)), message)
-        # linalg.index must stay directly in the generic's body: the coordinates are computed before the if
+    safe = checked_indices(op, ind, extent, lc.attrs["mode"], message, as_index(0))
+
+    def gather(i, _out):
         coords = [loop_index(a) for a in range(axis)] + [i] + [loop_index(axis + k + j) for j in range(r - axis - 1)]
-        return read_unless(bad, x, coords)
+        return tensor.extract(x, coords)
 
     maps = [amap(out_rank, list(range(axis, axis + k))), identity(out_rank)]
-    return generic([ind], [empty(sizes, elem(x))], maps, ["parallel"] * out_rank, body)[0]
+
+    def gathered() -> ir.Value:
+        return generic([safe], [empty(sizes, elem(x))], maps, ["parallel"] * out_rank, gather)[0]
+
+    if isinstance(size, int) and size > 0:
+        return gathered()
+    if isinstance(size, int):  # a static empty axis: every index is out of range; report the first, read nothing
+        flat = core.reshape(ind, [sprod(sizes_of(ind))])
+        none = arith.cmpi(arith.CmpIPredicate.eq, as_index(dim(flat, 0)), as_index(0))
+        report_if(op, arith.xori(none, scalar(True, none.type)), guarded_extract(flat, [as_index(0)], none),
+                  as_index(0), message)
+        return filled(sizes, elem(x), 0)
+    # A dynamic axis that may be empty: zeros then, read from nothing. The checks ran before the branch.
+    is_empty = arith.cmpi(arith.CmpIPredicate.eq, extent, as_index(0))
+    branch = scf.IfOp(is_empty, [tensor_type(sizes, elem(x))], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        scf.YieldOp([filled(sizes, elem(x), 0)])
+    with ir.InsertionPoint(branch.else_block):
+        scf.YieldOp([gathered()])
+    return branch.results[0]
 
 
-def index_message(op, name: str, what: str, index_sizes, axis: int, size) -> str:
-    """The IndexError message of an index read along ``axis`` (of ``size``) from a tensor of indices."""
-    return (f"{where(op)}: {name}: {what} {{value}} at position {{position}} of the indices (flat, shape "
+def index_message(op, name: str, index_sizes, axis: int, size) -> str:
+    """The IndexError message of an index along ``axis`` (of ``size``) from a tensor of indices."""
+    return (f"{where(op)}: {name}: index {{value}} at position {{position}} of the indices (flat, shape "
             f"{_shape_text(index_sizes)}) is out of range for axis {axis} of size "
             f"{size if isinstance(size, int) else '?'}")
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...ir.struct_info import TensorStructInfo
 from ..common import check_dims_match, fmt, normalize_axis, require_int, shape_attr
-from ..indexing import _BIG, _slice_canon, _slice_check, _slice_infer
+from ..indexing import _BIG, _slice_canon, _slice_check, _slice_infer, _take_check, take_indices
 from ..registry import REQUIRED, SECOND_ORDER_UNSUPPORTED, BadSample, Op, Sample, fail, register
 
 _T = TensorStructInfo
@@ -39,10 +39,11 @@ def _take_backward_infer(args, attrs):
     return _T(shape, grad.dtype)
 
 
-def _take_backward_ref(output_grad, indices, axis, shape):
+def _take_backward_ref(output_grad, indices, axis, shape, mode):
     wide = np.float64 if output_grad.dtype.kind == "f" else np.int64
     out = np.zeros(shape, dtype=wide)
-    flat_indices = indices.reshape(-1)
+    n = int(np.prod(shape)) if axis is None else shape[axis % len(shape)]
+    flat_indices = take_indices(indices.reshape(-1), n, mode)
     if axis is None:
         np.add.at(out.reshape(-1), flat_indices, output_grad.reshape(-1))  # reshape(-1) of out is a view
     else:
@@ -63,8 +64,9 @@ def _take_backward_make(rng, sinfos, attrs):
 
 take_backward = register(Op(
     name="relax.grad.take_backward", lowering="grad:take_backward",
-    inputs=("output_grad", "indices"), attrs={"axis": None, "shape": REQUIRED},
+    inputs=("output_grad", "indices"), attrs={"axis": None, "shape": REQUIRED, "mode": "fast"},
     infer=_take_backward_infer, reference=_take_backward_ref, gradient=SECOND_ORDER_UNSUPPORTED,
+    check_attrs=_take_check,
     canonicalize=lambda attrs: dict(attrs, shape=shape_attr(attrs["shape"])),
     samples=[Sample([_T((4, 3), "float32"), _T((4,), "int64")], {"axis": 0, "shape": (5, 3)},
                     make=_take_backward_make),
@@ -73,7 +75,11 @@ take_backward = register(Op(
              Sample([_T((4,), "float32"), _T((), "int64")], {"axis": -1, "shape": (4, 3)}, make=_take_backward_make),
              Sample([_T((6,), "float32"), _T((6,), "int64")], {"shape": (3, 4)}, make=_take_backward_make),
              Sample([_T(("m", "n"), "float32"), _T(("m",), "int64")], {"axis": 0, "shape": (10, "n")},
-                    make=_take_backward_make)],
+                    make=_take_backward_make),
+             Sample([_T((6, 3), "float32"), _T((6,), "int64")], {"axis": 0, "shape": (4, 3), "mode": "wrap"},
+                    low=-9, high=9),
+             Sample([_T((4, 5), "float64"), _T((5,), "int32")], {"axis": 1, "shape": (4, 3), "mode": "clip"},
+                    low=-9, high=9)],
     bad_samples=[BadSample([_T((4, 3), "float32"), _T((4,), "float32")], {"axis": 0, "shape": (5, 3)},
                            r"indices must have an integer dtype, got float32"),
                  BadSample([_T((4, 2), "float32"), _T((4,), "int64")], {"axis": 0, "shape": (5, 3)},
@@ -82,7 +88,8 @@ take_backward = register(Op(
                            r"axis 2 is out of range"),
                  BadSample([_T((4, 3), "float32"), _T((4,), "int64")], {"axis": 0}, r"missing required attribute")],
     doc="The adjoint of ``take(x, indices, axis)`` for ``x`` of shape ``shape``: zeros of that shape with "
-        "each slice of ``output_grad`` added at its index (repeated indices accumulate)."))
+        "each slice of ``output_grad`` added at its index (repeated indices accumulate); ``mode`` as take's: "
+        "an index ``fast`` does not allow raises ``IndexError``."))
 
 
 # -- strided_slice_backward ---------------------------------------------------------------------------------

@@ -38,6 +38,42 @@ class Module:
         return rows
 
     @R.function
+    def take_empty(x: R.Tensor((0, 3), "float32"), i: R.Tensor((2,), "int64")) -> R.Tensor((2, 3), "float32"):
+        with R.dataflow():
+            e = R.take(x, i, axis=0)
+            R.output(e)
+        return e
+
+    @R.function
+    def take_wrap(x: R.Tensor((4, 3), "float32"), i: R.Tensor((5,), "int64")) -> R.Tensor((5, 3), "float32"):
+        with R.dataflow():
+            w = R.take(x, i, axis=0, mode="wrap")
+            R.output(w)
+        return w
+
+    @R.function
+    def take_clip(x: R.Tensor((4, 3), "float32"), i: R.Tensor((5,), "int64")) -> R.Tensor((4, 5), "float32"):
+        with R.dataflow():
+            c = R.take(x, i, axis=1, mode="clip")
+            R.output(c)
+        return c
+
+    @R.function
+    def take_grad(g: R.Tensor((3, 3), "float32"), i: R.Tensor((3,), "int64")) -> R.Tensor((4, 3), "float32"):
+        with R.dataflow():
+            back = R.grad.take_backward(g, i, axis=0, shape=(4, 3))
+            R.output(back)
+        return back
+
+    @R.function
+    def loss_grad(g: R.Tensor((), "float32"), p: R.Tensor((4, 10), "float32"), y: R.Tensor((4,), "int64")
+                  ) -> R.Tensor((4, 10), "float32"):
+        with R.dataflow():
+            dp = R.grad.nll_loss_backward(g, p, y, reduction="sum", ignore_index=-100)
+            R.output(dp)
+        return dp
+
+    @R.function
     def loss(p: R.Tensor(("n", 10), "float32"), y: R.Tensor(("n",), "int64")) -> R.Tensor((), "float32"):
         with R.dataflow():
             nll = R.nn.nll_loss(p, y, reduction="sum", ignore_index=-100)
@@ -76,7 +112,7 @@ sys.path.insert(0, sys.argv[1])
 from checked_module import Module
 vm = relax_mlir.VirtualMachine(relax_mlir.compile(Module))
 for name, args in json.loads(sys.argv[2]):
-    arrays = [np.asarray(a, dtype=d) for a, d in args]
+    arrays = [np.asarray(a, dtype=d).reshape(s) for a, d, s in args]
     try:
         out = vm[name](*arrays)
         print(json.dumps({"ok": np.asarray(out).tolist()}), flush=True)
@@ -87,14 +123,18 @@ for name, args in json.loads(sys.argv[2]):
 X = np.arange(12, dtype=np.float32).reshape(4, 3)
 
 
+def _encode(a) -> list:
+    a = np.asarray(a)
+    return [a.tolist(), str(a.dtype), list(a.shape)]
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("checked")
     (folder / "checked_module.py").write_text(MODULE)
 
     def call(*calls):
-        encoded = json.dumps([[name, [[np.asarray(a).tolist(), str(np.asarray(a).dtype)] for a in args]]
-                              for name, args in calls])
+        encoded = json.dumps([[name, [_encode(a) for a in args]] for name, args in calls])
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
         proc = subprocess.run([sys.executable, "-c", RUNNER, str(folder), encoded], capture_output=True, text=True,
                               env=env, timeout=300)
@@ -156,6 +196,69 @@ def test_checks_are_visible_in_the_linalg_stage():
     assert 'memref.global "private" @relax_mlir_error : memref<3xi64>' in text
     assert "func.func @relax_mlir_error_address() -> i64" in text
     assert "relax_mlir.checks = [\"take: binding 'lv1': relax.take: index {value}" in text
+
+
+def test_take_modes_wrap_and_clip_never_raise_and_match_numpy(run):
+    wild = np.array([-9, -1, 4, 7, 10 ** 12])
+    results = run(("take_wrap", (X, wild)), ("take_clip", (X, wild)))
+    assert results[0] == {"ok": np.take(X, wild, axis=0, mode="wrap").tolist()}
+    assert results[1] == {"ok": np.take(X, wild, axis=1, mode="clip").tolist()}
+
+
+def test_the_backward_ops_check_their_indices(run):
+    g = np.ones((3, 3), np.float32)
+    p = np.zeros((4, 10), np.float32)
+    results = run(("take_grad", (g, [0, 4, 1])), ("take_grad", (g, [0, -1, -1])),
+                  ("loss_grad", (np.float32(1), p, [0, 3, 12, 1])), ("loss_grad", (np.float32(1), p, [0, -100, 9, 1])))
+    assert results[0] == {"IndexError": "take_grad: binding 'back': relax.grad.take_backward: index 4 at position 1 "
+                                        "of the indices (flat, shape (3,)) is out of range for axis 0 of size 4"}
+    want = np.zeros((4, 3), np.float32)
+    np.add.at(want, [0, 3, 3], g)  # -1 is the last row, twice
+    assert results[1] == {"ok": want.tolist()}
+    assert results[2] == {"IndexError": "loss_grad: binding 'dp': relax.grad.nll_loss_backward: target 12 at "
+                                        "position 2 of the targets (flat) is not a class index in [0, 10) nor the "
+                                        "ignore_index -100"}
+    dp = np.zeros((4, 10), np.float32)
+    dp[[0, 2, 3], [0, 9, 1]] = -1  # d(sum of -p[n, y_n]) / dp; the ignored item gets nothing
+    assert results[3] == {"ok": dp.tolist()}
+
+
+def test_take_modes_in_the_interpreter():
+    mod = _module()
+    wild = np.array([-9, -1, 4, 7, 10 ** 12])
+    np.testing.assert_array_equal(relax_mlir.interpret(mod, "take_wrap", X, wild), np.take(X, wild, 0, mode="wrap"))
+    np.testing.assert_array_equal(relax_mlir.interpret(mod, "take_clip", X, wild), np.take(X, wild, 1, mode="clip"))
+    with pytest.raises(IndexError):
+        relax_mlir.interpret(mod, "take_grad", np.ones((3, 3), np.float32), np.array([0, 4, 1]))
+
+
+def test_checks_off_reads_nothing_outside_and_raises_nothing(tmp_path):
+    """``compile(..., checks=False)``: no error slot, no IndexError, and still no read outside the buffer."""
+    from relax_mlir.backend.pipeline import PipelineOptions
+
+    text = relax_mlir.to_mlir(_module(), "linalg", function="take", options=PipelineOptions(checks=False))
+    assert "relax_mlir_error" not in text and "relax_mlir.checks_off" in text
+    (tmp_path / "checked_module.py").write_text(MODULE)
+    code = RUNNER.replace("relax_mlir.compile(Module)", "relax_mlir.compile(Module, checks=False)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    calls = json.dumps([["take", [_encode(X), _encode(np.array([0, 10 ** 11, -(10 ** 11)]))]]])
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path), calls], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (result,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert result["ok"][0] == X[0].tolist()  # the in-range row is right; the others are unspecified but finite
+    assert np.isfinite(result["ok"]).all()
+
+
+def test_an_empty_axis_has_no_valid_index(run):
+    """Static or dynamic, an empty axis reads nothing and every index of it is out of range."""
+    results = run(("take_empty", (np.zeros((0, 3), np.float32), [0, 0])),
+                  ("take_dyn", (np.zeros((0, 5), np.float32), np.zeros((1, 2), np.int32))),
+                  ("take_dyn", (np.zeros((0, 5), np.float32), np.zeros((0, 2), np.int32))))
+    assert results[0] == {"IndexError": "take_empty: binding 'e': relax.take: index 0 at position 0 of the indices "
+                                        "(flat, shape (2,)) is out of range for axis 0 of size 0"}
+    assert results[1]["IndexError"].startswith("take_dyn: binding 'rows': relax.take: index 0 at position 0 ")
+    assert results[2] == {"ok": []}  # no index, nothing to check: an empty result
 
 
 def test_gather_and_scatter_elements_check_their_indices(run):
