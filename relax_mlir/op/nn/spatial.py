@@ -102,7 +102,8 @@ def _conv1d_check(attrs: dict) -> None:
         if len(attrs[key]) != n:
             fail(f"{key} must be an int or a tuple of {n} int(s), got {attrs[key]}")
     for key, want in (("data_layout", "NCW"), ("kernel_layout", "OIW"), ("out_layout", "NCW")):
-        if attrs[key] not in (want, None) or (attrs[key] is None and key != "out_layout"):
+        allowed = (want, None) if key == "out_layout" else (want,)
+        if attrs[key] not in allowed:
             fail(f"only {key} {want!r} is supported, got {attrs[key]!r}")
 
 
