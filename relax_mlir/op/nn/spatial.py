@@ -181,9 +181,15 @@ def _adaptive_check(attrs: dict) -> None:
         fail(f"only layout 'NCHW' is supported, got layout {attrs['layout']!r}, out_layout {attrs['out_layout']!r}")
 
 
-def _adaptive_infer(args, attrs):
+def _nchw(args) -> TensorStructInfo:
+    """The one input, which must have rank 4 (NCHW)."""
     (x,) = args
     require_ndim(x, 4, "data")
+    return x
+
+
+def _adaptive_infer(args, attrs):
+    x = _nchw(args)
     if x.shape is None:
         return x
     oh, ow = attrs["output_size"] or x.shape[2:]
@@ -252,8 +258,7 @@ def _shuffle_check(attrs: dict) -> None:
 
 
 def _shuffle_infer(args, attrs):
-    (x,) = args
-    require_ndim(x, 4, "data")
+    x = _nchw(args)
     if x.shape is None:
         return x
     r = attrs["upscale_factor"]
