@@ -465,6 +465,22 @@ irdl.dialect @relax {
     irdl.results(result: %out)
   }
 
+  // relax.round: Round to the nearest integer, halves to even (NumPy's ``round``; TVM's ``round`` is LLVM's ``nearbyint``, the same); integers are unchanged.
+  irdl.operation @round {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.sign: ``-1``, ``0`` or ``1`` by the sign of each element (NaN stays NaN); integers allowed.
+  irdl.operation @sign {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
   // relax.astype: Convert the elements to ``dtype`` (floats to ints truncate toward zero, as C and NumPy do).
   irdl.operation @astype {
     %in_x = irdl.base "!builtin.tensor"
@@ -526,6 +542,17 @@ irdl.dialect @relax {
     irdl.operands(data: %in_data)
     irdl.results(result: %out)
     irdl.attributes {"alpha" = %attr_alpha}
+  }
+
+  // relax.nn.softplus: ``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold`` (TVM's and PyTorch's ``softplus(data, beta=1.0, threshold=20.0)``).
+  irdl.operation @nn_softplus {
+    %in_data = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_beta = irdl.base "#builtin.float"
+    %attr_threshold = irdl.base "#builtin.float"
+    irdl.operands(data: %in_data)
+    irdl.results(result: %out)
+    irdl.attributes {"beta" = %attr_beta, "threshold" = %attr_threshold}
   }
 
   // relax.nn.softmax: ``exp(x) / sum(exp(x), axis)``, computed stably (the max along ``axis`` is subtracted).
@@ -652,6 +679,18 @@ irdl.dialect @relax {
     irdl.attributes {"shape" = %attr_shape, "dtype" = %attr_dtype}
   }
 
+  // relax.nn.pad: Pad every axis with ``pad_value`` (TVM's ``nn.pad(data, pad_width, pad_mode='constant', pad_value=0.0)``): ``pad_width`` is ``(before_0, after_0, before_1, after_1, ...)`` (the nested ``((before, after), ...)`` is accepted and stored flat).
+  irdl.operation @nn_pad {
+    %in_data = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_pad_width = irdl.base "#builtin.dense_array"
+    %attr_pad_mode = irdl.base "#builtin.string"
+    %attr_pad_value = irdl.any
+    irdl.operands(data: %in_data)
+    irdl.results(result: %out)
+    irdl.attributes {"pad_width" = %attr_pad_width, "pad_mode" = %attr_pad_mode, "pad_value" = %attr_pad_value}
+  }
+
   // relax.sum: Sum over ``axis``.
   irdl.operation @sum {
     %in_x = irdl.base "!builtin.tensor"
@@ -761,6 +800,66 @@ irdl.dialect @relax {
     irdl.operands(x: %in_x, dims: variadic %index)
     irdl.results(result: %out)
     irdl.attributes {"shape" = %attr_shape}
+  }
+
+  // relax.gather_elements: ``out[i][j] = data[indices[i][j]][j]`` for ``axis=0`` (ONNX's GatherElements, TVM's ``gather_elements``): the output has the indices' shape.
+  irdl.operation @gather_elements {
+    %in_data = irdl.base "!builtin.tensor"
+    %in_indices = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(data: %in_data, indices: %in_indices)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
+
+  // relax.scatter_elements: A copy of ``data`` with ``updates`` written at ``indices`` along ``axis`` (ONNX's ScatterElements, TVM's ``scatter_elements``): ``out[indices[i][j]][j] = updates[i][j]`` for ``axis=0``, in row-major order (the last write wins), or combined by ``reduction`` 'add', 'mul', 'min', 'max'.
+  irdl.operation @scatter_elements {
+    %in_data = irdl.base "!builtin.tensor"
+    %in_indices = irdl.base "!builtin.tensor"
+    %in_updates = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    %attr_reduction = irdl.base "#builtin.string"
+    irdl.operands(data: %in_data, indices: %in_indices, updates: %in_updates)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis, "reduction" = %attr_reduction}
+  }
+
+  // relax.one_hot: One-hot vectors (TVM's ``one_hot(indices, on_value, off_value, depth, axis=-1)``; the values may be ``R.prim_value``s or numbers, ``dtype`` defaults to theirs): a new axis of size ``depth`` at ``axis`` holding ``on_value`` at each index and ``off_value`` elsewhere.
+  irdl.operation @one_hot {
+    %in_indices = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_on_value = irdl.any
+    %attr_off_value = irdl.any
+    %attr_depth = irdl.base "#builtin.integer"
+    %attr_axis = irdl.base "#builtin.integer"
+    %attr_dtype = irdl.any
+    irdl.operands(indices: %in_indices)
+    irdl.results(result: %out)
+    irdl.attributes {"on_value" = %attr_on_value, "off_value" = %attr_off_value, "depth" = %attr_depth, "axis" = %attr_axis, "dtype" = %attr_dtype}
+  }
+
+  // relax.argsort: The indices that sort ``data`` along ``axis`` (TVM's ``argsort(data, axis=-1, descending=False, dtype='int32')``), stably.
+  irdl.operation @argsort {
+    %in_data = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    %attr_descending = irdl.base "#builtin.integer"
+    %attr_dtype = irdl.base "#builtin.type"
+    irdl.operands(data: %in_data)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis, "descending" = %attr_descending, "dtype" = %attr_dtype}
+  }
+
+  // relax.einsum: Einstein summation over a tuple of operands (TVM's ``R.einsum((a, b), subscripts)``, NumPy's semantics): explicit ``'ij,jk->ik'`` or implicit ``'ij,jk'`` subscripts, repeated labels (diagonals, traces) and ``...`` for shared leading dims; a size-1 dim broadcasts.
+  irdl.operation @einsum {
+    %in_operands = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_subscripts = irdl.base "#builtin.string"
+    irdl.operands(operands: variadic %in_operands)
+    irdl.results(result: %out)
+    irdl.attributes {"subscripts" = %attr_subscripts}
   }
 
   // relax.grad.start_checkpoint: Marks the input of a checkpointed segment (identity).

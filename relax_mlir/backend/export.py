@@ -172,6 +172,9 @@ class _FunctionExporter:
     def __init__(self, owner: "Exporter", name: str, fn: Function, func_op: func.FuncOp):
         self.owner, self.name, self.fn, self.func_op = owner, name, fn, func_op
         self.values: dict[Var, Flat] = {}
+        # A nested call object a decomposition uses twice (``xs`` in ``(xs - mean(xs)) / std(xs)``) is exported
+        # once: by identity, keeping the call alive so that its id stays its own.
+        self.nested: dict[int, tuple[Call, Flat]] = {}
         self.sizes = _Sizes()
         self.where = name
 
@@ -210,7 +213,9 @@ class _FunctionExporter:
                     self.binding(b)
             return self.expr(e.body)
         if isinstance(e, Call) and isinstance(e.op, Op):
-            return self.op_call(e)
+            if id(e) not in self.nested:
+                self.nested[id(e)] = (e, self.op_call(e))
+            return self.nested[id(e)][1]
         if isinstance(e, Call) and isinstance(e.op, GlobalVar):
             return self.func_call(e)
         raise ExportError(f"{self.where}: {type(e).__name__} is not supported by the MLIR backend "

@@ -198,3 +198,71 @@ def _static_bound(offset: sym.Dim, total: sym.Dim, big: int, what: str) -> int:
         return big if from_end == 0 else -from_end
     raise TypeError(f"{what}: the split point {sym.format_dim(offset)} of an axis of size "
                     f"{sym.format_dim(total)} is symbolic from both ends; give the pieces static sizes")
+
+
+def through_decomposition(orig, call, grad) -> list:
+    """The gradient rule of a composite: reverse mode over its decomposition (``call.op.decompose(call)``),
+    with the rules of the ops the decomposition uses. Written once, it makes every composite differentiable
+    the moment it can be decomposed (tinygrad's "composites need no rules of their own"); the registry's
+    finite-difference test still checks the result against the composite's own NumPy reference."""
+    return expression_vjp(call.op.decompose(call), list(call.args), grad, call.op.name)
+
+
+def expression_vjp(out: Expr, leaves: Sequence[Expr], grad: Expr, who: str) -> list:
+    """The adjoints of ``leaves`` (``None`` where none flows) given ``grad``, the adjoint of ``out``, a tree of
+    calls over the leaves. A sub-expression object used twice is one node (its adjoints add up) and, in the
+    rules' output, one binding (the BlockBuilder binds an object once)."""
+    from .registry import NOT_DIFFERENTIABLE
+
+    from ..ir.expr import Tuple, TupleGetItem
+
+    stop = {id(leaf) for leaf in leaves}
+    adjoints: dict[int, Expr] = {}
+
+    def give(arg: Expr, ga) -> None:
+        if ga is None:
+            return
+        if isinstance(arg, Tuple) and id(arg) not in stop:  # a tuple (einsum's operands, a tuple result): per field
+            fields = ga.fields if isinstance(ga, Tuple) else [TupleGetItem(ga, i) for i in range(len(arg.fields))]
+            for f, gf in zip(arg.fields, fields):
+                give(f, gf)
+        elif is_float_expr(arg):
+            adjoints[id(arg)] = adjoints[id(arg)] + ga if id(arg) in adjoints else ga
+
+    give(out, grad)
+
+    for node in reversed(_post_order(out, stop, who)):
+        g = adjoints.pop(id(node), None)
+        rule = node.op.gradient
+        if g is None or rule is NOT_DIFFERENTIABLE:
+            continue
+        if not callable(rule):
+            raise TypeError(f"{who} gradient: its decomposition uses {node.op.name}, which has no gradient rule")
+        for arg, ga in zip(node.args, rule(node, node, g)):
+            give(arg, ga)
+    return [adjoints.get(id(leaf)) if is_float_expr(leaf) else None for leaf in leaves]
+
+
+def _post_order(out: Expr, stop: set, who: str) -> list:
+    """The calls of ``out`` (down to the ``stop`` objects and constants), each once, arguments first."""
+    from ..ir.expr import Call, Constant, Tuple, Var
+
+    order, seen = [], set()
+
+    def visit(e: Expr) -> None:
+        if id(e) in stop or id(e) in seen or isinstance(e, (Constant, Var)):
+            return
+        if isinstance(e, Tuple):  # an argument tuple: its fields are visited, their adjoints come per field
+            for f in e.fields:
+                visit(f)
+            return
+        if not isinstance(e, Call):
+            raise TypeError(f"{who} gradient: its decomposition holds a {type(e).__name__}; only calls of "
+                            "ops over the arguments are differentiated")
+        seen.add(id(e))
+        for a in e.args:
+            visit(a)
+        order.append(e)
+
+    visit(out)
+    return order

@@ -88,7 +88,10 @@ take = register(Op(
              Sample([_T((3, 4), "float32"), _T((5,), "int64")], make=_take_make),
              Sample([_T((10, "n"), "float32"), _T(("m",), "int64")], {"axis": 0}, make=_take_make),
              Sample([_T((4, 3), "float32"), _T((6,), "int64")], {"axis": 0, "mode": "wrap"}, low=-9, high=9),
-             Sample([_T((4, 3), "float64"), _T((2, 3), "int32")], {"axis": 1, "mode": "clip"}, low=-9, high=9)],
+             Sample([_T((4, 3), "float64"), _T((2, 3), "int32")], {"axis": 1, "mode": "clip"}, low=-9, high=9),
+             # nn.embedding: a (vocabulary, features) weight indexed by (batch, sequence) token ids
+             Sample([_T((7, 4), "float32"), _T((2, 3), "int64")], {"axis": 0}, make=_take_make),
+             Sample([_T(("m", 3), "float64"), _T(("b", "n"), "int32")], {"axis": 0}, make=_take_make)],
     bad_samples=[BadSample([_T((5, 3), "float32"), _T((4,), "float32")], {"axis": 0},
                            r"indices must have an integer dtype, got float32"),
                  BadSample([_T((5, 3), "float32"), _T((4,), "int64")], {"axis": 2}, r"axis 2 is out of range"),

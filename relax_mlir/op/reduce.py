@@ -95,11 +95,14 @@ def _reduction_rule(rule):
 
 
 def reduction(name: str, fn, *, float_only: bool = False, widen: bool = True, low: float = -2.0,
-              high: float = 2.0, doc: str = "", grad=None, lowering: str = "") -> Op:
+              high: float = 2.0, doc: str = "", grad=None, lowering: str = "", decompose=None,
+              samples=None) -> Op:
     """Register ``relax.<name>(x, axis=None, keepdims=False)`` computing ``fn(x, axis=, keepdims=)``,
     with the input's dtype. ``float_only`` refuses integer inputs (mean, variance); ``widen`` computes in
     float64/int64 before casting back (integer results wrap as the native reduction does). ``grad`` is the
-    gradient rule (see the module docstring); ``lowering`` names the backend's (default ``reduce:reduce_<name>``)."""
+    gradient rule (see the module docstring); ``lowering`` names the backend's (default ``reduce:reduce_<name>``).
+    A composite gives ``decompose`` instead (its gradient is the decomposition's); ``samples`` replace the
+    generated ones."""
     def infer(args, attrs):
         (x,) = args
         _check_numeric(x, float_only)
@@ -112,8 +115,10 @@ def reduction(name: str, fn, *, float_only: bool = False, widen: bool = True, lo
     return register(Op(
         name=f"relax.{name}", inputs=("x",), attrs={"axis": None, "keepdims": False}, infer=infer,
         canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"), check_attrs=_keepdims_check,
-        reference=ref, samples=_samples(float_only, low, high), bad_samples=_bad(float_only), doc=doc,
-        gradient=None if grad is None else _reduction_rule(grad), lowering=lowering or f"reduce:reduce_{name}"))
+        reference=ref, samples=_samples(float_only, low, high) if samples is None else samples,
+        bad_samples=_bad(float_only), doc=doc, decompose=decompose,
+        gradient=gu.through_decomposition if decompose else None if grad is None else _reduction_rule(grad),
+        lowering=None if decompose else lowering or f"reduce:reduce_{name}"))
 
 
 def _mean_grad(x, y, g, call):
@@ -126,6 +131,12 @@ def _variance_grad(x, y, g, call):
     axis = call.attrs["axis"]
     centered = subtract(x, mean(x, axis, keepdims=True))
     return gu.scale_by_count(g, 2.0, gu.reduce_count(x, axis)) * centered
+
+
+def _sqrt(x):
+    from . import sqrt
+
+    return sqrt(x)
 
 
 def _extremum_grad(x, y, g, call):
@@ -144,6 +155,15 @@ mean = reduction("mean", np.mean, float_only=True, doc="Arithmetic mean over ``a
                  grad=_mean_grad)
 variance = reduction("variance", np.var, float_only=True, grad=_variance_grad, lowering="reduce:variance",
                      doc="Population variance ``mean((x - mean(x))**2)`` over ``axis`` (float inputs), as TVM.")
+std = reduction("std", np.std, float_only=True,
+                decompose=lambda call: _sqrt(variance(*call.args, **call.attrs)),
+                samples=[Sample([_T((2, 3, 4), d)]) for d in ("float32", "float64", "float16")]
+                + [Sample([_T((2, 3, 4), "float64")], {"axis": (0, 2), "keepdims": True}),
+                   Sample([_T(("n", "m"), "float32")], {"axis": -1, "keepdims": True}),
+                   Sample([_T(("n", 4), "float64")], {"axis": 0})],
+                doc="Population standard deviation ``sqrt(variance(x, axis))`` over ``axis`` (float inputs), as "
+                    "TVM's ``R.std``. Composite: decomposed into ``sqrt(variance)``; its gradient is the "
+                    "decomposition's, infinite where the deviation is 0 (one element, or all equal).")
 max = reduction("max", np.max, widen=False, grad=_extremum_grad,  # noqa: A001
                 doc="Maximum over ``axis``. Its gradient is shared evenly by the elements equal to the maximum.")
 min = reduction("min", np.min, widen=False, grad=_extremum_grad,  # noqa: A001

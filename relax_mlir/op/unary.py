@@ -151,6 +151,14 @@ erf = unary("erf", np_erf, scalar=lambda b, x: b.erf(x),  # 2/sqrt(pi) exp(-x^2)
 # Piecewise constant: the derivative is 0 almost everywhere (undefined at the steps), so no gradient flows.
 floor = unary("floor", np.floor, scalar=lambda b, x: b.floor(x), grad=lambda y, call, g: [None])
 ceil = unary("ceil", np.ceil, scalar=lambda b, x: b.ceil(x), grad=lambda y, call, g: [None])
+round = unary("round", np.round, float_only=False, scalar=lambda b, x: b.round_even(x),  # noqa: A001 - TVM's name
+              grad=lambda y, call, g: [None],
+              doc="Round to the nearest integer, halves to even (NumPy's ``round``; TVM's ``round`` is LLVM's "
+                  "``nearbyint``, the same); integers are unchanged. Piecewise constant: no gradient.")
+sign = unary("sign", np.sign, float_only=False, grad=lambda y, call, g: [None],
+             scalar=lambda b, x: b.select(b.cmp("gt", x, 0), 1, b.select(b.cmp("lt", x, 0), -1, x)),
+             doc="``-1``, ``0`` or ``1`` by the sign of each element (NaN stays NaN); integers allowed. Piecewise "
+                 "constant: no gradient.")
 
 
 def _astype_infer(args, attrs):

@@ -4,7 +4,8 @@ Each op record names its lowering (``Op.lowering``): ``"shape:take"`` is the fun
 an ``Elementwise`` spec the record's scalar function mapped by ``elementwise.lower_elementwise``. :func:`lowering_of`
 resolves it on first use; the records themselves never change. A lowering is
 ``rule(lc: LegalizeContext, op: mlir.ir.Operation) -> Value | Sequence[Value]`` (see ``core.py``); the families
-are ``elementwise``, ``reduce``, ``shape``, ``linalg``, ``nn``, ``grad`` and ``random``.
+are ``elementwise``, ``reduce``, ``shape``, ``index``, ``sort``, ``linalg``, ``nn``, ``grad`` and
+``random``.
 
 :func:`legalize_module` rewrites a module in place; ``overrides`` (op name or record -> rule) take precedence
 over the records' slots: that is how ``relax_mlir.transform.LegalizeOps(customize_legalize_map)`` is honoured.
@@ -25,7 +26,7 @@ from .core import LegalizeContext, LegalizeError, cast_to
 
 __all__ = ["LegalizeContext", "LegalizeError", "legalize_module", "lowering_of", "resolve_reference"]
 
-FAMILIES = ("elementwise", "grad", "linalg", "nn", "random", "reduce", "shape")
+FAMILIES = ("elementwise", "grad", "index", "linalg", "nn", "random", "reduce", "shape", "sort")
 
 
 def resolve_reference(reference: str) -> Callable:

@@ -107,9 +107,16 @@ def guarded_extract(source: ir.Value, coords: list, bad: ir.Value) -> ir.Value:
 
 def linear_position(loops: list[int], sizes: list) -> ir.Value:
     """The row-major flat position of the iteration over ``loops`` (loop dims) of extents ``sizes``."""
-    from .core import as_index, loop_index
+    from .core import loop_index
+
+    return flat_position([loop_index(axis) for axis in loops], sizes)
+
+
+def flat_position(coords: list, sizes: list) -> ir.Value:
+    """The row-major flat position of the ``index`` values ``coords`` in extents ``sizes``."""
+    from .core import as_index
 
     pos = arith.constant(ir.IndexType.get(), 0)
-    for axis, size in zip(loops, sizes):
-        pos = arith.addi(arith.muli(pos, as_index(size)), loop_index(axis))
+    for c, size in zip(coords, sizes):
+        pos = arith.addi(arith.muli(pos, as_index(size)), c)
     return pos

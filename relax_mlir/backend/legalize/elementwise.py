@@ -98,6 +98,11 @@ class ScalarBuilder:
     def erf(self, x): return self._math("erf", x)  # noqa: E704
     def floor(self, x): return self._math("floor", x)  # noqa: E704
     def ceil(self, x): return self._math("ceil", x)  # noqa: E704
+    def log1p(self, x): return self._math("log1p", x)  # noqa: E704
+
+    def round_even(self, x: ir.Value) -> ir.Value:
+        """To the nearest integer, halves to even (an integer is its own rounding)."""
+        return self._by_type("round_even", math.roundeven, lambda v: v, x)
 
     # comparison and selection
     _FLOAT_PREDICATES = {"eq": "OEQ", "ne": "UNE", "lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE"}

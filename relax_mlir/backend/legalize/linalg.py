@@ -15,8 +15,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, linalg
 
-from .core import (DYN, Size, amap, compute_type, convert, dim, elem, filled, generic, is_float, map_elementwise,
-                   reshape, sizes_of, sprod, tensor_type)
+from .core import (DYN, Size, amap, cast_elements, compute_type, convert, dim, elem, filled, generic, is_float,
+                   map_elementwise, reshape, sizes_of, sprod, tensor_type)
 
 
 def _batch_sizes(a: ir.Value, b: ir.Value, nb: int) -> list[Size]:
@@ -107,3 +107,53 @@ def matmul(lc, op):
         res = reshape(res, keep)
     return res
 
+
+
+def einsum(lc, op):
+    """One ``linalg.generic`` over every label of the subscripts (the output's first, parallel; the summed ones
+    after, reductions): each operand's indexing map is its label list (a repeated label reads a diagonal), a
+    static size-1 dim against a larger label size reads index 0 (ellipsis broadcasting). f16/bf16 accumulate in
+    f32 and are rounded once."""
+    from ...op.summation import parse
+
+    xs = [_uncast(x) for x in lc.inputs]
+    spec = parse(lc.attrs["subscripts"], [x.type.rank for x in xs])
+    summed = sorted(set("".join(spec.inputs)) - set(spec.output))
+    labels = spec.output + "".join(summed)
+    pos = {c: i for i, c in enumerate(labels)}
+    wide = {c for x, t in zip(xs, spec.inputs) for a, c in enumerate(t) if x.type.shape[a] != 1}
+
+    def size(c: str) -> Size:
+        for x, t in zip(xs, spec.inputs):
+            for a, label in enumerate(t):
+                if label == c and x.type.shape[a] != 1:
+                    return dim(x, a)
+        return 1
+
+    maps = [amap(len(labels), [None if x.type.shape[a] == 1 and c in wide else pos[c] for a, c in enumerate(t)])
+            for x, t in zip(xs, spec.inputs)]
+    out_elt = elem(lc.result_type)
+    acc_t = compute_type(out_elt)
+    acc = filled([size(c) for c in spec.output], acc_t, 0)
+    add, mul = (arith.addf, arith.mulf) if is_float(acc_t) else (arith.addi, arith.muli)
+
+    def body(*args):
+        prod = convert(args[0], acc_t)
+        for v in args[1:-1]:
+            prod = mul(prod, convert(v, acc_t))
+        return add(args[-1], prod)
+
+    iterators = ["parallel"] * len(spec.output) + ["reduction"] * len(summed)
+    res = generic(xs, [acc], maps + [amap(len(labels), list(range(len(spec.output))))], iterators, body)[0]
+    return cast_elements(res, out_elt)
+
+
+def _uncast(v: ir.Value) -> ir.Value:
+    """``v`` before the ``tensor.cast`` the export adds to join a variadic group's types: its static dims tell
+    which size-1 dims broadcast."""
+    owner = v.owner
+    if isinstance(owner, ir.Operation) and owner.name == "tensor.cast":
+        return owner.operands[0]
+    if isinstance(owner, ir.OpView) and owner.operation.name == "tensor.cast":
+        return owner.operation.operands[0]
+    return v

@@ -346,3 +346,12 @@ def conv2d_transpose(lc, op):
                                          strides=[1, 1], dilations=[dh, dw])
         res = reshape(res, [n, smul(og, groups), oh, ow])
     return cast_elements(res, out_t)
+
+
+# --- pad -------------------------------------------------------------------------------------------------------
+def pad_constant(lc, op):
+    """``relax.nn.pad`` in constant mode: one ``tensor.pad`` (``pad_value`` truncated for integer data, as
+    NumPy's cast does)."""
+    x, width = lc.inputs[0], lc.attrs["pad_width"]
+    rank = x.type.rank
+    return pad(x, [width[2 * a] for a in range(rank)], [width[2 * a + 1] for a in range(rank)], lc.attrs["pad_value"])

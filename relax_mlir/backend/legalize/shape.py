@@ -122,7 +122,8 @@ def take_index(i: ir.Value, extent: ir.Value, mode: str) -> tuple[ir.Value, ir.V
     """An index of ``take`` (an index value) as a position under ``mode``, and whether it is out of range.
 
     ``fast``: a negative index counts from the end (once); one still outside ``[0, extent)`` is bad. ``wrap``:
-    modulo ``extent``; ``clip``: clamped to ``[0, extent - 1]``. Under those two only an empty axis is bad."""
+    modulo ``extent``; ``clip``: clamped to ``[0, extent - 1]``. Under those two only an empty axis is bad.
+    ``strict`` (not a mode of take: ``one_hot``'s): anything outside ``[0, extent)`` is bad, negatives too."""
     zero = as_index(0)
     if mode == "wrap":
         safe = arith.select(arith.cmpi(arith.CmpIPredicate.eq, extent, zero), as_index(1), extent)
@@ -130,7 +131,7 @@ def take_index(i: ir.Value, extent: ir.Value, mode: str) -> tuple[ir.Value, ir.V
         i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, r, zero), arith.addi(r, safe), r)
     elif mode == "clip":
         i = arith.maxsi(arith.minsi(i, arith.subi(extent, as_index(1))), zero)
-    else:
+    elif mode != "strict":
         i = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, zero), arith.addi(i, extent), i)
     return i, arith.cmpi(arith.CmpIPredicate.uge, i, extent)  # unsigned: also below 0, and any index of an empty axis
 
@@ -171,9 +172,7 @@ def take(lc, op):
     sizes = sizes_of(x)[:axis] + sizes_of(ind) + sizes_of(x)[axis + 1:]
     extent = as_index(dim(x, axis))
     size = dim(x, axis)
-    message = (f"{where(op)}: relax.take: index {{value}} at position {{position}} of the indices (flat, shape "
-               f"{_shape_text(sizes_of(ind))}) is out of range for axis {axis} of size "
-               f"{size if isinstance(size, int) else '?'}")
+    message = index_message(op, "relax.take", sizes_of(ind), axis, size)
 
     safe = checked_indices(op, ind, extent, lc.attrs["mode"], message, as_index(0))
 
@@ -202,6 +201,13 @@ def take(lc, op):
     with ir.InsertionPoint(branch.else_block):
         scf.YieldOp([gathered()])
     return branch.results[0]
+
+
+def index_message(op, name: str, index_sizes, axis: int, size) -> str:
+    """The IndexError message of an index along ``axis`` (of ``size``) from a tensor of indices."""
+    return (f"{where(op)}: {name}: index {{value}} at position {{position}} of the indices (flat, shape "
+            f"{_shape_text(index_sizes)}) is out of range for axis {axis} of size "
+            f"{size if isinstance(size, int) else '?'}")
 
 
 def _shape_text(sizes) -> str:

@@ -1,4 +1,5 @@
-"""Activations (``relax.nn.relu`` ... ``leakyrelu``, one line each through :func:`unary`) and softmax.
+"""Activations (``relax.nn.relu`` ... ``leakyrelu``, ``softplus``, one line each through :func:`unary`), ``prelu``
+(a composite) and softmax.
 
 Gradient rules sit next to each record (``unary``'s ``grad=``, float inputs only); they take ``x`` from the call
 and, where it saves recomputation, the result ``y``: silu' = sigmoid(x) * (1 + x - y), softmax' uses y and
@@ -13,10 +14,12 @@ import numpy as np
 
 from ... import op
 from ...ir.struct_info import TensorStructInfo
-from ..common import check_number, normalize_axis, np_erf, require_float
-from ..grad_utils import scalar
+from ..common import (check_dims_match, check_number, fmt, normalize_axis, np_erf, require_float, require_ndim,
+                      require_same_dtype)
+from ..grad_utils import scalar, through_decomposition
 from ..registry import BadSample, Op, Sample, register
 from ..unary import sigmoid_scalar, unary
+from .grad_helpers import along, known_shape
 
 _T = TensorStructInfo
 _F64 = np.float64
@@ -84,6 +87,87 @@ leakyrelu = unary(
     bad_samples=[BadSample([_T((3,), "int32")], {}, r"data must have a float dtype, got int32"),
                  BadSample([_T((3,), "float32")], {"alpha": "big"}, r"'alpha' must be a number")],
     doc="``x if x >= 0 else alpha * x`` elementwise (float only); its gradient at 0 is 1, as relu's.")
+
+
+def _softplus_ref(x, beta, threshold):
+    bx = beta * x
+    return np.where(bx > threshold, x, np.logaddexp(0.0, bx) / beta)
+
+
+def _softplus_grad(y, call, g):
+    # sigmoid(beta x) on the smooth side, 1 on the linear side (beta x > threshold)
+    x, a = call.args[0], call.attrs
+    bx = x * scalar(a["beta"], x)
+    return [g * op.where(op.greater(bx, scalar(a["threshold"], x)), scalar(1.0, x), op.sigmoid(bx))]
+
+
+def _softplus_scalar(b, x, beta, threshold):
+    bx = b.mul(x, beta)
+    return b.select(b.cmp("gt", bx, threshold), x, b.div(b.log1p(b.exp(bx)), beta))
+
+
+def _softplus_check(attrs: dict) -> None:
+    check_number(attrs, "beta", 0.0)
+    check_number(attrs, "threshold")
+    if attrs["beta"] == 0:
+        raise ValueError("attribute 'beta' must be positive, got 0")
+
+
+softplus = unary(
+    "nn.softplus", _softplus_ref, input_name="data", attrs={"beta": 1.0, "threshold": 20.0},
+    check_attrs=_softplus_check, grad=_softplus_grad, scalar=_softplus_scalar,
+    samples=[Sample([_T((4, 5), "float64")], {"beta": 2.0, "threshold": 1.0}, low=-3.0, high=3.0),
+             Sample([_T(("n", 3), "float32")], {"beta": 0.5}, low=-30.0, high=30.0)],
+    bad_samples=[BadSample([_T((3,), "float32")], {"beta": 0.0}, r"'beta' must be positive"),
+                 BadSample([_T((3,), "float32")], {"threshold": "x"}, r"'threshold' must be a number")],
+    doc="``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold`` (TVM's and "
+        "PyTorch's ``softplus(data, beta=1.0, threshold=20.0)``). Gradient: ``sigmoid(beta * x)``, 1 on the linear "
+        "side.")
+
+
+# -- PReLU ---------------------------------------------------------------------------------------------------------
+
+def _prelu_infer(args, attrs):
+    x, alpha = args
+    require_float(x, "data")
+    require_same_dtype(args, ("data", "alpha"))
+    require_ndim(alpha, 1, "alpha")
+    if x.ndim == -1:
+        return x
+    axis = normalize_axis(attrs["axis"], x.ndim)
+    if x.shape is not None and alpha.shape is not None:
+        check_dims_match(alpha.shape[0], x.shape[axis], f"alpha must have shape ({x.shape[axis]},) (data's axis "
+                                                        f"{axis}), got {fmt(alpha.shape)}")
+    return x
+
+
+def _prelu_ref(data, alpha, axis):
+    shape = [1] * data.ndim
+    shape[axis % data.ndim] = -1
+    x = data.astype(_F64)
+    return np.where(x > 0, x, x * alpha.astype(_F64).reshape(shape)).astype(data.dtype)
+
+
+def _prelu_decompose(call):
+    """``where(x > 0, x, x * alpha)``, alpha reshaped to broadcast along ``axis``."""
+    x, alpha = call.args
+    shape = known_shape(x, call.op.name)
+    slope = along(alpha, normalize_axis(call.attrs["axis"], len(shape)), shape)
+    return op.where(op.greater(x, scalar(0, x)), x, x * slope)
+
+
+prelu = register(Op(
+    name="relax.nn.prelu", inputs=("data", "alpha"), attrs={"axis": 1}, infer=_prelu_infer, reference=_prelu_ref,
+    gradient=through_decomposition, decompose=_prelu_decompose,
+    samples=[Sample([_T((2, 3, 4), "float32"), _T((3,), "float32")]),
+             Sample([_T(("n", 5), "float64"), _T((5,), "float64")], {"axis": -1}),
+             Sample([_T((4, 2), "float16"), _T((4,), "float16")], {"axis": 0})],
+    bad_samples=[BadSample([_T((2, 3), "float32"), _T((2,), "float32")], {}, r"alpha must have shape \(3,\)"),
+                 BadSample([_T((2, 3), "float32"), _T((3, 1), "float32")], {}, r"alpha must have rank 1"),
+                 BadSample([_T((2, 3), "int32"), _T((3,), "int32")], {}, r"data must have a float dtype"),
+                 BadSample([_T((2, 3), "float32"), _T((3,), "float32")], {"axis": 2}, r"axis 2 is out of range")],
+    doc="Parametric ReLU (TVM's ``prelu(data, alpha, axis=1)``): ``x if x > 0 else alpha[c] * x`` with ``c`` the "
+        "index along ``axis``. Composite: decomposed into ``where``; its gradient is the decomposition's."))
 
 
 # -- Softmax ----------------------------------------------------------------------------------------------------------

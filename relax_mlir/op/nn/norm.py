@@ -45,13 +45,13 @@ class ModalOp(Op):
     with_mode: Any = None
 
 
-def _compute_dtype(dtype: str) -> str:
+def compute_dtype(dtype: str) -> str:
     # Half floats are normalised in float32 (the reference computes in float64): their 8 or 11 significand
     # bits would lose the statistics.
     return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
-def _cast(e: Expr, dtype: str) -> Expr:
+def cast_dtype(e: Expr, dtype: str) -> Expr:
     return e if sinfo_of(e).dtype == dtype else op.astype(e, dtype)
 
 
@@ -62,7 +62,7 @@ def _rank(e: Expr, who: str) -> int:
     return s.ndim
 
 
-def _norm_attrs_check(attrs: dict) -> None:
+def check_norm_attrs(attrs: dict) -> None:
     check_number(attrs, "epsilon", 0.0)
     check_bool(attrs, "center", "scale", *(k for k in ("training",) if k in attrs))
     if "momentum" in attrs:
@@ -158,18 +158,18 @@ def _bn_decompose(call: Call) -> Expr:
     ndim = _rank(x, call.op.name)
     others = tuple(i for i in range(ndim) if i != a["axis"] % ndim)
     dtype = sinfo_of(x).dtype
-    ct = _compute_dtype(dtype)
-    xw = _cast(x, ct)
+    ct = compute_dtype(dtype)
+    xw = cast_dtype(x, ct)
 
     def expand(v):  # (C,) -> broadcastable against x along axis
-        return op.expand_dims(_cast(v, ct), others) if others else _cast(v, ct)
+        return op.expand_dims(cast_dtype(v, ct), others) if others else cast_dtype(v, ct)
 
     if a["training"]:
         mean, var = op.mean(xw, others), op.variance(xw, others)
         m = a["momentum"]
 
         def update(moving, batch):
-            return _cast(scalar(1 - m, batch) * _cast(moving, ct) + scalar(m, batch) * batch, dtype)
+            return cast_dtype(scalar(1 - m, batch) * cast_dtype(moving, ct) + scalar(m, batch) * batch, dtype)
         new_mean, new_var = update(moving_mean, mean), update(moving_var, var)
     else:
         mean, var, new_mean, new_var = moving_mean, moving_var, moving_mean, moving_var
@@ -178,7 +178,7 @@ def _bn_decompose(call: Call) -> Expr:
         y = y * expand(gamma)
     if a["center"]:
         y = y + expand(beta)
-    return Tuple([_cast(y, dtype), new_mean, new_var])
+    return Tuple([cast_dtype(y, dtype), new_mean, new_var])
 
 
 def _bn_args(data, c, dtype="float32"):
@@ -189,7 +189,7 @@ batch_norm = register(ModalOp(
     name="relax.nn.batch_norm", inputs=_BN_INPUTS, infer=_bn_infer, reference=_bn_ref, gradient=_bn_grad,
     no_grad_inputs=("moving_mean", "moving_var"), with_mode=_bn_mode, decompose=_bn_decompose,
     attrs={"axis": 1, "epsilon": 1e-5, "center": True, "scale": True, "momentum": 0.1, "training": False},
-    check_attrs=_norm_attrs_check,
+    check_attrs=check_norm_attrs,
     samples=[Sample(_bn_args((4, 3, 5, 5), 3), low=0.1),
              Sample(_bn_args(("n", 3, 5, 5), 3), {"training": True}, low=0.1),
              Sample(_bn_args((6, 4), 4, "float64"), {"training": True, "momentum": 0.3, "epsilon": 1e-3}, low=0.1),
@@ -214,25 +214,31 @@ batch_norm = register(ModalOp(
         "asks for them)."))
 
 
-def _ln_canon(attrs: dict) -> dict:
+def canonical_axes(attrs: dict) -> dict:
     return dict(attrs, axes=(attrs["axes"],)) if is_int_value(attrs["axes"]) else attrs
 
 
 def _ln_check(attrs: dict) -> None:
-    _norm_attrs_check(attrs)
+    check_norm_attrs(attrs)
     axes = attrs["axes"]
     if not (isinstance(axes, tuple) and axes and all(is_int_value(a) for a in axes)):
         fail(f"axes must be an int or a non-empty tuple of ints, got {axes!r}")
 
 
 def _ln_infer(args, attrs):
+    return axis_params_infer(args, ("data", "gamma", "beta"), attrs)
+
+
+def axis_params_infer(args, names, attrs):
+    """data with parameters (``names[1:]``) holding its dims at ``attrs["axes"]`` in the listed order (layer_norm's
+    gamma and beta, rms_norm's weight); the result is data's struct info."""
     data = args[0]
     require_float(data, "data")
-    require_same_dtype(args, ("data", "gamma", "beta"))
+    require_same_dtype(args, names)
     if data.ndim == -1:
         return data
     axes = normalize_axes(attrs["axes"], data.ndim, "axes")
-    for s, name in zip(args[1:], ("gamma", "beta")):
+    for s, name in zip(args[1:], names[1:]):
         require_ndim(s, len(axes), name)
         if data.shape is not None and s.shape is not None:
             want = tuple(data.shape[a] for a in axes)
@@ -242,7 +248,7 @@ def _ln_infer(args, attrs):
     return data
 
 
-def _along(param: np.ndarray, axes: tuple[int, ...], ndim: int) -> np.ndarray:
+def along_axes(param: np.ndarray, axes: tuple[int, ...], ndim: int) -> np.ndarray:
     """``param``'s dims follow ``axes`` in the given order; put them at those axes, with 1 elsewhere."""
     order = np.argsort(axes)
     shape = [1] * ndim
@@ -256,13 +262,13 @@ def _ln_ref(data, gamma, beta, *, axes, epsilon, center, scale):
     axes = tuple(a % x.ndim for a in axes)
     y = (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + epsilon)
     if scale:
-        y = y * _along(gamma, axes, x.ndim)
+        y = y * along_axes(gamma, axes, x.ndim)
     if center:
-        y = y + _along(beta, axes, x.ndim)
+        y = y + along_axes(beta, axes, x.ndim)
     return y.astype(data.dtype)
 
 
-def _ln_axes(x: Expr, attrs: dict, who: str):
+def norm_axes_of(x: Expr, attrs: dict, who: str):
     """data's shape, the axes as listed (gamma's dim order) and sorted."""
     shape = known_shape(x, who)
     listed = tuple(ax % len(shape) for ax in attrs["axes"])
@@ -273,7 +279,7 @@ def _permute(e: Expr, perm: tuple) -> Expr:
     return e if perm == tuple(range(len(perm))) else op.permute_dims(e, perm)
 
 
-def _ln_spread(p: Expr, shape, listed) -> Expr:
+def spread_along(p: Expr, shape, listed) -> Expr:
     """gamma-shaped -> broadcastable against data; gamma itself when it is data's trailing dims in order."""
     if listed == tuple(range(len(shape) - len(listed), len(shape))):
         return p
@@ -284,7 +290,7 @@ def _ln_spread(p: Expr, shape, listed) -> Expr:
 def _ln_grad(orig, call, grad):
     x, gamma, beta = call.args
     a = call.attrs
-    shape, listed, axes = _ln_axes(x, a, call.op.name)
+    shape, listed, axes = norm_axes_of(x, a, call.op.name)
     others = tuple(i for i in range(len(shape)) if i not in axes)
     back = tuple(int(i) for i in np.argsort(np.argsort(listed)))
 
@@ -294,7 +300,7 @@ def _ln_grad(orig, call, grad):
     xc = x - op.mean(x, axes, True)
     rstd = op.rsqrt(op.mean(xc * xc, axes, True) + scalar(a["epsilon"], x))
     xhat = xc * rstd
-    dxhat = grad * _ln_spread(gamma, shape, listed) if a["scale"] else grad
+    dxhat = grad * spread_along(gamma, shape, listed) if a["scale"] else grad
     return [_normalized_grad(dxhat, xhat, rstd, axes), gather(grad * xhat) if a["scale"] else None,
             gather(grad) if a["center"] else None]
 
@@ -304,23 +310,23 @@ def _ln_decompose(call: Call) -> Expr:
     beta moved to their axes when those are not data's trailing dims in order."""
     x, gamma, beta = call.args
     a = call.attrs
-    shape, listed, axes = _ln_axes(x, a, call.op.name)
+    shape, listed, axes = norm_axes_of(x, a, call.op.name)
     dtype = sinfo_of(x).dtype
-    ct = _compute_dtype(dtype)
-    xw = _cast(x, ct)
+    ct = compute_dtype(dtype)
+    xw = cast_dtype(x, ct)
     y = (xw - op.mean(xw, axes, True)) / op.sqrt(op.variance(xw, axes, True) + scalar(a["epsilon"], xw))
     if a["scale"]:
-        y = y * _ln_spread(_cast(gamma, ct), shape, listed)
+        y = y * spread_along(cast_dtype(gamma, ct), shape, listed)
     if a["center"]:
-        y = y + _ln_spread(_cast(beta, ct), shape, listed)
-    return _cast(y, dtype)
+        y = y + spread_along(cast_dtype(beta, ct), shape, listed)
+    return cast_dtype(y, dtype)
 
 
 _LN_X = [_T((4, 6), "float32"), _T((6,), "float32"), _T((6,), "float32")]
 layer_norm = register(Op(
     name="relax.nn.layer_norm", inputs=("data", "gamma", "beta"), infer=_ln_infer, reference=_ln_ref,
     gradient=_ln_grad, decompose=_ln_decompose,
-    attrs={"axes": -1, "epsilon": 1e-5, "center": True, "scale": True}, canonicalize=_ln_canon, check_attrs=_ln_check,
+    attrs={"axes": -1, "epsilon": 1e-5, "center": True, "scale": True}, canonicalize=canonical_axes, check_attrs=_ln_check,
     samples=[Sample([_T((4, 6), "float32"), _T((6,), "float32"), _T((6,), "float32")]),
              Sample([_T(("n", 3, 4), "float32"), _T((3, 4), "float32"), _T((3, 4), "float32")], {"axes": (-2, -1)}),
              Sample([_T((2, 3, 4), "float64"), _T((4, 2), "float64"), _T((4, 2), "float64")], {"axes": (2, 0)}),

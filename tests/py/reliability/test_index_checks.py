@@ -79,6 +79,28 @@ class Module:
             nll = R.nn.nll_loss(p, y, reduction="sum", ignore_index=-100)
             R.output(nll)
         return nll
+
+    @R.function
+    def gather(x: R.Tensor((4, 3), "float32"), i: R.Tensor((2, 3), "int64")) -> R.Tensor((2, 3), "float32"):
+        with R.dataflow():
+            g = R.gather_elements(x, i, axis=0)
+            R.output(g)
+        return g
+
+    @R.function
+    def scatter(x: R.Tensor((4, 3), "float32"), i: R.Tensor((2, 3), "int32"),
+                u: R.Tensor((2, 3), "float32")) -> R.Tensor((4, 3), "float32"):
+        with R.dataflow():
+            s = R.scatter_elements(x, i, u, axis=0, reduction="add")
+            R.output(s)
+        return s
+
+    @R.function
+    def hot(i: R.Tensor(("n",), "int64")) -> R.Tensor(("n", 4), "float32"):
+        with R.dataflow():
+            h = R.one_hot(i, 1.0, 0.0, 4)
+            R.output(h)
+        return h
 '''
 
 # Runs in a fresh interpreter: compiles the module, makes each call, prints one JSON line per call.
@@ -237,3 +259,36 @@ def test_an_empty_axis_has_no_valid_index(run):
                                         "(flat, shape (2,)) is out of range for axis 0 of size 0"}
     assert results[1]["IndexError"].startswith("take_dyn: binding 'rows': relax.take: index 0 at position 0 ")
     assert results[2] == {"ok": []}  # no index, nothing to check: an empty result
+
+
+def test_gather_and_scatter_elements_check_their_indices(run):
+    ok = np.array([[0, -1, 2], [3, 3, -4]])
+    u = np.ones((2, 3), np.float32)
+    results = run(("gather", (X, ok)), ("gather", (X, [[0, 1, 2], [4, 0, 0]])), ("gather", (X, [[0, -5, 0], [0, 0, 0]])),
+                  ("scatter", (X, ok.astype(np.int32), u)), ("scatter", (X, np.array([[0, 0, 0], [0, 9, 0]], np.int32), u)))
+    assert results[0] == {"ok": np.take_along_axis(X, ok % 4, axis=0).tolist()}
+    where = "gather: binding 'g': relax.gather_elements: index"
+    assert results[1] == {"IndexError": f"{where} 4 at position 3 of the indices (flat, shape (2, 3)) is out of "
+                                        "range for axis 0 of size 4"}
+    assert results[2]["IndexError"].startswith(f"{where} -5 at position 1 ")
+    want = X.copy()
+    np.add.at(want, (ok % 4, np.arange(3)[None].repeat(2, 0)), u)
+    assert results[3] == {"ok": want.tolist()}
+    assert results[4]["IndexError"].startswith("scatter: binding 's': relax.scatter_elements: index 9 at position 4 ")
+
+
+def test_one_hot_takes_only_zero_to_depth(run):
+    results = run(("hot", (np.array([0, 3, 1]),)), ("hot", (np.array([0, 4]),)), ("hot", (np.array([-1, 0]),)))
+    assert results[0] == {"ok": np.eye(4)[[0, 3, 1]].tolist()}
+    message = "hot: binding 'h': relax.one_hot: index {} at position {} of the indices (flat, shape (?,)) is out " \
+              "of range for axis 1 of size 4 (one_hot takes [0, 4))"
+    assert results[1] == {"IndexError": message.format(4, 1)}
+    assert results[2] == {"IndexError": message.format(-1, 0)}
+
+
+def test_the_interpreter_checks_the_element_indices_too():
+    mod = _module()
+    with pytest.raises(IndexError, match="index 4 at position 3 is out of range"):
+        relax_mlir.interpret(mod, "gather", X, np.array([[0, 1, 2], [4, 0, 0]]))
+    with pytest.raises(IndexError, match="relax.one_hot: index -1 at position 0"):
+        relax_mlir.interpret(mod, "hot", np.array([-1, 0]))
