@@ -180,7 +180,8 @@ def bad_data(tmp_path):
                                                     "positive number; --nesterov needs --optimizer momentum"),
     (["--lr", "1e6", "--epochs", "1"], "the loss became nan"),
     (["--resume", "{dir}/absent.npz"], "--resume {dir}/absent.npz: no such file"),
-    (["--resume", "{missing}"], "not a checkpoint written by `relax-mlir train --save`"),
+    (["--resume", "{missing}"], "an .npz without a 'format' entry (it holds x_train, y_train); expected a "
+                               "relax-mlir checkpoint (format 1)"),
     (["--plot", "{dir}/no/such/dir/curves.png"], "does not exist"),
     (["--save", "{dir}"], "is a directory"),
 ])
