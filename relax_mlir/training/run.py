@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ import numpy as np
 from .checkpoint_io import Checkpoint, CheckpointError, read_checkpoint
 from .config import MODELS, TrainConfig, check_output_path, make_optimizer
 from .data import Dataset, batches, load_data
+from .nan_policy import NonFiniteError
 
 @dataclass
 class History:
@@ -115,7 +115,8 @@ def _saved_history(extra: dict) -> History:
 def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool = True) -> History:
     """Train as ``cfg`` says; returns the history (and writes ``cfg.save`` after every epoch).
 
-    Raises ``ValueError`` (bad settings, data or checkpoint) or ``FloatingPointError`` (the loss diverged)."""
+    Raises ``ValueError`` (bad settings, data or checkpoint) or ``NonFiniteError`` (a step diverged: the
+    checkpoint of the last whole epoch is kept)."""
     problems = cfg.problems()
     if problems:
         raise ValueError("; ".join(problems))
@@ -140,11 +141,28 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool =
         f"{cfg.target} in {time.perf_counter() - start_compile:.2f} s")
     if extra is not None:
         log(f"resumed from {cfg.resume} after epoch {first_epoch} (step {trainer.step})")
+    resaved = cfg.resume and cfg.save and os.path.exists(cfg.save) and os.path.samefile(cfg.resume, cfg.save)
+    saved = first_epoch if resaved else 0  # whole epochs in the file --save names
     for epoch in range(first_epoch, cfg.epochs):
-        _run_epoch(trainer, cfg, data, epoch, history, log, progress)
+        try:
+            _run_epoch(trainer, cfg, data, epoch, history, log, progress)
+        except NonFiniteError as exc:
+            raise _diverged(exc, cfg, epoch, saved) from None
         if cfg.save:
             _save(trainer, cfg, epoch, fingerprint, history)
+            saved = epoch + 1
     return history
+
+
+def _diverged(exc: NonFiniteError, cfg: TrainConfig, epoch: int, saved: int) -> NonFiniteError:
+    """The Trainer's error with the epoch, the advice and where the last good checkpoint is (the file --save
+    wrote after the last whole epoch; a step that diverged never reaches it)."""
+    kept = ""
+    if cfg.save:
+        kept = (f"; the last good checkpoint is {cfg.save} (after epoch {saved}; --resume it with a lower --lr)"
+                if saved else f"; no checkpoint was written ({cfg.save} is saved after each whole epoch)")
+    return NonFiniteError(f"{exc} (epoch {epoch + 1}); lower the learning rate (--lr {cfg.lr}){kept}",
+                          exc.step, exc.tensor, exc.index, exc.batch_index)
 
 
 def _save(trainer, cfg: TrainConfig, epoch: int, fingerprint: str, history: History) -> None:
@@ -162,10 +180,7 @@ def _run_epoch(trainer, cfg: TrainConfig, data: Dataset, epoch: int, history: Hi
     steps = _progress(order, f"epoch {epoch + 1}/{cfg.epochs}", progress)
     for idx in steps:
         loss = float(trainer.update_params(_inputs(cfg, data.x_train[idx]), data.y_train[idx]).numpy())
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"the loss became {loss} at step {trainer.step} (epoch {epoch + 1}); "
-                                     f"lower the learning rate (--lr {cfg.lr})")
-        losses.append(loss)
+        losses.append(loss)  # finite: the Trainer (nan_policy="raise") refuses a non-finite step
         if progress:
             steps.set_postfix(loss=f"{loss:.3f}", refresh=False)
     seconds = time.perf_counter() - t0

@@ -14,6 +14,7 @@ Every batch is checked (shapes, dtypes, class labels in range) before native cod
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -24,6 +25,7 @@ from ..ir.struct_info import TensorStructInfo
 from ..ir.sym import SymDim
 from ..op.random import fold_in
 from . import checkpoint_io
+from .nan_policy import FiniteCheck, check_policy, non_finite_error
 
 
 class NDArray(np.ndarray):
@@ -54,9 +56,14 @@ class Trainer:
 
     ``Trainer(backbone_module, param_num, setup_trainer)`` (the tutorial's form) applies ``setup_trainer``;
     ``Trainer(train_module)`` takes a module ``SetupTrainer`` already made.
+    ``nan_policy`` ("raise", "skip" or "ignore", see ``nan_policy.py``) says what a step that produces a NaN or
+    an infinity does; with "raise" and "skip" such a step leaves every parameter, state and optimizer array as
+    it was.
     """
 
-    def __init__(self, mod: IRModule, param_num: Optional[int] = None, setup_trainer=None, seed: int = 0):
+    def __init__(self, mod: IRModule, param_num: Optional[int] = None, setup_trainer=None, seed: int = 0,
+                 nan_policy: str = "raise"):
+        self.nan_policy = check_policy(nan_policy)  # see nan_policy.py: what is checked after each step, and why
         if setup_trainer is not None:
             if param_num is not None and mod.attrs.get("param_num", param_num) != param_num:
                 raise ValueError(f"Trainer: param_num={param_num} disagrees with the module's "
@@ -86,7 +93,8 @@ class Trainer:
         self.states = [np.full(_static_shape(v), fills.get(v.name_hint, 0), to_numpy(v.struct_info.dtype))
                        for v in self.state_vars]
         self.optim_state = [np.array(a, copy=True) for a in mod.attrs["optim_state"]]
-        self.step, self.seed = 0, seed
+        self.step, self.seed, self.skipped_steps = 0, seed, 0
+        self._finite = FiniteCheck()
         self.vm = None
 
     # -- building ---------------------------------------------------------------------------------
@@ -192,9 +200,25 @@ class Trainer:
         key = [fold_in(self.seed, self.step)] if self.has_rng_key else []
         loss, params, states, optim = vm["update_params"](*inputs, *self.params, *self.states, *targets, *key,
                                                           *self.optim_state)
+        # The outputs are fresh buffers: a refused step is one whose outputs are not adopted.
+        if self.nan_policy != "ignore" and not self._finite.all_finite([loss, *params, *states, *optim]):
+            self._refuse(loss, params, states, optim, inputs)
+            return _nd(loss)
         self.params, self.states, self.optim_state = list(params), list(states), list(optim)
         self.step += 1
         return _nd(loss)
+
+    def _refuse(self, loss, params, states, optim, inputs) -> None:
+        """Raise NonFiniteError (policy "raise") or warn and count the skipped step (policy "skip")."""
+        outputs = [("loss", np.asarray(loss))]
+        outputs += [(f"parameter {v.name_hint!r}", a) for v, a in zip(self.param_vars, params)]
+        outputs += [(f"state {v.name_hint!r}", a) for v, a in zip(self.state_vars, states)]
+        outputs += [(f"optimizer state {i}", a) for i, a in enumerate(optim)]
+        error = non_finite_error(self.step, outputs, [(v.name_hint, a) for v, a in zip(self.input_vars, inputs)])
+        if self.nan_policy == "raise":
+            raise error
+        self.skipped_steps += 1
+        warnings.warn(f"{error} (skipped: {self.skipped_steps} so far)", RuntimeWarning, stacklevel=3)
 
     update = update_params  # TVM 0.27's name
 
