@@ -87,8 +87,7 @@ def read_checkpoint(path: str, where: str) -> Checkpoint:
     """Read every array of the checkpoint at ``path`` (no unpickling), checking the file is a relax-mlir
     checkpoint: raises :class:`CheckpointError` (or ``FileNotFoundError`` for a missing file) otherwise.
     ``where`` starts every message and names the file (``"Trainer.load: ckpt.npz"``, ``"--resume ckpt.npz"``)."""
-    _check_file(path, where)
-    arrays = _read_members(path, where)
+    arrays = read_npz(path, where, CheckpointError, _CHECKPOINT)
     _check_format(arrays, where)
     for key in ("step", "seed"):
         value = arrays.get(key)
@@ -99,25 +98,36 @@ def read_checkpoint(path: str, where: str) -> Checkpoint:
     return Checkpoint(path, arrays, int(arrays["step"]), int(arrays["seed"]), extra)
 
 
-def _check_file(path: str, where: str) -> None:
+_CHECKPOINT = "a checkpoint (.npz) written by Trainer.save or --save"
+
+
+def read_npz(path: str, where: str, error: type = CheckpointError, expected: str = "an .npz archive of arrays"
+             ) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` at ``path``, read without unpickling. A missing file raises
+    ``FileNotFoundError``; a directory, an empty file, a single ``.npy``, a file that is not a zip, a truncated
+    or damaged archive, a member that is not ``.npy`` or holds Python objects raise ``error`` (a ValueError
+    subclass) with a message that starts with ``where`` and ends with ``expected <expected>``."""
+    _check_file(path, where, error, expected)
+    return _read_members(path, where, error, expected)
+
+
+def _check_file(path: str, where: str, error: type, expected: str) -> None:
     """Missing, a directory, empty, or a file that is not a zip archive: said before zipfile sees it."""
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{where}: no such file; expected a checkpoint written by Trainer.save or --save")
+        raise FileNotFoundError(f"{where}: no such file; expected {expected}")
     if os.path.isdir(path):
-        raise CheckpointError(f"{where}: is a directory; expected a checkpoint file (.npz)")
+        raise error(f"{where}: is a directory; expected {expected}")
     with open(path, "rb") as f:
         head = f.read(8)
     if not head:
-        raise CheckpointError(f"{where}: the file is empty; expected a checkpoint (.npz, a zip archive)")
+        raise error(f"{where}: the file is empty; expected {expected}")
     if head.startswith(_NPY_MAGIC):
-        raise CheckpointError(f"{where}: a single .npy array, not a checkpoint; expected an .npz written by "
-                              "Trainer.save or --save")
+        raise error(f"{where}: a single .npy array, not an .npz archive; expected {expected}")
     if not head.startswith(_ZIP_MAGIC):
-        raise CheckpointError(f"{where}: not a zip archive (it starts with {head!r}); expected a checkpoint "
-                              "(.npz) written by Trainer.save or --save")
+        raise error(f"{where}: not a zip archive (it starts with {head!r}); expected {expected}")
 
 
-def _read_members(path: str, where: str) -> dict[str, np.ndarray]:
+def _read_members(path: str, where: str, error: type, expected: str) -> dict[str, np.ndarray]:
     """Every ``.npy`` member; a truncated or damaged archive, a member that is not ``.npy`` or that holds
     Python objects (which would need unpickling) is refused."""
     try:
@@ -125,24 +135,23 @@ def _read_members(path: str, where: str) -> dict[str, np.ndarray]:
             infos = z.infolist()
             others = [i.filename for i in infos if not i.filename.endswith(".npy")]
             if others:
-                raise CheckpointError(f"{where}: a zip archive that is not a checkpoint: it holds "
-                                      f"{_listing(others)}; expected only .npy arrays (an .npz)")
-            return {i.filename[:-len(".npy")]: _read_member(z, i, where) for i in infos}
+                raise error(f"{where}: a zip archive that is not an .npz: it holds {_listing(others)}; expected "
+                            f"only .npy arrays, {expected}")
+            return {i.filename[:-len(".npy")]: _read_member(z, i, where, error) for i in infos}
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
-        raise CheckpointError(f"{where}: truncated or damaged ({exc}); expected a complete checkpoint (.npz) "
-                              "written by Trainer.save or --save") from None
+        raise error(f"{where}: truncated or damaged ({exc}); expected a complete {expected.removeprefix('a ')}") \
+            from None
 
 
-def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> np.ndarray:
+def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, error: type) -> np.ndarray:
     with z.open(info) as f:
         try:
             return np.lib.format.read_array(f, allow_pickle=False)
         except ValueError as exc:
             if "pickle" in str(exc) or "Object arrays" in str(exc):
-                raise CheckpointError(f"{where}: the entry {info.filename} holds Python objects, which loading "
-                                      "never unpickles; expected numeric arrays") from None
-            raise CheckpointError(f"{where}: the entry {info.filename} is not a readable .npy array ({exc})") \
-                from None
+                raise error(f"{where}: the entry {info.filename} holds Python objects, which loading never "
+                            "unpickles; expected numeric arrays") from None
+            raise error(f"{where}: the entry {info.filename} is not a readable .npy array ({exc})") from None
 
 
 def _check_format(arrays: Mapping[str, np.ndarray], where: str) -> None:

@@ -86,16 +86,16 @@ def _malformed(tmp_path, saved) -> dict[str, tuple[str, str]]:
     inf_opt[0, 0] = -np.inf
     d = str(tmp_path)
     return {
-        "missing": (d + "/absent.npz", r"absent.npz: no such file; expected a checkpoint written by Trainer.save"),
-        "directory": (d, r": is a directory; expected a checkpoint file \(.npz\)"),
-        "empty": (d + "/empty.npz", r"empty.npz: the file is empty; expected a checkpoint \(.npz, a zip archive\)"),
+        "missing": (d + "/absent.npz", r"absent.npz: no such file; expected a checkpoint \(.npz\) written by Trainer.save or --save$"),
+        "directory": (d, r": is a directory; expected a checkpoint \(.npz\)"),
+        "empty": (d + "/empty.npz", r"empty.npz: the file is empty; expected a checkpoint \(.npz\) written by Trainer.save or --save$"),
         "truncated": (d + "/truncated.npz", r"truncated.npz: truncated or damaged \(.*\); expected a complete "
                                             r"checkpoint"),
         "text": (d + "/text.npz", r"text.npz: not a zip archive \(it starts with b'w0 = \[\[0'\); expected a "
                                   r"checkpoint \(.npz\)"),
-        "npy": (d + "/single.npy", r"single.npy: a single .npy array, not a checkpoint; expected an .npz"),
-        "foreign zip": (d + "/other.zip", r"other.zip: a zip archive that is not a checkpoint: it holds readme.txt; "
-                                          r"expected only .npy arrays"),
+        "npy": (d + "/single.npy", r"single.npy: a single .npy array, not an .npz archive; expected a checkpoint \(.npz\)"),
+        "foreign zip": (d + "/other.zip", r"other.zip: a zip archive that is not an .npz: it holds readme.txt; "
+                                          r"expected only .npy arrays, a checkpoint"),
         "pickled": (d + "/pickled.npz", r"pickled.npz: the entry format.npy holds Python objects, which loading "
                                         r"never unpickles; expected numeric arrays"),
         "foreign npz": (_rewrite(tmp_path, {"x": np.zeros(2)}, "data.npz"),
@@ -137,7 +137,7 @@ def test_malformed_checkpoint_gets_one_clear_message(tmp_path, saved, case):
     assert str(info.value).startswith(f"Trainer.load: {path}")
     assert len(str(info.value).splitlines()) == 1
     if case == "directory":
-        assert "is a directory; expected a checkpoint file" in str(info.value)
+        assert "is a directory; expected a checkpoint (.npz)" in str(info.value)
     _assert_is_version(trainer, 7)  # a refused file changes nothing
 
 
