@@ -163,7 +163,12 @@ def const(value, dtype: Optional[str] = None) -> Constant:
             raise ValueError(f"R.const: {exc}; expected a value {dtype} holds") from None
     arr = np.asarray(value)
     if arr.dtype == np.float64 and not isinstance(value, (np.ndarray, np.generic)):
-        arr = arr.astype(np.float32)  # Python floats default to float32, as in TVM
+        with np.errstate(over="ignore"):
+            narrow = arr.astype(np.float32)  # Python floats default to float32, as in TVM
+        if (np.isinf(narrow) & np.isfinite(arr)).any():
+            raise ValueError(f"R.const: {value!r} overflows float32 (largest {np.finfo(np.float32).max:.4g}); "
+                             "expected a float32 value, or give dtype='float64'")
+        arr = narrow
     elif arr.dtype.kind in "iu" and not isinstance(value, (np.ndarray, np.generic)):
         arr = arr.astype(np.int64)
     return Constant(arr)

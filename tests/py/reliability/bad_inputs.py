@@ -162,6 +162,10 @@ CASES: dict[str, tuple[str, Callable[[], object], str, str]] = {
         _var("a", (2,)), [1, 2]), "TypeError", r"^relax.add: expected a Relax expression, got list"),
     "op: R.const beyond int64": ("op inference", lambda: __import__("relax_mlir.ir.expr", fromlist=["const"]).const(
         2**70), "ValueError", r"^R.const: the integer 1180591620717411303424 does not fit int64"),
+    "op: R.const beyond float32": ("op inference", lambda: __import__("relax_mlir.ir.expr", fromlist=["const"])
+                                   .const(1e39), "ValueError", r"^R.const: 1e\+39 overflows float32 \(largest "
+                                                               r"3.403e\+38\); expected a float32 value, or give "
+                                                               r"dtype='float64'$"),
     "op: R.const out of its dtype": ("op inference", lambda: __import__("relax_mlir.ir.expr", fromlist=["const"])
                                      .const(300, "int8"), "ValueError", r"^R.const: .*300.*int8"),
     "pass: names as a string": ("pass options", lambda: _pass(lambda: _transform().DeadCodeElimination(
