@@ -153,14 +153,24 @@ def const(value, dtype: Optional[str] = None) -> Constant:
     """``R.const``: a constant tensor from a scalar or array; Python floats default to float32."""
     from .dtype import to_numpy
 
-    if dtype is None:
-        arr = np.asarray(value)
-        if arr.dtype == np.float64 and not isinstance(value, (np.ndarray, np.generic)):
-            arr = arr.astype(np.float32)  # Python floats default to float32, as in TVM
-        elif arr.dtype.kind in "iu" and not isinstance(value, (np.ndarray, np.generic)):
-            arr = arr.astype(np.int64)
-    else:
-        arr = np.asarray(value, dtype=to_numpy(check_dtype(dtype, "R.const")))
+    if isinstance(value, int) and not isinstance(value, bool) and dtype is None and not -2**63 <= value < 2**63:
+        raise ValueError(f"R.const: the integer {value} does not fit int64, the dtype of an integer constant; "
+                         "expected -2**63 <= value < 2**63 (or give a float)")
+    if dtype is not None:
+        try:
+            return Constant(np.asarray(value, dtype=to_numpy(check_dtype(dtype, "R.const"))))
+        except OverflowError as exc:  # NumPy's refusal of an out-of-range Python integer, as the ValueError it is
+            raise ValueError(f"R.const: {exc}; expected a value {dtype} holds") from None
+    arr = np.asarray(value)
+    if arr.dtype == np.float64 and not isinstance(value, (np.ndarray, np.generic)):
+        with np.errstate(over="ignore"):
+            narrow = arr.astype(np.float32)  # Python floats default to float32, as in TVM
+        if (np.isinf(narrow) & np.isfinite(arr)).any():
+            raise ValueError(f"R.const: {value!r} overflows float32 (largest {np.finfo(np.float32).max:.4g}); "
+                             "expected a float32 value, or give dtype='float64'")
+        arr = narrow
+    elif arr.dtype.kind in "iu" and not isinstance(value, (np.ndarray, np.generic)):
+        arr = arr.astype(np.int64)
     return Constant(arr)
 
 

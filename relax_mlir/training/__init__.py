@@ -6,3 +6,5 @@ from .optimizer import SGD, Adam, AdamW, MomentumSGD, Optimizer
 from .utils import append_loss
 from .setup_trainer import SetupTrainer
 from .trainer import Trainer
+from .nan_policy import NonFiniteError
+from .checkpoint_io import CheckpointError

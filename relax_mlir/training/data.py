@@ -10,12 +10,13 @@ from __future__ import annotations
 import gzip
 import math
 import os
-import zipfile
 import zlib
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Optional
 
 import numpy as np
+
+from .checkpoint_io import read_npz
 
 SPLIT_SEED = 0  # the 80/20 split of digits (and of an npz's x, y) is the same whatever --seed says
 _KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -144,12 +145,9 @@ def load_idx_dir(directory: str) -> Dataset:
 def load_npz(path: str, seed: int = SPLIT_SEED) -> Dataset:
     """Arrays ``x_train, y_train, x_test, y_test``, or ``x, y`` split 80/20 with ``seed``."""
     try:
-        with np.load(path, allow_pickle=False) as f:
-            arrays = {k: f[k] for k in f.files}
+        arrays = read_npz(path, path, DataError, "an .npz of arrays (x_train, y_train, x_test, y_test, or x and y)")
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
-    except (zipfile.BadZipFile, ValueError, EOFError, OSError) as exc:
-        raise DataError(f"{path}: not a readable .npz archive ({exc})") from None
     if not all(k in arrays for k in _KEYS) and "x" in arrays and "y" in arrays:
         x, y = arrays["x"], arrays["y"]
         if len(x) != len(y):

@@ -33,6 +33,19 @@ def _high_precision_subtract(lhs: Union[float, Decimal], rhs: Union[float, Decim
     return float(Decimal(str(lhs)) - Decimal(str(rhs)))
 
 
+def _hyper(where: str, name: str, value, low: float = 0.0, below: Optional[float] = None) -> float:
+    """A hyper-parameter as a float, refused unless it is a finite number ``>= low`` (and ``< below``): a
+    negative learning rate or a beta of 1.5 would train silently wrong (PyTorch refuses the same)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: {name} must be a number, got {value!r}") from None
+    if not np.isfinite(number) or number < low or (below is not None and number >= below):
+        bound = f"in [{low:g}, {below:g})" if below is not None else f"a finite number >= {low:g}"
+        raise ValueError(f"{where}: {name} must be {bound}, got {value!r}")
+    return number
+
+
 class Optimizer:
     """Base class: ``Optimizer(name)``; ``init(params)`` then ``get_function()``, with ``state`` the initial state.
 
@@ -199,8 +212,8 @@ class SGD(Optimizer):
 
     def __init__(self, lr: float, weight_decay: float = 0) -> None:
         super().__init__("SGD")
-        self.lr = float(lr)
-        self.weight_decay = float(weight_decay)
+        self.lr = _hyper("SGD", "lr", lr)
+        self.weight_decay = _hyper("SGD", "weight_decay", weight_decay)
 
     def _emit_step(self, bb, params, gradients, optim_states):
         num_steps_new = self._emit_num_steps(bb, optim_states)
@@ -236,10 +249,10 @@ class MomentumSGD(Optimizer):
     def __init__(self, lr: float, momentum: float, dampening: float = 0, weight_decay: float = 0,
                  nesterov: bool = False) -> None:
         super().__init__("MomentumSGD")
-        self.lr = float(lr)
-        self.momentum = float(momentum)
-        self.dampening = float(dampening)
-        self.weight_decay = float(weight_decay)
+        self.lr = _hyper("MomentumSGD", "lr", lr)
+        self.momentum = _hyper("MomentumSGD", "momentum", momentum)
+        self.dampening = _hyper("MomentumSGD", "dampening", dampening, below=1.0)
+        self.weight_decay = _hyper("MomentumSGD", "weight_decay", weight_decay)
         self.nesterov = bool(nesterov)
 
     def _initial_state(self):
@@ -285,11 +298,14 @@ class Adam(Optimizer):
 
     def __init__(self, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0) -> None:
-        super().__init__(type(self).__name__)
-        self.lr = float(lr)
-        self.beta1, self.beta2 = float(betas[0]), float(betas[1])
-        self.eps = float(eps)
-        self.weight_decay = float(weight_decay)
+        where = type(self).__name__
+        super().__init__(where)
+        self.lr = _hyper(where, "lr", lr)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise TypeError(f"{where}: betas must be a pair (beta1, beta2), got {betas!r}")
+        self.beta1, self.beta2 = (_hyper(where, f"betas[{i}]", b, below=1.0) for i, b in enumerate(betas))
+        self.eps = _hyper(where, "eps", eps)
+        self.weight_decay = _hyper(where, "weight_decay", weight_decay)
 
     def _initial_state(self):
         zeros = self._zeros_like_params()

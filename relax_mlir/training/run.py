@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import time
-import zipfile
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
+from .checkpoint_io import Checkpoint, CheckpointError, read_checkpoint
 from .config import MODELS, TrainConfig, check_output_path, make_optimizer
 from .data import Dataset, batches, load_data
+from .nan_policy import NonFiniteError
 
 @dataclass
 class History:
@@ -34,8 +34,9 @@ class History:
     step_loss: list[float] = field(default_factory=list)
 
 
-def make_trainer(cfg: TrainConfig, data: Dataset):
-    """The backbone for ``cfg.model``, set up with softmax cross-entropy and the optimizer, built, initialised."""
+def make_trainer(cfg: TrainConfig, data: Dataset, ckpt: Optional[Checkpoint] = None):
+    """The backbone for ``cfg.model``, set up with softmax cross-entropy and the optimizer, initialised (or
+    restored from ``ckpt``, checked against the model before compiling), built."""
     from ..ir.struct_info import TensorStructInfo
     from ..models import cnn, mlp
     from .loss import CrossEntropyLoss
@@ -52,9 +53,11 @@ def make_trainer(cfg: TrainConfig, data: Dataset):
     setup = SetupTrainer(CrossEntropyLoss(reduction=cfg.reduction), make_optimizer(cfg),
                          [TensorStructInfo((b, classes), "float32"), TensorStructInfo((b,), "int64")])
     trainer = Trainer(backbone, int(backbone.attrs["param_num"]), setup, seed=cfg.seed)
-    trainer.build(target=cfg.target, opt_level=cfg.opt_level)
-    trainer.xavier_uniform_init_params()  # states start as the model says (its "state_init" attribute)
-    return trainer
+    if ckpt is not None:
+        trainer.restore(ckpt, f"--resume {ckpt.path}")  # a checkpoint of another model is refused before compiling
+    else:
+        trainer.xavier_uniform_init_params()  # states start as the model says (its "state_init" attribute)
+    return trainer.build(target=cfg.target, opt_level=cfg.opt_level)
 
 
 def _inputs(cfg: TrainConfig, x: np.ndarray) -> np.ndarray:
@@ -83,18 +86,13 @@ def data_fingerprint(data: Dataset) -> str:
     return h.hexdigest()
 
 
-def _read_checkpoint_extra(path: str) -> dict:
-    """The run's record in a checkpoint (``extra/*``), read before compiling so mismatches fail fast."""
-    if not os.path.isfile(path):
-        raise ValueError(f"--resume {path}: no such file")
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            extra = {k[len("extra/"):]: f[k] for k in f.files if k.startswith("extra/")}
-    except (zipfile.BadZipFile, ValueError, EOFError, OSError) as exc:
-        raise ValueError(f"--resume {path}: not a checkpoint written by --save ({exc})") from None
-    if "config" not in extra or "epoch" not in extra:
-        raise ValueError(f"--resume {path}: not a checkpoint written by `relax-mlir train --save`")
-    return extra
+def _read_resume(path: str) -> Checkpoint:
+    """The checkpoint to resume, read and checked before the data are loaded and anything is compiled."""
+    ckpt = read_checkpoint(path, f"--resume {path}")
+    if "config" not in ckpt.extra or "epoch" not in ckpt.extra:
+        raise CheckpointError(f"--resume {path}: a Trainer.save checkpoint without the run's record (extra/config, "
+                              "extra/epoch); expected a checkpoint written by `relax-mlir train --save`")
+    return ckpt
 
 
 def _check_resumable(path: str, extra: dict, cfg: TrainConfig, fingerprint: str) -> None:
@@ -114,22 +112,17 @@ def _saved_history(extra: dict) -> History:
                                                                         "step_loss")))
 
 
-def _restore(trainer, path: str) -> None:
-    try:
-        trainer.load(path)
-    except (KeyError, ValueError) as exc:
-        raise ValueError(f"--resume {path}: does not fit this model ({exc})") from None
-
-
 def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool = True) -> History:
     """Train as ``cfg`` says; returns the history (and writes ``cfg.save`` after every epoch).
 
-    Raises ``ValueError`` (bad settings, data or checkpoint) or ``FloatingPointError`` (the loss diverged)."""
+    Raises ``ValueError`` (bad settings, data or checkpoint) or ``NonFiniteError`` (a step diverged: the
+    checkpoint of the last whole epoch is kept)."""
     problems = cfg.problems()
     if problems:
         raise ValueError("; ".join(problems))
     check_output_path(cfg.save, "--save")
-    extra = _read_checkpoint_extra(cfg.resume) if cfg.resume else None
+    ckpt = _read_resume(cfg.resume) if cfg.resume else None
+    extra = ckpt.extra if ckpt else None
     data = load_data(cfg.data)
     if len(data.x_train) < cfg.batch_size:
         raise ValueError(f"--batch-size {cfg.batch_size}: the training set has only {len(data.x_train)} examples")
@@ -142,18 +135,34 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool =
             log(f"nothing to train: {cfg.resume} holds {first_epoch} epochs, --epochs is {cfg.epochs}")
             return history
     start_compile = time.perf_counter()
-    trainer = make_trainer(cfg, data)
+    trainer = make_trainer(cfg, data, ckpt)
     log(f"{data.name}: {len(data.x_train)} training / {len(data.x_test)} test examples, "
         f"{'x'.join(map(str, data.image_shape))} images, {data.num_classes} classes; {cfg.model} compiled for "
         f"{cfg.target} in {time.perf_counter() - start_compile:.2f} s")
     if extra is not None:
-        _restore(trainer, cfg.resume)
         log(f"resumed from {cfg.resume} after epoch {first_epoch} (step {trainer.step})")
+    resaved = cfg.resume and cfg.save and os.path.exists(cfg.save) and os.path.samefile(cfg.resume, cfg.save)
+    saved = first_epoch if resaved else 0  # whole epochs in the file --save names
     for epoch in range(first_epoch, cfg.epochs):
-        _run_epoch(trainer, cfg, data, epoch, history, log, progress)
+        try:
+            _run_epoch(trainer, cfg, data, epoch, history, log, progress)
+        except NonFiniteError as exc:
+            raise _diverged(exc, cfg, epoch, saved) from None
         if cfg.save:
             _save(trainer, cfg, epoch, fingerprint, history)
+            saved = epoch + 1
     return history
+
+
+def _diverged(exc: NonFiniteError, cfg: TrainConfig, epoch: int, saved: int) -> NonFiniteError:
+    """The Trainer's error with the epoch, the advice and where the last good checkpoint is (the file --save
+    wrote after the last whole epoch; a step that diverged never reaches it)."""
+    kept = ""
+    if cfg.save:
+        kept = (f"; the last good checkpoint is {cfg.save} (after epoch {saved}; --resume it with a lower --lr)"
+                if saved else f"; no checkpoint was written ({cfg.save} is saved after each whole epoch)")
+    return NonFiniteError(f"{exc} (epoch {epoch + 1}); lower the learning rate (--lr {cfg.lr}){kept}",
+                          exc.step, exc.tensor, exc.index, exc.batch_index)
 
 
 def _save(trainer, cfg: TrainConfig, epoch: int, fingerprint: str, history: History) -> None:
@@ -171,10 +180,7 @@ def _run_epoch(trainer, cfg: TrainConfig, data: Dataset, epoch: int, history: Hi
     steps = _progress(order, f"epoch {epoch + 1}/{cfg.epochs}", progress)
     for idx in steps:
         loss = float(trainer.update_params(_inputs(cfg, data.x_train[idx]), data.y_train[idx]).numpy())
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"the loss became {loss} at step {trainer.step} (epoch {epoch + 1}); "
-                                     f"lower the learning rate (--lr {cfg.lr})")
-        losses.append(loss)
+        losses.append(loss)  # finite: the Trainer (nan_policy="raise") refuses a non-finite step
         if progress:
             steps.set_postfix(loss=f"{loss:.3f}", refresh=False)
     seconds = time.perf_counter() - t0

@@ -19,6 +19,7 @@ initial state, a tuple of NumPy arrays).
 
 from __future__ import annotations
 
+import inspect
 from typing import Sequence
 
 from ..ir.block_builder import BlockBuilder
@@ -71,6 +72,7 @@ class SetupTrainer:
             raise TypeError("SetupTrainer: optimizer must be a relax_mlir.training.optimizer.Optimizer, "
                             f"got {type(optimizer).__name__}")
         self.loss, self.optimizer, self.loss_args, self.legalize = loss, optimizer, list(loss_args), legalize
+        _check_loss_arity(loss, self.loss_args)
 
     # -- checks -------------------------------------------------------------------------------------
     def _check(self, mod: IRModule) -> tuple[int, int, int]:
@@ -155,3 +157,15 @@ class SetupTrainer:
         tmp = transform.Sequential([transform.CanonicalizeBindings(), transform.DeadCodeElimination()])(tmp)
         return tmp["update_params"]
 
+
+def _check_loss_arity(loss: Loss, loss_args: list) -> None:
+    """``loss_args`` must fit the loss's call (``(predictions, targets)``, some losses take ``weights`` too):
+    said up front, not as Python's "missing 1 required positional argument" from inside SetupTrainer."""
+    signature = inspect.signature(loss.__call__)
+    try:
+        signature.bind(*loss_args)
+    except TypeError:
+        wanted = ", ".join(p.name if p.default is inspect.Parameter.empty else f"[{p.name}]"
+                           for p in signature.parameters.values())
+        raise TypeError(f"SetupTrainer: {type(loss).__name__} takes loss_args ({wanted}), got {len(loss_args)} "
+                        "struct info(s)") from None

@@ -14,8 +14,7 @@ Every batch is checked (shapes, dtypes, class labels in range) before native cod
 
 from __future__ import annotations
 
-import os
-import tempfile
+import warnings
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -25,8 +24,8 @@ from ..ir.module import IRModule
 from ..ir.struct_info import TensorStructInfo
 from ..ir.sym import SymDim
 from ..op.random import fold_in
-
-_FORMAT = 1
+from . import checkpoint_io
+from .nan_policy import FiniteCheck, check_policy, non_finite_error
 
 
 class NDArray(np.ndarray):
@@ -57,9 +56,14 @@ class Trainer:
 
     ``Trainer(backbone_module, param_num, setup_trainer)`` (the tutorial's form) applies ``setup_trainer``;
     ``Trainer(train_module)`` takes a module ``SetupTrainer`` already made.
+    ``nan_policy`` ("raise", "skip" or "ignore", see ``nan_policy.py``) says what a step that produces a NaN or
+    an infinity does; with "raise" and "skip" such a step leaves every parameter, state and optimizer array as
+    it was.
     """
 
-    def __init__(self, mod: IRModule, param_num: Optional[int] = None, setup_trainer=None, seed: int = 0):
+    def __init__(self, mod: IRModule, param_num: Optional[int] = None, setup_trainer=None, seed: int = 0,
+                 nan_policy: str = "raise"):
+        self.nan_policy = check_policy(nan_policy)  # see nan_policy.py: what is checked after each step, and why
         if setup_trainer is not None:
             if param_num is not None and mod.attrs.get("param_num", param_num) != param_num:
                 raise ValueError(f"Trainer: param_num={param_num} disagrees with the module's "
@@ -89,7 +93,8 @@ class Trainer:
         self.states = [np.full(_static_shape(v), fills.get(v.name_hint, 0), to_numpy(v.struct_info.dtype))
                        for v in self.state_vars]
         self.optim_state = [np.array(a, copy=True) for a in mod.attrs["optim_state"]]
-        self.step, self.seed = 0, seed
+        self.step, self.seed, self.skipped_steps = 0, seed, 0
+        self._finite = FiniteCheck()
         self.vm = None
 
     # -- building ---------------------------------------------------------------------------------
@@ -195,9 +200,25 @@ class Trainer:
         key = [fold_in(self.seed, self.step)] if self.has_rng_key else []
         loss, params, states, optim = vm["update_params"](*inputs, *self.params, *self.states, *targets, *key,
                                                           *self.optim_state)
+        # The outputs are fresh buffers: a refused step is one whose outputs are not adopted.
+        if self.nan_policy != "ignore" and not self._finite.all_finite([loss, *params, *states, *optim]):
+            self._refuse(loss, params, states, optim, inputs)
+            return _nd(loss)
         self.params, self.states, self.optim_state = list(params), list(states), list(optim)
         self.step += 1
         return _nd(loss)
+
+    def _refuse(self, loss, params, states, optim, inputs) -> None:
+        """Raise NonFiniteError (policy "raise") or warn and count the skipped step (policy "skip")."""
+        outputs = [("loss", np.asarray(loss))]
+        outputs += [(f"parameter {v.name_hint!r}", a) for v, a in zip(self.param_vars, params)]
+        outputs += [(f"state {v.name_hint!r}", a) for v, a in zip(self.state_vars, states)]
+        outputs += [(f"optimizer state {i}", a) for i, a in enumerate(optim)]
+        error = non_finite_error(self.step, outputs, [(v.name_hint, a) for v, a in zip(self.input_vars, inputs)])
+        if self.nan_policy == "raise":
+            raise error
+        self.skipped_steps += 1
+        warnings.warn(f"{error} (skipped: {self.skipped_steps} so far)", RuntimeWarning, stacklevel=3)
 
     update = update_params  # TVM 0.27's name
 
@@ -247,67 +268,48 @@ class Trainer:
 
     # -- checkpoints ------------------------------------------------------------------------------
     def save(self, path: str, extra: Optional[Mapping[str, Any]] = None) -> None:
-        """Write parameters, states, optimizer state and step to one ``.npz``, atomically (a temporary file
-        in the same directory, flushed and renamed over ``path``): a crash leaves the old file intact."""
+        """Write parameters, states, optimizer state and step to one ``.npz``, atomically (``checkpoint_io``:
+        a crash or a SIGKILL at any moment leaves the old file intact). Non-finite values are refused: a
+        checkpoint is always one that :meth:`load` accepts."""
         if self.params is None:
             raise RuntimeError("Trainer.save: no parameters yet")
-        arrays = {"format": np.array(_FORMAT), "step": np.array(self.step), "seed": np.array(self.seed)}
-        arrays.update({f"param/{v.name_hint}": a for v, a in zip(self.param_vars, self.params)})
-        arrays.update({f"state/{v.name_hint}": a for v, a in zip(self.state_vars, self.states)})
-        arrays.update({f"optim/{i}": a for i, a in enumerate(self.optim_state)})
-        for k, v in (extra or {}).items():
-            arrays[f"extra/{k}"] = np.asarray(v)
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
-                f.flush()
-                os.fsync(f.fileno())
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a checkpoint is an ordinary file
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        _fsync_directory(directory)  # the rename itself survives a crash only once the directory is synced
+        arrays = {"step": np.array(self.step, np.int64), "seed": np.array(self.seed, np.int64)}
+        arrays.update(self._checkpoint_arrays())
+        bad = checkpoint_io.non_finite_problems(arrays)
+        if bad:
+            raise checkpoint_io.CheckpointError(f"Trainer.save: {path}: not written: " + "; ".join(bad))
+        arrays.update({f"extra/{k}": np.asarray(v) for k, v in (extra or {}).items()})
+        checkpoint_io.write_checkpoint(path, arrays, "Trainer.save")
 
     def load(self, path: str) -> dict[str, np.ndarray]:
         """Restore what :meth:`save` wrote (exactly), including the step and the seed (which decide dropout
-        keys), so training continues as if never stopped; returns the ``extra`` entries."""
-        with np.load(path, allow_pickle=False) as f:
-            data = {k: f[k] for k in f.files}
-        if int(data.get("format", -1)) != _FORMAT:
-            raise ValueError(f"Trainer.load: {path} is not a relax-mlir checkpoint (format {_FORMAT})")
-        wanted = ["step", "seed"] + [f"param/{v.name_hint}" for v in self.param_vars] + \
-            [f"state/{v.name_hint}" for v in self.state_vars]
-        missing = [k for k in wanted if k not in data]
-        if missing:
-            raise ValueError(f"Trainer.load: {path} is a checkpoint of another model: it lacks "
-                             f"{', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}")
-        self.load_params({v.name_hint: data[f"param/{v.name_hint}"] for v in self.param_vars})
-        if self.state_vars:
-            self.load_states({v.name_hint: data[f"state/{v.name_hint}"] for v in self.state_vars})
-        optim = [data.get(f"optim/{i}") for i in range(len(self.optim_state))]
-        for i, (a, ref) in enumerate(zip(optim, self.optim_state)):
-            if a is None or a.shape != ref.shape or a.dtype != ref.dtype:
-                raise ValueError(f"Trainer.load: optimizer state {i} in {path} does not match this optimizer")
-        self.optim_state = [a.copy() for a in optim]
-        self.step, self.seed = int(data["step"]), int(data["seed"])
-        return {k[len("extra/"):]: v for k, v in data.items() if k.startswith("extra/")}
+        keys), so training continues as if never stopped; returns the ``extra`` entries. Nothing is changed
+        unless the whole file is right; a bad file raises one ``CheckpointError`` naming every problem."""
+        where = f"Trainer.load: {path}"
+        return self.restore(checkpoint_io.read_checkpoint(path, where), where)
 
+    def restore(self, ckpt: checkpoint_io.Checkpoint, where: str = "") -> dict[str, np.ndarray]:
+        """Take the arrays of a checkpoint already read (``checkpoint_io.read_checkpoint``) after checking
+        they are this model's: names, shapes, dtypes, finite values. Needs no build(), so a caller can
+        refuse a bad file before compiling. ``where`` starts error messages (default ``Trainer.restore: <path>``)."""
+        where = where or f"Trainer.restore: {ckpt.path}"
+        expected = {k: (a.shape, a.dtype) for k, a in self._checkpoint_arrays(template=True).items()}
+        checkpoint_io.check_arrays(ckpt, expected, where)
+        take = lambda prefix, variables: [ckpt.arrays[f"{prefix}/{v.name_hint}"].copy() for v in variables]  # noqa: E731
+        self.params, self.states = take("param", self.param_vars), take("state", self.state_vars)
+        self.optim_state = [ckpt.arrays[f"optim/{i}"].copy() for i in range(len(self.optim_state))]
+        self.step, self.seed = ckpt.step, ckpt.seed
+        return dict(ckpt.extra)
 
-def _fsync_directory(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return  # some filesystems do not open directories; the rename is still atomic there
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    def _checkpoint_arrays(self, template: bool = False) -> dict[str, np.ndarray]:
+        """``param/<name>``, ``state/<name>``, ``optim/<i>``: the current arrays, or with ``template`` zero
+        arrays of the expected shapes and dtypes (parameters may not exist yet)."""
+        params = [np.zeros(_static_shape(v), to_numpy(v.struct_info.dtype)) for v in self.param_vars] \
+            if template else self.params
+        out = {f"param/{v.name_hint}": a for v, a in zip(self.param_vars, params)}
+        out.update({f"state/{v.name_hint}": a for v, a in zip(self.state_vars, self.states)})
+        out.update({f"optim/{i}": a for i, a in enumerate(self.optim_state)})
+        return out
 
 
 def _static_shape(v) -> tuple[int, ...]:

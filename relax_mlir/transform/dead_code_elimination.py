@@ -17,7 +17,7 @@ from ..ir.expr import Call, Function, GlobalVar, MatchCast, SeqExpr
 from ..ir.module import IRModule
 from ..ir.struct_info import free_vars as struct_free_vars
 from .pass_infra import Pass, PassContext
-from .utils import free_vars
+from .utils import free_vars, name_list_option
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,7 @@ class DeadCodeElimination(Pass):
     entry_functions: Optional[Sequence[str]] = None
 
     def __post_init__(self):
-        if self.entry_functions is not None:
-            object.__setattr__(self, "entry_functions", tuple(self.entry_functions))
+        object.__setattr__(self, "entry_functions", name_list_option("DeadCodeElimination(entry_functions=...)", self.entry_functions))
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         out = mod.copy()

@@ -24,7 +24,7 @@ from ..ir.struct_info import substitute as substitute_struct_info
 from ..ir.sym import SizeVar
 from ..op.registry import substitute_attrs
 from .pass_infra import Pass, PassContext
-from .utils import substitute
+from .utils import name_list_option, substitute
 
 
 def inline_calls(func: Function, mod: IRModule, _stack: tuple[str, ...] = ()) -> Function:
@@ -138,8 +138,7 @@ class InlineFunctions(Pass):
     func_names: Optional[Sequence[str]] = None
 
     def __post_init__(self):
-        if self.func_names is not None:
-            object.__setattr__(self, "func_names", tuple(self.func_names))
+        object.__setattr__(self, "func_names", name_list_option("InlineFunctions(func_names=...)", self.func_names))
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         out = mod.copy()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 from ..ir.expr import Call, Expr, Tuple, TupleGetItem, Var
 
@@ -38,3 +38,17 @@ def free_vars(e: Expr) -> list[Var]:
     out: list[Var] = []
     substitute_with(e, lambda v: out.append(v) or v)
     return out
+
+
+def name_list_option(where: str, value: Any) -> Optional[tuple[str, ...]]:
+    """A pass option that lists function names, as a tuple; a bare string (which would be read as its letters) or
+    a non-string name is refused with a TypeError saying what to write instead."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise TypeError(f"{where}: expected a list of function names, got the string {value!r} (write [{value!r}])")
+    names = tuple(value)
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise TypeError(f"{where}: function names must be strings, got {', '.join(map(repr, bad))}")
+    return names

@@ -178,9 +178,10 @@ def bad_data(tmp_path):
     (["--batch-size", "5000"], "--batch-size 5000: the training set has only 1438 examples"),
     (["--epochs", "0", "--lr", "-1", "--nesterov"], "--epochs 0: must be at least 1; --lr -1.0: must be a "
                                                     "positive number; --nesterov needs --optimizer momentum"),
-    (["--lr", "1e6", "--epochs", "1"], "the loss became nan"),
+    (["--lr", "1e6", "--epochs", "1"], "produced a non-finite"),
     (["--resume", "{dir}/absent.npz"], "--resume {dir}/absent.npz: no such file"),
-    (["--resume", "{missing}"], "not a checkpoint written by `relax-mlir train --save`"),
+    (["--resume", "{missing}"], "an .npz without a 'format' entry (it holds x_train, y_train); expected a "
+                               "relax-mlir checkpoint (format 1)"),
     (["--plot", "{dir}/no/such/dir/curves.png"], "does not exist"),
     (["--save", "{dir}"], "is a directory"),
 ])

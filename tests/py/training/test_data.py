@@ -184,7 +184,7 @@ def test_npz_errors(tmp_path, arrays, message):
 
 
 def test_npz_not_an_archive(tmp_path):
-    with pytest.raises(DataError, match="not a readable .npz"):
+    with pytest.raises(DataError, match=r"fake.npz: not a zip archive \(it starts with b.not a zi.\); expected an .npz of arrays"):
         load_data(_write(tmp_path / "fake.npz", b"not a zip file"))
 
 

@@ -1,0 +1,213 @@
+"""Checkpoint files: the one place that writes and reads them (``Trainer.save``/``load``, ``relax-mlir train``).
+
+A checkpoint is an uncompressed ``.npz`` (a zip of ``.npy`` members) holding ``format`` (the integer
+:data:`FORMAT`), ``step``, ``seed``, ``param/<name>``, ``state/<name>``, ``optim/<i>`` and free ``extra/<key>``
+entries. Reading never unpickles, and every way a file can be wrong (missing, empty, truncated, not a zip, a zip
+that is not ours, a wrong ``format``, another model's arrays, wrong dtypes, NaN/Inf values) raises one
+:class:`CheckpointError` that says what is wrong and what was expected, before anything is compiled.
+
+Writing is atomic: a uniquely named temporary file in the same directory, flushed and ``fsync``ed, renamed over
+the target with ``os.replace`` and the directory synced. A writer killed at any moment (SIGKILL included) leaves
+the previous file whole (and at worst a ``.<name>.tmp-*`` file beside it); two writers racing on one path leave
+one of their two complete files.
+
+Note: ``training/remat.py`` is *gradient* checkpointing (recomputing activations), a different thing.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+FORMAT = 1
+_ZIP_MAGIC = b"PK\x03\x04"
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be used: the message names the file, what is wrong and what was expected."""
+
+
+@dataclass
+class Checkpoint:
+    """The arrays of a checkpoint file, read and checked to be a relax-mlir checkpoint (not yet against a model)."""
+
+    path: str
+    arrays: dict[str, np.ndarray]
+    step: int = 0
+    seed: int = 0
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+# -- writing --------------------------------------------------------------------------------------------------------
+def write_checkpoint(path: str, arrays: Mapping[str, np.ndarray], where: str = "save") -> None:
+    """Write ``arrays`` (plus the ``format`` entry) to ``path`` atomically; see the module docstring."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{where}: {path} is a directory; expected a file name such as ckpt.npz")
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"{where}: {path}: the directory {directory} does not exist")
+    entries = {"format": np.array(FORMAT, np.int64), **{k: np.asarray(v) for k, v in arrays.items()}}
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-", dir=directory)  # unique per writer
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **entries)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a checkpoint is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(directory)  # the rename itself survives a power cut only once the directory is synced
+
+
+def _fsync_directory(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return  # some filesystems do not open directories; the rename is still atomic there
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- reading --------------------------------------------------------------------------------------------------------
+def read_checkpoint(path: str, where: str) -> Checkpoint:
+    """Read every array of the checkpoint at ``path`` (no unpickling), checking the file is a relax-mlir
+    checkpoint: raises :class:`CheckpointError` (or ``FileNotFoundError`` for a missing file) otherwise.
+    ``where`` starts every message and names the file (``"Trainer.load: ckpt.npz"``, ``"--resume ckpt.npz"``)."""
+    arrays = read_npz(path, where, CheckpointError, _CHECKPOINT)
+    _check_format(arrays, where)
+    for key in ("step", "seed"):
+        value = arrays.get(key)
+        if value is None or value.shape != () or value.dtype.kind not in "iu" or int(value) < 0:
+            got = "nothing" if value is None else f"{value.dtype} {value.shape}"
+            raise CheckpointError(f"{where}: the {key!r} entry must be a non-negative integer scalar, got {got}")
+    extra = {k[len("extra/"):]: v for k, v in arrays.items() if k.startswith("extra/")}
+    return Checkpoint(path, arrays, int(arrays["step"]), int(arrays["seed"]), extra)
+
+
+_CHECKPOINT = "a checkpoint (.npz) written by Trainer.save or --save"
+
+
+def read_npz(path: str, where: str, error: type = CheckpointError, expected: str = "an .npz archive of arrays"
+             ) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` at ``path``, read without unpickling. A missing file raises
+    ``FileNotFoundError``; a directory, an empty file, a single ``.npy``, a file that is not a zip, a truncated
+    or damaged archive, a member that is not ``.npy`` or holds Python objects raise ``error`` (a ValueError
+    subclass) with a message that starts with ``where`` and ends with ``expected <expected>``."""
+    _check_file(path, where, error, expected)
+    return _read_members(path, where, error, expected)
+
+
+def _check_file(path: str, where: str, error: type, expected: str) -> None:
+    """Missing, a directory, empty, or a file that is not a zip archive: said before zipfile sees it."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{where}: no such file; expected {expected}")
+    if os.path.isdir(path):
+        raise error(f"{where}: is a directory; expected {expected}")
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if not head:
+        raise error(f"{where}: the file is empty; expected {expected}")
+    if head.startswith(_NPY_MAGIC):
+        raise error(f"{where}: a single .npy array, not an .npz archive; expected {expected}")
+    if not head.startswith(_ZIP_MAGIC):
+        raise error(f"{where}: not a zip archive (it starts with {head!r}); expected {expected}")
+
+
+def _read_members(path: str, where: str, error: type, expected: str) -> dict[str, np.ndarray]:
+    """Every ``.npy`` member; a truncated or damaged archive, a member that is not ``.npy`` or that holds
+    Python objects (which would need unpickling) is refused."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            infos = z.infolist()
+            others = [i.filename for i in infos if not i.filename.endswith(".npy")]
+            if others:
+                raise error(f"{where}: a zip archive that is not an .npz: it holds {_listing(others)}; expected "
+                            f"only .npy arrays, {expected}")
+            return {i.filename[:-len(".npy")]: _read_member(z, i, where, error) for i in infos}
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        raise error(f"{where}: truncated or damaged ({exc}); expected a complete {expected.removeprefix('a ')}") \
+            from None
+
+
+def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, error: type) -> np.ndarray:
+    with z.open(info) as f:
+        try:
+            return np.lib.format.read_array(f, allow_pickle=False)
+        except ValueError as exc:
+            if "pickle" in str(exc) or "Object arrays" in str(exc):
+                raise error(f"{where}: the entry {info.filename} holds Python objects, which loading never "
+                            "unpickles; expected numeric arrays") from None
+            raise error(f"{where}: the entry {info.filename} is not a readable .npy array ({exc})") from None
+
+
+def _check_format(arrays: Mapping[str, np.ndarray], where: str) -> None:
+    fmt = arrays.get("format")
+    if fmt is None:
+        raise CheckpointError(f"{where}: an .npz without a 'format' entry (it holds {_listing(sorted(arrays))}); "
+                              f"expected a relax-mlir checkpoint (format {FORMAT})")
+    if fmt.shape != () or fmt.dtype.kind not in "iu" or int(fmt) != FORMAT:
+        shown = repr(fmt.item()) if fmt.size == 1 else f"an array of shape {fmt.shape}"
+        raise CheckpointError(f"{where}: its 'format' entry is {shown} ({fmt.dtype}); expected the integer "
+                              f"{FORMAT} (a relax-mlir checkpoint of format {FORMAT})")
+
+
+def _listing(names: Sequence[str], limit: int = 6) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+# -- checking against a model ---------------------------------------------------------------------------------------
+def check_arrays(ckpt: Checkpoint, expected: Mapping[str, tuple[tuple[int, ...], np.dtype]], where: str) -> None:
+    """Check that ``ckpt`` holds exactly the ``param/``, ``state/`` and ``optim/`` entries of ``expected`` (name
+    -> (shape, dtype)) with those shapes and dtypes and finite values; every problem is named in one error.
+    ``where`` starts the message and names the file, as in :func:`read_checkpoint`."""
+    kinds = ("param/", "state/", "optim/")
+    present = [k for k in ckpt.arrays if k.startswith(kinds)]
+    missing = [k for k in expected if k not in ckpt.arrays]
+    unknown = [k for k in present if k not in expected]
+    problems = []
+    if missing or unknown:
+        lacks = f"it lacks {_listing(missing)}" if missing else ""
+        has = f"it has {_listing(unknown)} that this model does not" if unknown else ""
+        problems.append("a checkpoint of another model: " + "; ".join(p for p in (lacks, has) if p))
+    for key, (shape, dtype) in expected.items():
+        a = ckpt.arrays.get(key)
+        if a is None:
+            continue
+        if a.shape != tuple(shape) or a.dtype != np.dtype(dtype):
+            problems.append(f"{key} is {a.dtype} {a.shape}, expected {np.dtype(dtype)} {tuple(shape)}")
+    problems += non_finite_problems({k: a for k, a in ckpt.arrays.items() if k in expected})
+    if problems:
+        raise CheckpointError(f"{where}: " + "; ".join(problems))
+
+
+def non_finite_problems(arrays: Mapping[str, np.ndarray]) -> list[str]:
+    """``"<name> holds 2 NaN (first at [0, 1]), expected finite values"`` for every floating array that has a
+    NaN or an infinity: a checkpoint holds the state of a run that had not diverged."""
+    out = []
+    for key, a in arrays.items():
+        if a.dtype.kind in "fc" and not np.isfinite(a).all():
+            nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
+            counts = " and ".join(f"{n} {what}" for n, what in ((nan, "NaN"), (inf, "Inf")) if n)
+            out.append(f"{key} holds {counts} (first at {first_non_finite(a)}), expected finite values")
+    return out
+
+
+def first_non_finite(a: np.ndarray) -> list[int]:
+    """The index of ``a``'s first NaN or infinity (row-major order), as a list."""
+    flat = int(np.argmin(np.isfinite(a).ravel()))
+    return [int(i) for i in np.unravel_index(flat, a.shape)] if a.ndim else []

@@ -1,0 +1,96 @@
+"""What ``Trainer(nan_policy=...)`` does when a training step produces a NaN or an infinity.
+
+A compiled step writes fresh output buffers (the new parameters, states and optimizer state) and leaves its inputs
+alone, so refusing a step costs nothing: the Trainer simply does not adopt the outputs, and the state is exactly
+what it was before the step (no copy is made per step).
+
+What is checked, after every step, is what the step returns: the loss, every new parameter, every new model state
+(batch-norm running statistics) and every new optimizer-state array. A gradient is not returned by the step, but
+every optimizer here writes each parameter as ``p - lr * u`` where ``u`` is built from the gradient (through the
+moments for momentum and Adam), so a non-finite gradient entry makes that parameter (or its moment) non-finite: it
+is caught, named as the parameter or optimizer state it reached. An update that overflows a finite gradient (a
+learning rate too large) is caught the same way; so is Adam's second moment overflowing (``g * g`` past the
+float32 range while ``g`` is finite), which would otherwise freeze that parameter silently (``m / sqrt(inf)`` is
+0). Every floating optimizer array is checked, so a custom optimizer needs no declaration. The check is one BLAS
+dot product of each floating array with zeros (``0 * x`` is 0 for every finite ``x`` and NaN otherwise), summed:
+no allocation, one read of the state. Its cost (``benchmarks/nan_check_cost.py``): about 7-10% of an SGD step
+of the tutorial's MLP, 15-23% of an Adam step (three times the floats to read); ``"ignore"`` skips it.
+
+Policies: ``"raise"`` (the default) raises :class:`NonFiniteError`; ``"skip"`` warns (``RuntimeWarning``) and
+counts the step in ``Trainer.skipped_steps`` without advancing ``Trainer.step``; ``"ignore"`` adopts the outputs
+whatever they hold (the behaviour before the policy existed).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .checkpoint_io import first_non_finite
+
+NAN_POLICIES = ("raise", "skip", "ignore")
+
+
+class NonFiniteError(FloatingPointError):
+    """A training step produced a NaN or an infinity; the Trainer's state is as it was before that step.
+
+    Attributes: ``step`` (the Trainer's step count when the step ran, from 0), ``tensor`` (the first non-finite
+    output: ``"loss"``, ``"parameter 'w0'"``, ``"state 'bn0_mean'"`` or ``"optimizer state 3"``), ``index``
+    (the position of its first non-finite element) and ``batch_index`` (the first example of the batch whose
+    inputs hold a NaN or an infinity, or None when the inputs are finite)."""
+
+    def __init__(self, message: str, step: int, tensor: str, index: list[int], batch_index: Optional[int]):
+        super().__init__(message)
+        self.step, self.tensor, self.index, self.batch_index = step, tensor, index, batch_index
+
+
+def check_policy(policy: str) -> str:
+    if policy not in NAN_POLICIES:
+        raise ValueError(f"Trainer: nan_policy={policy!r}; expected one of {', '.join(map(repr, NAN_POLICIES))}")
+    return policy
+
+
+class FiniteCheck:
+    """Whether every floating array of a step's outputs is finite: ``0 * x`` summed by a BLAS dot product with
+    cached zeros (one read of each array, no allocation); a scalar is multiplied by 0.0 in Python. Per array
+    this costs about a microsecond of call overhead, which is most of the check on a small model."""
+
+    def __init__(self) -> None:
+        self._zeros: dict[tuple[np.dtype, int], np.ndarray] = {}
+
+    def all_finite(self, arrays: Sequence[np.ndarray]) -> bool:
+        total = 0.0
+        with np.errstate(invalid="ignore"):  # 0 * inf is the NaN looked for, not a warning
+            for a in arrays:
+                if a.dtype.kind != "f":
+                    continue
+                if a.ndim == 0:
+                    total += float(a) * 0.0
+                else:
+                    zeros = self._zeros.get((a.dtype, a.size))
+                    if zeros is None:
+                        zeros = self._zeros[a.dtype, a.size] = np.zeros(a.size, a.dtype)
+                    total += float(np.dot(a.reshape(-1), zeros))
+        return math.isfinite(total)
+
+
+def non_finite_error(step: int, outputs: Sequence[tuple[str, np.ndarray]],
+                     inputs: Sequence[tuple[str, np.ndarray]]) -> NonFiniteError:
+    """The error for a step whose outputs (name, array) hold a non-finite value; ``inputs`` are the batch's
+    (name, array) pairs, searched for the first example with a NaN or an infinity (only now, off the fast path)."""
+    tensor, array = next((n, a) for n, a in outputs if a.dtype.kind == "f" and not np.isfinite(a).all())
+    index = first_non_finite(array)
+    value = array[tuple(index)] if index else array[()]
+    batch_index, culprit = None, "the batch's inputs are finite (the step diverged: lower the learning rate?)"
+    for name, x in inputs:
+        if x.dtype.kind == "f" and x.ndim and not np.isfinite(x).all():
+            where = first_non_finite(x)
+            batch_index = where[0]
+            culprit = f"input {name!r} holds {x[tuple(where)]} at {where}: batch index {batch_index}"
+            break
+    position = f" at {index}" if index else ""
+    message = (f"Trainer.update_params: step {step} produced a non-finite {tensor} ({value}{position}); "
+               f"{culprit}; parameters, states and optimizer state are left as before the step")
+    return NonFiniteError(message, step, tensor, index, batch_index)

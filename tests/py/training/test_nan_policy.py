@@ -1,0 +1,187 @@
+"""Trainer(nan_policy=...): a step that produces a NaN or an infinity (hand-made NaN inputs; inputs so large that
+Adam's second moment overflows while the loss stays finite) leaves parameters, states and optimizer state bit for
+bit as before with "raise" and "skip"; the error names the step, the tensor and the batch index; "ignore" adopts
+the outputs; `relax-mlir train` stops with the message and keeps the last good checkpoint."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+from relax_mlir.ir import TensorStructInfo
+from relax_mlir.models import mlp
+from relax_mlir.training import NonFiniteError, SetupTrainer, Trainer
+from relax_mlir.training.loss import CrossEntropyLoss
+from relax_mlir.training.nan_policy import FiniteCheck
+from relax_mlir.training.optimizer import Adam
+
+B, SIZES = 8, (6, 5, 3)
+
+
+def _trainer(target: str, policy: str = "raise") -> Trainer:
+    setup = SetupTrainer(CrossEntropyLoss(), Adam(0.01),
+                         [TensorStructInfo((B, 3), "float32"), TensorStructInfo((B,), "int64")])
+    trainer = Trainer(mlp(B, SIZES), 4, setup, nan_policy=policy).build(target=target)
+    trainer.xavier_uniform_init_params(seed=1)
+    return trainer
+
+
+def _batch(seed: int):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(B, 6)).astype(np.float32), rng.integers(0, 3, B)
+
+
+def _state(trainer: Trainer) -> list[np.ndarray]:
+    return [a.copy() for a in trainer.params + trainer.states + trainer.optim_state]
+
+
+def _assert_same(before: list[np.ndarray], trainer: Trainer) -> None:
+    after = trainer.params + trainer.states + trainer.optim_state
+    assert len(before) == len(after)
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, b, strict=True)
+
+
+def _nan_row(x: np.ndarray, row: int = 3) -> np.ndarray:
+    x = x.copy()
+    x[row, 1] = np.nan
+    return x
+
+
+def _huge_row(x: np.ndarray, row: int = 3) -> np.ndarray:
+    """1e25 in a whole row: the loss (~1e24) and the gradient stay finite in float32, the gradient's square in
+    Adam's second moment overflows to inf."""
+    x = x.copy()
+    x[row, :] = 1e25
+    return x
+
+
+@pytest.mark.parametrize("target", ["numpy", "cpu"])
+def test_raise_names_step_tensor_and_batch_index_and_keeps_the_state(target):
+    trainer = _trainer(target)
+    for i in range(2):
+        trainer.update_params(*_batch(i))
+    before = _state(trainer)
+    x, y = _batch(2)
+    with pytest.raises(NonFiniteError, match=r"^Trainer.update_params: step 2 produced a non-finite loss \(nan\); "
+                                             r"input 'x' holds nan at \[3, 1\]: batch index 3; parameters, states "
+                                             r"and optimizer state are left as before the step$") as info:
+        trainer.update_params(_nan_row(x), y)
+    assert isinstance(info.value, FloatingPointError)
+    assert (info.value.step, info.value.tensor, info.value.index, info.value.batch_index) == (2, "loss", [], 3)
+    _assert_same(before, trainer)
+    assert trainer.step == 2
+
+
+@pytest.mark.parametrize("target", ["numpy", "cpu"])
+def test_a_non_finite_update_with_a_finite_loss_is_caught(target):
+    trainer = _trainer(target)
+    trainer.update_params(*_batch(0))
+    before = _state(trainer)
+    x, y = _batch(1)
+    adam_v_w0 = 3 + 4  # Adam's state: num_steps, beta1**t, beta2**t, m (4 arrays), v (4 arrays)
+    with pytest.raises(NonFiniteError, match=rf"step 1 produced a non-finite optimizer state {adam_v_w0} \(inf at "
+                                             r"\[\d, \d\]\); the batch's inputs are finite") as info:
+        with np.errstate(over="ignore", invalid="ignore"):
+            trainer.update_params(_huge_row(x), y)
+    assert info.value.batch_index is None
+    _assert_same(before, trainer)
+
+
+@pytest.mark.parametrize("target", ["numpy", "cpu"])
+def test_skip_warns_counts_and_continues_as_if_the_batch_was_never_seen(target):
+    skipping, clean = _trainer(target, "skip"), _trainer(target)
+    for trainer in (skipping, clean):
+        trainer.update_params(*_batch(0))
+    before = _state(skipping)
+    x, y = _batch(1)
+    with pytest.warns(RuntimeWarning, match=r"step 1 produced a non-finite loss .*batch index 5.*\(skipped: 1 so "
+                                            r"far\)"):
+        loss = skipping.update_params(_nan_row(x, 5), y)
+    assert np.isnan(loss.numpy())
+    _assert_same(before, skipping)
+    assert (skipping.step, skipping.skipped_steps) == (1, 1)
+    for trainer in (skipping, clean):
+        trainer.update_params(*_batch(2))
+    _assert_same(_state(clean), skipping)  # bit for bit the run that never saw the bad batch
+
+
+def test_ignore_adopts_the_outputs_as_before_the_policy_existed():
+    trainer = _trainer("numpy", "ignore")
+    x, y = _batch(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning either
+        loss = trainer.update_params(_nan_row(x), y)
+    assert np.isnan(loss.numpy()) and trainer.step == 1
+    assert np.isnan(trainer.params[0]).any()
+
+
+def test_unknown_policy_is_refused():
+    with pytest.raises(ValueError, match=r"nan_policy='warn'; expected one of 'raise', 'skip', 'ignore'"):
+        _trainer("numpy", "warn")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_finite_check_finds_one_bad_element_anywhere(dtype):
+    """The dot-with-zeros check against np.isfinite, on every position of a few shapes, NaN and both infinities;
+    finite values of every magnitude (overflowing a plain sum) are finite."""
+    check = FiniteCheck()
+    big = np.full((4, 3), np.finfo(dtype).max, dtype)
+    assert check.all_finite([big, -big, np.zeros(0, dtype), np.arange(5)])  # the integer array is ignored
+    for shape in [(), (7,), (3, 4)]:
+        for pos in range(int(np.prod(shape))):
+            for bad in (np.nan, np.inf, -np.inf):
+                a = np.ones(shape, dtype)
+                a.flat[pos] = bad
+                assert not check.all_finite([big, a]) and not np.isfinite(a).all()
+
+
+def test_train_stops_with_the_message_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    """`relax-mlir train`'s loop with a NaN injected into the 3rd batch of epoch 2: it stops with the Trainer's
+    message plus the epoch and the checkpoint, which is still epoch 1's (bit for bit) and resumable."""
+    from relax_mlir.training import run
+    from relax_mlir.training.config import TrainConfig
+
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(0, 1, (200, 8, 8)).astype(np.float32), rng.integers(0, 10, 200)
+    np.savez(tmp_path / "data.npz", x_train=x[:160], y_train=y[:160], x_test=x[160:], y_test=y[160:])
+    cfg = TrainConfig(data=str(tmp_path / "data.npz"), hidden=(16,), batch_size=32, target="numpy", epochs=3,
+                      save=str(tmp_path / "ckpt.npz"))
+    calls, inputs = [], run._inputs
+
+    def poisoned(cfg, x):  # calls 1-5 train epoch 1, 6-7 evaluate it, 8-12 train epoch 2
+        calls.append(1)
+        return _nan_row(inputs(cfg, x), 7) if len(calls) == 10 else inputs(cfg, x)
+
+    monkeypatch.setattr(run, "_inputs", poisoned)
+    with pytest.raises(NonFiniteError, match=r"^Trainer.update_params: step 7 produced a non-finite loss \(nan\); "
+                                             r"input 'x' holds nan at \[7, 1\]: batch index 7; .* \(epoch 2\); lower "
+                                             r"the learning rate \(--lr 0.01\); the last good checkpoint is "
+                                             rf"{cfg.save} \(after epoch 1; --resume it with a lower --lr\)$"):
+        run.train(cfg, log=lambda s: None, progress=False)
+    trainer = run.make_trainer(cfg, run.load_data(cfg.data))
+    extra = trainer.load(cfg.save)
+    assert int(extra["epoch"]) == 0 and trainer.step == 5  # epoch 1's checkpoint, untouched by the failure
+    monkeypatch.setattr(run, "_inputs", inputs)
+    cfg.resume = cfg.save
+    assert len(run.train(cfg, log=lambda s: None, progress=False).accuracy) == 3
+
+
+def test_train_without_a_checkpoint_says_none_was_written(tmp_path, monkeypatch):
+    from relax_mlir.training import run
+    from relax_mlir.training.config import TrainConfig
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "data.npz", x=rng.uniform(0, 1, (100, 8, 8)).astype(np.float32),
+             y=rng.integers(0, 10, 100))
+    cfg = TrainConfig(data=str(tmp_path / "data.npz"), hidden=(16,), batch_size=16, target="numpy",
+                      save=str(tmp_path / "ckpt.npz"), lr=1e30)
+    with pytest.raises(NonFiniteError, match=r"step \d+ produced a non-finite .*\(epoch 1\); lower the learning "
+                                             r"rate \(--lr 1e\+30\); no checkpoint was written \(.*ckpt.npz is "
+                                             r"saved after each whole epoch\)$"):
+        with np.errstate(all="ignore"):
+            run.train(cfg, log=lambda s: None, progress=False)
+    assert not os.path.exists(cfg.save)
