@@ -11,8 +11,6 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Sequence
 
-from mlir import ir
-
 ERROR_GLOBAL = "relax_mlir_error"
 ERROR_ADDRESS_FN = "relax_mlir_error_address"
 CHECKS_ATTR = "relax_mlir.checks"
@@ -20,6 +18,8 @@ CHECKS_ATTR = "relax_mlir.checks"
 
 def check_messages(module: ir.Module) -> list[str]:
     """The check messages of a module (before or after lowering), in check-id order."""
+    from mlir import ir  # lazily: the rest of this module serves libraries loaded without MLIR
+
     attrs = module.operation.attributes
     if CHECKS_ATTR not in attrs:
         return []

@@ -1,0 +1,68 @@
+"""Run a compiled module without the compiler: ``load_module`` needs NumPy and ctypes, never MLIR.
+
+    ex = relax_mlir.compile(train_mod)                    # on the machine with MLIR
+    ex.export_library("step.so")                          # or: relax-mlir export train.py -o step.so
+
+    from relax_mlir.runtime import load_module            # anywhere with NumPy (same CPU features, Linux)
+    step = load_module("step.so")
+    loss, params, states, optim = step["update_params"](x, *params, y, *optim)
+
+A loaded function takes and returns what the ``VirtualMachine``'s does (NumPy arrays, nested tuples for tuple
+parameters and results) and checks its arguments the same way before native code runs. The file is checked
+(format, checksum) before it is loaded. Code compiled with threads needs the OpenMP runtime it was linked
+with (found through the library's rpath, else ``LD_LIBRARY_PATH``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["LoadedLibrary", "load_module"]
+
+
+class LoadedLibrary:
+    """The functions of a library file: ``lib["update_params"](...)``; ``lib.function_names``, ``lib.metadata``."""
+
+    def __init__(self, path: str, functions: dict[str, Any], metadata: dict[str, Any]):
+        self.path, self._functions, self.metadata = path, functions, metadata
+
+    @property
+    def function_names(self) -> list[str]:
+        return list(self._functions)
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise KeyError(f"{self.path}: no function {name!r}; functions: {', '.join(self._functions)}") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._functions
+
+    def __repr__(self) -> str:
+        return f"<LoadedLibrary {self.path}: {', '.join(self._functions)}>"
+
+
+def load_module(path: str | os.PathLike) -> LoadedLibrary:
+    """Load a library written by ``Executable.export_library``; ValueError if it is not one or is damaged."""
+    from .backend.library import LibraryError, LoadedModule, read_library
+    from .backend.nesting import callable_for, check_tree
+    from .backend.signature_json import signature_from_json
+
+    path = os.fspath(path)
+    try:
+        library, meta = read_library(path)
+    except LibraryError as exc:
+        raise ValueError(str(exc)) from None
+    functions = meta.get("functions")
+    if not isinstance(functions, dict):
+        raise ValueError(f"{path}: the library's metadata lists no functions")
+    signatures = {name: signature_from_json(f.get("signature")) for name, f in functions.items()}
+    compiled = LoadedModule(library, signatures, meta.get("check_messages", []))
+    wrapped = {}
+    for name, f in functions.items():
+        trees = [check_tree(t, f"{path}: {name} parameter {i}") for i, t in enumerate(f.get("param_trees", []))]
+        wrapped[name] = callable_for(name, list(f.get("param_names", [])), trees,
+                                     check_tree(f.get("result_tree"), f"{path}: {name} result"), compiled[name])
+    return LoadedLibrary(path, wrapped, meta)
