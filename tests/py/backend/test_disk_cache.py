@@ -197,3 +197,21 @@ def test_the_key_depends_on_text_options_and_nothing_random():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "PYTHONHASHSEED": "random"}, check=True).stdout.strip()
     assert out == a
+
+
+def test_an_executable_from_the_cache_prints_its_stages(tmp_path, monkeypatch):
+    from relax_mlir import compile as compile_module
+    from relax_mlir.backend.build import clear_cache
+    from relax_mlir.backend.library import LoadedModule
+    from relax_mlir.backend.runtime import CompiledModule
+    from relax_mlir.models import mlp
+
+    monkeypatch.setenv("RELAX_MLIR_CACHE_DIR", str(tmp_path))
+    mod = mlp(4, (8, 16, 3))
+    clear_cache()
+    fresh = compile_module(mod)
+    clear_cache()
+    cached = compile_module(mod)
+    assert isinstance(fresh.compiled, CompiledModule) and isinstance(cached.compiled, LoadedModule)
+    assert cached.linalg_text == fresh.linalg_text and cached.llvm_text == fresh.llvm_text
+    assert cached.library_bytes() == fresh.library_bytes()
