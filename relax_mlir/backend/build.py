@@ -261,11 +261,10 @@ def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
 
 def _compile(mod: IRModule, options: PipelineOptions) -> Executable:
     signatures = [signature_of(name, mod[name]) for name in mod]
-    linalg = lower_to(mod, "linalg", None, options)
-    linalg_text = str(linalg)
+    linalg = lower_to(mod, "linalg", None, options)  # its text is printed only if asked for (Executable.linalg_text)
     inline_calls(linalg, options)
     compiled = compile_module(linalg, signatures, options=options, llvm_opt_level=LLVM_OPT_LEVEL)
-    return Executable(mod, compiled, options, linalg_text)
+    return Executable(mod, compiled, options)
 
 
 # --- the on-disk cache -------------------------------------------------------------------------------------------

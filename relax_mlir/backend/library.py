@@ -10,7 +10,8 @@ only what the ELF program headers name)::
 The metadata holds the SHA-256 of the ELF part, each function's signature and tuple structure, and the
 runtime-check messages. One file, so it is written with one atomic rename and can never be half of one
 version and half of another. :func:`read_library` checks the magic, the lengths and the checksum before anything
-is loaded; the bytes checked are the bytes loaded (``dlopen`` of ``/proc/self/fd/N`` of the file it read).
+is loaded; the bytes checked are the bytes loaded (copied into an in-memory file, ``memfd_create``, and
+``dlopen``ed from there).
 
 Linking: ``$CC`` or ``cc``/``gcc``/``clang`` with ``-shared``. The engine emits the large code model, whose
 absolute relocations in text make the library relocate its code at load time (``-z notext``); ``-Bsymbolic``
@@ -22,6 +23,7 @@ from the runner library (with an rpath), as is the OpenMP runtime.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import json
@@ -92,7 +94,8 @@ def link_shared(object_path: str, out_path: str, libraries: Sequence[str] = (), 
     if linker is None:
         raise LinkError("no C compiler driver to link with (set $CC, or install cc/gcc/clang)")
     with tempfile.TemporaryDirectory(prefix="relax-mlir-link-") as tmp:
-        command = [linker, "-shared", "-o", out_path, object_path, "-Wl,-z,notext", "-Wl,-Bsymbolic"]
+        command = [linker, "-shared", "-o", out_path, object_path, "-Wl,-z,notext", "-Wl,-Bsymbolic",
+                   "-Wl,--as-needed"]
         if memref_copy:
             source = os.path.join(tmp, "memref_copy.c")
             with open(source, "w", encoding="ascii") as f:
@@ -110,13 +113,15 @@ _LIBC_NAMES = ("libc.so.6", "libm.so.6")
 
 def link_module(compiled: Any, out_path: str) -> None:
     """Link a ``CompiledModule``'s object code (``dump_object``) into the shared library ``out_path``: with
-    ``memrefCopy`` compiled in if called, and the runner or OpenMP libraries for any other external function."""
-    from .runtime import _RUNNER_LIBS, _external_symbols, _openmp_libs, runner_library_dir
+    ``memrefCopy`` compiled in if called, the runner libraries for any other external function, and the OpenMP
+    runtime (``--as-needed``: kept only if the code calls it, which saves walking the module to find out)."""
+    from .openmp import openmp_library
+    from .runtime import _RUNNER_LIBS, _external_symbols, runner_library_dir
 
-    external = set(_external_symbols(compiled._llvm_module)) - {"memrefCopy"}
+    external = set(_external_symbols(compiled._llvm_module))
     libc = [ctypes.CDLL(name) for name in _LIBC_NAMES]
-    missing = {s for s in external if not s.startswith("__kmpc") and not any(hasattr(c, s) for c in libc)}
-    libraries = list(_openmp_libs(compiled._llvm_module))
+    missing = {s for s in external - {"memrefCopy"} if not any(hasattr(c, s) for c in libc)}
+    libraries = [lib for lib in [openmp_library()] if lib]
     for lib in (os.path.join(runner_library_dir(), name) for name in _RUNNER_LIBS):
         found = {s for s in missing if os.path.exists(lib) and hasattr(ctypes.CDLL(lib), s)}
         if found:
@@ -127,7 +132,7 @@ def link_module(compiled: Any, out_path: str) -> None:
     with tempfile.TemporaryDirectory(prefix="relax-mlir-obj-") as tmp:
         obj = os.path.join(tmp, "module.o")
         compiled.dump_object(obj)
-        link_shared(obj, out_path, libraries, memref_copy="memrefCopy" in _external_symbols(compiled._llvm_module))
+        link_shared(obj, out_path, libraries, memref_copy="memrefCopy" in external)
 
 
 # --- the file format -------------------------------------------------------------------------------------------
@@ -192,24 +197,38 @@ class SharedLibrary:
 
 
 def read_library(path: str, expect_key: Optional[str] = None) -> tuple[SharedLibrary, dict[str, Any]]:
-    """Open, check (:func:`unpack_library`; and that its metadata's ``key`` is ``expect_key`` when given) and
+    """Read, check (:func:`unpack_library`; and that its metadata's ``key`` is ``expect_key`` when given) and
     load the library at ``path``: (library, metadata)."""
-    fd = os.open(path, os.O_RDONLY)
+    with open(path, "rb") as f:
+        data = f.read()
+    meta = unpack_library(data, path)
+    if expect_key is not None and meta.get("key") != expect_key:
+        raise LibraryError(f"{path}: a library of another module (key {meta.get('key')!r})")
+    return SharedLibrary(_dlopen_bytes(data, path), path, data), meta
+
+
+_KEEP: list[Any] = []  # the in-memory files behind loaded libraries: their names must stay unique
+
+
+def _dlopen_bytes(data: bytes, path: str) -> ctypes.CDLL:
+    """``dlopen`` exactly ``data`` (the bytes checked), from an in-memory file named after ``path`` (as
+    ``/proc/self/maps`` shows it). Never ``path`` itself: the file may have been replaced since it was read, and
+    the loader returns the library already loaded under a name instead of loading a new file of that name."""
     try:
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read()
-        meta = unpack_library(data, path)
-        if expect_key is not None and meta.get("key") != expect_key:
-            raise LibraryError(f"{path}: a library of another module (key {meta.get('key')!r})")
-        # The bytes just checked are the inode behind fd: load that one, even if path is replaced meanwhile.
-        proc = f"/proc/self/fd/{fd}"
-        try:
-            handle = ctypes.CDLL(proc if os.path.exists(proc) else path)
-        except OSError as exc:
-            raise LibraryError(f"{path}: cannot be loaded: {exc}") from None
-    finally:
+        fd = os.memfd_create(f"relax-mlir:{path}"[-240:], 0)
+        name = f"/proc/self/fd/{fd}"
+    except (AttributeError, OSError):  # not Linux: a private temporary file, kept until exit
+        fd, name = tempfile.mkstemp(prefix="relax-mlir-", suffix=".so")
+        atexit.register(os.remove, name)
+    with os.fdopen(os.dup(fd), "wb") as f:
+        f.write(data)
+    try:
+        handle = ctypes.CDLL(name)
+    except OSError as exc:
         os.close(fd)
-    return SharedLibrary(handle, path, data), meta
+        raise LibraryError(f"{path}: cannot be loaded: {exc}") from None
+    _KEEP.append(fd)  # an open fd keeps /proc/self/fd/N from naming another library
+    return handle
 
 
 class LoadedModule:

@@ -167,3 +167,25 @@ def test_cli_export(tmp_path, capsys):
     assert cli(["export", str(source), "-o", str(tmp_path / "u.so"), "-f", "nope"]) == 1
     assert "--function: no function 'nope'" in capsys.readouterr().err
     assert not (tmp_path / "u.so").exists()
+
+
+def test_a_path_exported_again_loads_the_new_library(tmp_path):
+    """The dynamic loader returns the library already loaded under a name: each load must use a fresh one."""
+    path = tmp_path / "f.so"
+    text = '''
+from relax_mlir.script import ir as I, relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def f(x: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+        with R.dataflow():
+            y = R.{op}(x, x)
+            R.output(y)
+        return y
+'''
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    rm.compile(from_source(text.format(op="add"), "add")).export_library(path)
+    np.testing.assert_array_equal(load_module(path)["f"](x), x + x)
+    rm.compile(from_source(text.format(op="multiply"), "mul")).export_library(path)
+    np.testing.assert_array_equal(load_module(path)["f"](x), x * x)
