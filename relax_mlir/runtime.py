@@ -18,36 +18,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["LoadedLibrary", "load_module"]
+__all__ = ["load_module"]
 
 
-class LoadedLibrary:
-    """The functions of a library file: ``lib["update_params"](...)``; ``lib.function_names``, ``lib.metadata``."""
-
-    def __init__(self, path: str, functions: dict[str, Any], metadata: dict[str, Any]):
-        self.path, self._functions, self.metadata = path, functions, metadata
-
-    @property
-    def function_names(self) -> list[str]:
-        return list(self._functions)
-
-    def __getitem__(self, name: str) -> Any:
-        try:
-            return self._functions[name]
-        except KeyError:
-            raise KeyError(f"{self.path}: no function {name!r}; functions: {', '.join(self._functions)}") from None
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._functions
-
-    def __repr__(self) -> str:
-        return f"<LoadedLibrary {self.path}: {', '.join(self._functions)}>"
-
-
-def load_module(path: str | os.PathLike) -> LoadedLibrary:
-    """Load a library written by ``Executable.export_library``; ValueError if it is not one or is damaged."""
+def load_module(path: str | os.PathLike) -> Any:
+    """Load a library written by ``Executable.export_library``: a module of its functions (``lib["f"](...)``,
+    ``lib.function_names``, ``lib.metadata``). ValueError if the file is not one or is damaged."""
     from .backend.library import LibraryError, LoadedModule, read_library
-    from .backend.nesting import callable_for, check_tree
+    from .backend.nesting import check_tree
     from .backend.signature_json import signature_from_json
 
     path = os.fspath(path)
@@ -56,13 +34,12 @@ def load_module(path: str | os.PathLike) -> LoadedLibrary:
     except LibraryError as exc:
         raise ValueError(str(exc)) from None
     functions = meta.get("functions")
-    if not isinstance(functions, dict):
+    if not isinstance(functions, dict) or not all(isinstance(f, dict) for f in functions.values()):
         raise ValueError(f"{path}: the library's metadata lists no functions")
     signatures = {name: signature_from_json(f.get("signature")) for name, f in functions.items()}
-    compiled = LoadedModule(library, signatures, meta.get("check_messages", []))
-    wrapped = {}
-    for name, f in functions.items():
-        trees = [check_tree(t, f"{path}: {name} parameter {i}") for i, t in enumerate(f.get("param_trees", []))]
-        wrapped[name] = callable_for(name, list(f.get("param_names", [])), trees,
-                                     check_tree(f.get("result_tree"), f"{path}: {name} result"), compiled[name])
-    return LoadedLibrary(path, wrapped, meta)
+    structures = {name: {"param_names": [str(n) for n in f.get("param_names", [])],
+                         "param_trees": [check_tree(t, f"{path}: {name} parameter {i}")
+                                         for i, t in enumerate(f.get("param_trees", []))],
+                         "result_tree": check_tree(f.get("result_tree"), f"{path}: {name} result")}
+                  for name, f in functions.items()}
+    return LoadedModule(library, signatures, meta.get("check_messages", []), structures, meta)

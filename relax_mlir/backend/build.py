@@ -43,7 +43,7 @@ from .legalize import legalize_module
 from .library import LinkError, LoadedModule, link_module, pack_library, write_atomically
 from .nesting import Tree, callable_for
 from .pipeline import STAGES, PipelineOptions, lower_module, run_passes
-from .runtime import CompiledModule, compile_module
+from .runtime import compile_module
 from .signature import FunctionSignature, TensorSpec
 from .signature_json import signature_to_json
 
@@ -188,7 +188,7 @@ class Executable:
     @property
     def llvm_text(self) -> str:
         """The LLVM-dialect module that was compiled (lowered again if the code came from the cache)."""
-        if isinstance(self.compiled, CompiledModule):
+        if not isinstance(self.compiled, LoadedModule):
             return self.compiled.llvm_text
         module = lower_to(self.mod, "linalg", None, self.options)
         inline_calls(module, self.options)
@@ -316,8 +316,8 @@ def library_metadata(mod: IRModule, compiled: Any, key: Optional[str]) -> dict[s
 
 def _link_library(mod: IRModule, compiled: Any, key: Optional[str]) -> bytes:
     """Link ``compiled`` (an engine's module) into a library file's bytes."""
-    if not isinstance(compiled, CompiledModule):
-        raise TypeError(f"cannot link a {type(compiled).__name__}: only an engine's CompiledModule has object code")
+    if isinstance(compiled, LoadedModule):
+        raise TypeError("cannot link a LoadedModule again: only an engine's CompiledModule has object code")
     with tempfile.TemporaryDirectory(prefix="relax-mlir-lib-") as tmp:
         path = os.path.join(tmp, "module.so")
         link_module(compiled, path)

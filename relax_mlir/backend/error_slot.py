@@ -9,7 +9,10 @@ turning what it holds into an ``IndexError``.
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:  # MLIR is imported where used: the call path runs without it
+    from mlir import ir
 
 ERROR_GLOBAL = "relax_mlir_error"
 ERROR_ADDRESS_FN = "relax_mlir_error_address"

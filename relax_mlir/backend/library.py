@@ -35,6 +35,8 @@ import tempfile
 from typing import Any, Mapping, Optional, Sequence
 
 from .error_slot import find_slot
+from .nesting import callable_for
+from .runtime import CompiledFunction, CompiledModule
 
 MAGIC = b"relax-mlir-lib01"
 _TRAILER = struct.Struct("<QQ16s")
@@ -231,13 +233,16 @@ def _dlopen_bytes(data: bytes, path: str) -> ctypes.CDLL:
     return handle
 
 
-class LoadedModule:
-    """Every function of a loaded library, by name, like ``CompiledModule``: ``mod["main"](...)``."""
+class LoadedModule(CompiledModule):
+    """Every function of a loaded library, by name, as a ``CompiledModule``: ``mod["main"](...)``.
 
-    def __init__(self, library: SharedLibrary, signatures: Mapping[str, Any], check_messages: Sequence[str] = ()):
-        from .runtime import CompiledFunction  # with its MLIR imports lazy, this needs none
+    ``structures`` (per function: ``param_names``, ``param_trees``, ``result_tree``; see ``nesting.py``) makes
+    each function take and return nested tuples as the ``VirtualMachine``'s do; without it they are flat."""
 
+    def __init__(self, library: SharedLibrary, signatures: Mapping[str, Any], check_messages: Sequence[str] = (),
+                 structures: Optional[Mapping[str, Mapping[str, Any]]] = None, metadata: Optional[dict] = None):
         self.engine = library  # the owner CompiledFunction keeps alive
+        self.path, self.metadata = library.path, dict(metadata or {})
         self.check_messages = list(check_messages)
         self.error_slot = find_slot(library) if self.check_messages else None
         self.functions: dict[str, Any] = {}
@@ -245,16 +250,23 @@ class LoadedModule:
             address = library.raw_lookup(name)
             if not address:
                 raise LibraryError(f"{library.path}: no function _mlir_{name}")
-            self.functions[name] = CompiledFunction(sig, address, self)
+            function = CompiledFunction(sig, address, self)
+            self.functions[name] = function if structures is None else callable_for(name, compiled=function,
+                                                                                     **structures[name])
 
-    def __getitem__(self, name: str) -> Any:
-        try:
-            return self.functions[name]
-        except KeyError:
-            raise KeyError(f"no function {name!r}; functions: {', '.join(self.functions)}") from None
+    @property
+    def function_names(self) -> list[str]:
+        return list(self.functions)
 
-    def __getattr__(self, name: str) -> Any:
-        functions = self.__dict__.get("functions", {})
-        if name in functions:
-            return functions[name]
-        raise AttributeError(f"no function {name!r}; functions: {', '.join(functions)}")
+    def __contains__(self, name: str) -> bool:
+        return name in self.functions
+
+    @property
+    def llvm_text(self) -> str:
+        raise RuntimeError(f"{self.path}: a loaded library has no LLVM text (Executable.llvm_text lowers again)")
+
+    def dump_object(self, path: str) -> None:
+        raise RuntimeError(f"{self.path}: a loaded library has no object code to dump; it is linked already")
+
+    def __repr__(self) -> str:
+        return f"<LoadedModule {self.path}: {', '.join(self.functions)}>"

@@ -25,7 +25,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -33,6 +33,12 @@ from .fastpath import DATA_OFFSET, FAST_POINTER, any_overlap, data_ptr, fast_pat
 from .heap import keep_freed_memory
 from .error_slot import ERROR_ADDRESS_FN, check_messages, find_slot, take_error
 from .signature import FunctionSignature, TensorSpec, is_symbol, shape_evaluator, signature_from_func
+
+if TYPE_CHECKING:  # MLIR is imported where used: the call path runs without it
+    from mlir import ir
+    from mlir.execution_engine import ExecutionEngine
+
+    from .pipeline import PipelineOptions
 
 __all__ = ["ArgumentError", "CompiledFunction", "CompiledModule", "compile_module", "runner_library_dir"]
 

@@ -19,9 +19,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
+
+if TYPE_CHECKING:  # MLIR is imported where used: the call path runs without it
+    from mlir import ir
 
 try:  # bfloat16 exists in NumPy only through ml_dtypes
     import ml_dtypes
