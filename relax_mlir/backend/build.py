@@ -295,13 +295,15 @@ def _from_disk(mod: IRModule, options: PipelineOptions, key: str) -> Optional[Ex
 
 
 def _to_disk(ex: Executable, key: str) -> None:
+    """Store a compiled executable; a cache that cannot be written is off for this process, after one warning."""
     try:
         data = _link_library(ex.mod, ex.compiled, key)
-    except LinkError as exc:
+        disk_cache.store(key, data)
+    except (LinkError, OSError) as exc:
         disk_cache.warn_once(str(exc))
+        disk_cache.DISABLED = True
         return
     ex._library = data
-    disk_cache.store(key, data)
 
 
 def library_metadata(mod: IRModule, compiled: Any, key: Optional[str]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ printed Relax text (deterministic across processes, unlike Python's ``hash``), t
 CPU (its features decide the code LLVM emits and the schedules' tile sizes), and the compiler (this package's
 sources and the MLIR/LLVM library it uses). An entry that fails any check (truncated, not ours, another key,
 a checksum mismatch) is ignored, counted in ``STATS["rejected"]`` and rebuilt, never loaded.
-No C compiler to link with: the cache is off, with one warning.
+No C compiler to link with, or a directory that cannot be written: the cache is off, with one warning.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ DEFAULT_SIZE = "256M"
 STATS = {"hits": 0, "misses": 0, "rejected": 0, "stored": 0, "evicted": 0}
 _STALE_TEMP_SECONDS = 3600.0
 _warned: set[str] = set()
+DISABLED = False  # set when writing failed: not retried in this process
 
 
 def warn_once(reason: str) -> None:
@@ -53,7 +54,7 @@ def cache_dir() -> str:
 
 def enabled() -> bool:
     """Whether to use the cache: not turned off, and a linker exists (else one warning says so)."""
-    if os.environ.get("RELAX_MLIR_CACHE", "1").strip() == "0":
+    if DISABLED or os.environ.get("RELAX_MLIR_CACHE", "1").strip() == "0":
         return False
     if find_linker() is None:
         warn_once("no C compiler driver to link libraries with (set $CC, or install cc)")

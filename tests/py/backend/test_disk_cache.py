@@ -215,3 +215,29 @@ def test_an_executable_from_the_cache_prints_its_stages(tmp_path, monkeypatch):
     assert isinstance(fresh.compiled, CompiledModule) and isinstance(cached.compiled, LoadedModule)
     assert cached.linalg_text == fresh.linalg_text and cached.llvm_text == fresh.llvm_text
     assert cached.library_bytes() == fresh.library_bytes()
+
+
+def test_an_unwritable_cache_warns_once_and_compiles(tmp_path, monkeypatch):
+    import warnings
+
+    from relax_mlir import VirtualMachine, compile as compile_module
+    from relax_mlir.backend.build import clear_cache
+    from relax_mlir.models import mlp
+
+    (tmp_path / "file").write_text("not a directory")
+    monkeypatch.setenv("RELAX_MLIR_CACHE_DIR", str(tmp_path / "file" / "cache"))
+    monkeypatch.setattr(disk_cache, "DISABLED", False)
+    monkeypatch.setattr(disk_cache, "_warned", set())
+    clear_cache()
+    mod = mlp(2, (3, 4, 2))
+    with pytest.warns(RuntimeWarning, match="compile cache is off: .*Not a directory"):
+        ex = compile_module(mod)
+    assert disk_cache.DISABLED
+    weights = [np.full(p.struct_info.shape, 0.5, np.float32) for p in mod["backbone"].params[1:]]
+    x = np.ones((2, 3), np.float32)
+    expected = np.full((2, 2), 0.5 * (4 * (0.5 * 3 + 0.5)) + 0.5, np.float32)  # two dense layers by hand
+    np.testing.assert_allclose(VirtualMachine(ex)["backbone"](x, *weights), expected, rtol=1e-6)
+    clear_cache()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compile_module(mlp(2, (3, 5, 2)))
