@@ -175,9 +175,8 @@ def torch_step(name: str, data: dict, threads: int):
     return step
 
 
-def jax_step(name: str, data: dict, threads: int):
-    if WORKLOADS[name][0] != "mlp":
-        return None
+def jax_update():
+    """The MLP step in JAX, not jitted: ``update(params, x, y) -> (loss, new params)`` (also compile_time.py's)."""
     import jax
     import jax.numpy as jnp
 
@@ -190,12 +189,19 @@ def jax_step(name: str, data: dict, threads: int):
         log_p = jax.nn.log_softmax(h)
         return -jnp.take_along_axis(log_p, y[:, None], axis=1).sum()
 
-    @jax.jit
     def update(params, x, y):
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
         return loss, [p - LR * (g + WD * p) for p, g in zip(params, grads)]
+    return update
 
-    update = jax.jit(update, donate_argnums=(0,))
+
+def jax_step(name: str, data: dict, threads: int):
+    if WORKLOADS[name][0] != "mlp":
+        return None
+    import jax
+    import jax.numpy as jnp
+
+    update = jax.jit(jax_update(), donate_argnums=(0,))
     state = {"params": [jnp.asarray(p) for p in data["params"]]}
     x, y = jnp.asarray(data["x"]), jnp.asarray(data["y"])
 

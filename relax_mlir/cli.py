@@ -5,6 +5,7 @@
     relax-mlir print FILE [-f NAME]     parse a module in the text format, check it, print it back
     relax-mlir check FILE               parse and report every well-formedness problem
     relax-mlir emit FILE --stage S      print the module as MLIR at stage S (relax, linalg, bufferized, llvm, ...)
+    relax-mlir export FILE -o LIB.so    compile the module to a shared library relax_mlir.runtime.load_module runs
 """
 
 from __future__ import annotations
@@ -71,6 +72,27 @@ def cmd_emit(args: argparse.Namespace) -> int:
     except KeyError as exc:  # an unknown --function
         raise ValueError(exc.args[0]) from None
     print(text)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from . import compile as compile_module
+    from .backend.export import reachable
+    from .ir import Function, IRModule, check_well_formed
+
+    mod = _load(args.file)
+    if isinstance(mod, Function):
+        mod = IRModule({"main": mod})
+    check_well_formed(mod)
+    if args.function:
+        unknown = [f for f in args.function if f not in mod]
+        if unknown:
+            raise ValueError(f"--function: no function {', '.join(map(repr, unknown))} in {args.file}; "
+                             f"functions: {', '.join(mod)}")
+        keep = {name for f in args.function for name in reachable(mod, f)}
+        mod = IRModule({name: mod[name] for name in mod if name in keep}, mod.attrs)
+    compile_module(mod, opt_level=args.opt_level, num_threads=args.threads).export_library(args.output)
+    print(f"wrote {args.output} ({', '.join(mod)})")
     return 0
 
 
@@ -228,6 +250,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="threads large ops may be split across (default: $RELAX_MLIR_NUM_THREADS or every core)")
     p.add_argument("--timing", action="store_true", help="print MLIR's pass timing for every stage on stderr")
     p.set_defaults(run=cmd_emit)
+
+    p = sub.add_parser("export", help="compile a module to a shared library that relax_mlir.runtime.load_module "
+                                      "runs with NumPy and ctypes alone (no MLIR)")
+    p.add_argument("file", help="a file in the text format, or - for standard input")
+    p.add_argument("-o", "--output", required=True, metavar="LIB.so", help="the library to write")
+    p.add_argument("-f", "--function", action="append",
+                   help="export only this function and its callees (repeatable; default: every function)")
+    p.add_argument("-O", "--opt-level", type=int, default=2, choices=[0, 1, 2, 3])
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="threads large ops may be split across (default: $RELAX_MLIR_NUM_THREADS or every core)")
+    p.set_defaults(run=cmd_export)
 
     p = sub.add_parser("passes", help="list the registered Relax passes (transform.PASSES) with a line each")
     p.set_defaults(run=cmd_passes)

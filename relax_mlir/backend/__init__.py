@@ -6,7 +6,9 @@
   record names (``op.lowering``), families in ``legalize/*.py``;
 * ``pipeline`` (named stages down to LLVM), ``schedule`` (matmul transform scripts);
 * ``runtime``, ``signature``, ``fastpath``, ``bool_storage``: the ExecutionEngine and its calling convention;
-* ``build``: ``to_mlir``, ``compile`` (cached), ``Executable`` and ``VirtualMachine`` (``relax_mlir.compile``).
+* ``build``: ``to_mlir``, ``compile`` (cached), ``Executable`` and ``VirtualMachine`` (``relax_mlir.compile``);
+* ``disk_cache`` (the on-disk compile cache), ``library`` (linking and loading shared libraries, no MLIR),
+  ``signature_json`` and ``nesting`` (what a library needs to be called without MLIR; ``relax_mlir.runtime``).
 """
 
 __all__ = ["compile", "to_mlir", "Executable", "VirtualMachine"]

@@ -20,7 +20,9 @@ the lowering of every op it uses; a hit is confirmed with ``structural_equal``.
 from __future__ import annotations
 
 import collections
+import os
 import re
+import tempfile
 import threading
 from typing import Any, Optional
 
@@ -30,16 +32,20 @@ from mlir import ir
 from ..ir.expr import Call, Function
 from ..ir.module import IRModule
 from ..ir.structural_equal import structural_equal, structural_hash
-from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..ir.struct_info import StructInfo, TupleStructInfo
 from ..ir.sym import SymDim
 from ..ir.visitor import post_order_visit
 from ..op.registry import Op
 from ..transform.legalize_ops import LEGALIZE_MAP_ATTR, lookup_rule
-from .export import export, flatten_struct_info, nest
+from .export import export, flatten_struct_info
+from . import disk_cache
 from .legalize import legalize_module
+from .library import LinkError, LoadedModule, link_module, pack_library, write_atomically
+from .nesting import Tree, callable_for
 from .pipeline import STAGES, PipelineOptions, lower_module, run_passes
-from .runtime import ArgumentError, CompiledModule, compile_module
+from .runtime import compile_module
 from .signature import FunctionSignature, TensorSpec
+from .signature_json import signature_to_json
 
 __all__ = ["Executable", "VirtualMachine", "build", "to_mlir", "LEGALIZE_MAP_ATTR", "legalize_overrides"]
 
@@ -158,21 +164,50 @@ def _np_dtype(dtype: str) -> np.dtype:
 
 # --- executables ---------------------------------------------------------------------------------------------------
 class Executable:
-    """A compiled module: every Relax function as native code, with how to (un)flatten its tuples."""
+    """A compiled module: every Relax function as native code, with how to (un)flatten its tuples.
 
-    def __init__(self, mod: IRModule, compiled: CompiledModule, options: PipelineOptions, linalg_text: str):
+    ``compiled`` is the ExecutionEngine's ``CompiledModule``, or a ``LoadedModule`` when the code came from
+    the on-disk cache; ``library`` is then the library file's bytes (``library.py``)."""
+
+    def __init__(self, mod: IRModule, compiled: Any, options: PipelineOptions, linalg_text: Optional[str] = None,
+                 library: Optional[bytes] = None):
         self.mod = mod
         self.compiled = compiled
         self.options = options
-        self.linalg_text = linalg_text
+        self._linalg_text = linalg_text
+        self._library = library
 
     @property
     def function_names(self) -> list[str]:
         return list(self.mod)
 
     @property
+    def linalg_text(self) -> str:
+        """The module after lowering every relax op (computed again if the code came from the cache)."""
+        if self._linalg_text is None:
+            self._linalg_text = to_mlir(self.mod, "linalg", options=self.options)
+        return self._linalg_text
+
+    @property
     def llvm_text(self) -> str:
-        return self.compiled.llvm_text
+        """The LLVM-dialect module that was compiled (lowered again if the code came from the cache)."""
+        if not isinstance(self.compiled, LoadedModule):
+            return self.compiled.llvm_text
+        module = lower_to(self.mod, "linalg", None, self.options)
+        inline_calls(module, self.options)
+        with module.context, ir.Location.unknown():
+            return str(lower_module(module, "llvm", self.options))
+
+    def library_bytes(self) -> bytes:
+        """This executable as a library file (``library.py``): linked now unless it came from the cache."""
+        if self._library is None:
+            self._library = _link_library(self.mod, self.compiled, key=None)
+        return self._library
+
+    def export_library(self, path: str) -> None:
+        """Write the compiled code as a shared library with its signatures, which
+        ``relax_mlir.runtime.load_module(path)`` runs with NumPy and ctypes alone (no MLIR). Atomic."""
+        write_atomically(os.fspath(path), self.library_bytes())
 
     def __repr__(self) -> str:
         return f"<Executable {', '.join(self.mod)} (opt_level {self.options.opt_level})>"
@@ -200,7 +235,8 @@ def _cache_key(mod: IRModule, target: str, options: PipelineOptions) -> tuple:
 def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
           options: Optional[PipelineOptions] = None, num_threads: Optional[int] = None,
           checks: Optional[bool] = None) -> Executable:
-    """Compile every function of ``mod`` to native code (``relax_mlir.compile``); cached in-process."""
+    """Compile every function of ``mod`` to native code (``relax_mlir.compile``); cached in-process and on disk
+    (``disk_cache.py``)."""
     if target not in ("cpu", "llvm"):
         raise ValueError(f"compile: unknown target {target!r}; the MLIR backend compiles for 'cpu' (the host)")
     if not isinstance(mod, IRModule):
@@ -214,17 +250,86 @@ def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
             CACHE_STATS["hits"] += 1
             return hit[1]
     CACHE_STATS["misses"] += 1
-    signatures = [signature_of(name, mod[name]) for name in mod]
-    linalg = lower_to(mod, "linalg", None, options)
-    linalg_text = str(linalg)
-    inline_calls(linalg, options)
-    compiled = compile_module(linalg, signatures, options=options)
-    ex = Executable(mod, compiled, options, linalg_text)
+    disk_key = _disk_key(mod, options)
+    ex = _from_disk(mod, options, disk_key) if disk_key else None
+    if ex is None:
+        ex = _compile(mod, options)
+        if disk_key:
+            _to_disk(ex, disk_key)
     with _CACHE_LOCK:
         _CACHE[key] = (mod, ex)
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return ex
+
+
+def _compile(mod: IRModule, options: PipelineOptions) -> Executable:
+    signatures = [signature_of(name, mod[name]) for name in mod]
+    linalg = lower_to(mod, "linalg", None, options)  # its text is printed only if asked for (Executable.linalg_text)
+    inline_calls(linalg, options)
+    compiled = compile_module(linalg, signatures, options=options, llvm_opt_level=LLVM_OPT_LEVEL)
+    return Executable(mod, compiled, options)
+
+
+# --- the on-disk cache -------------------------------------------------------------------------------------------
+LLVM_OPT_LEVEL = 2
+
+
+def _disk_key(mod: IRModule, options: PipelineOptions) -> Optional[str]:
+    """The on-disk cache key of ``mod``, or None when the cache is off or cannot hold it (custom lowerings are
+    Python functions of this process, so their code is not part of any printable key)."""
+    if not disk_cache.enabled() or legalize_overrides(mod):
+        return None
+    from .openmp import openmp_library
+
+    knobs = {"opt_level": options.opt_level, "num_threads": options.num_threads, "llvm_opt_level": LLVM_OPT_LEVEL,
+             "fallback": options.fallback_on_schedule_failure, "checks": options.checks,
+             "openmp": openmp_library() if options.num_threads > 1 else None}
+    return disk_cache.cache_key(mod.script(), knobs)
+
+
+def _from_disk(mod: IRModule, options: PipelineOptions, key: str) -> Optional[Executable]:
+    found = disk_cache.lookup(key)
+    if found is None:
+        return None
+    library, meta = found
+    signatures = {name: signature_of(name, mod[name]) for name in mod}
+    compiled = LoadedModule(library, signatures, meta.get("check_messages", []))
+    return Executable(mod, compiled, options, library=library.data)
+
+
+def _to_disk(ex: Executable, key: str) -> None:
+    """Store a compiled executable; a cache that cannot be written is off for this process, after one warning."""
+    try:
+        data = _link_library(ex.mod, ex.compiled, key)
+        disk_cache.store(key, data)
+    except (LinkError, OSError) as exc:
+        disk_cache.warn_once(str(exc))
+        disk_cache.DISABLED = True
+        return
+    ex._library = data
+
+
+def library_metadata(mod: IRModule, compiled: Any, key: Optional[str]) -> dict[str, Any]:
+    """What a library file says about its functions: signatures, tuple structure, runtime-check messages."""
+    from .. import __version__
+
+    functions = {name: {"signature": signature_to_json(compiled[name].signature), **function_structure(fn)}
+                 for name, fn in mod.items()}
+    return {"key": key, "functions": functions, "check_messages": list(compiled.check_messages),
+            "relax_mlir": __version__}
+
+
+def _link_library(mod: IRModule, compiled: Any, key: Optional[str]) -> bytes:
+    """Link ``compiled`` (an engine's module) into a library file's bytes."""
+    if isinstance(compiled, LoadedModule):
+        raise TypeError("cannot link a LoadedModule again: only an engine's CompiledModule has object code")
+    with tempfile.TemporaryDirectory(prefix="relax-mlir-lib-") as tmp:
+        path = os.path.join(tmp, "module.so")
+        link_module(compiled, path)
+        with open(path, "rb") as f:
+            elf = f.read()
+    return pack_library(elf, library_metadata(mod, compiled, key))
 
 
 def clear_cache() -> None:
@@ -234,45 +339,17 @@ def clear_cache() -> None:
 
 
 # --- the virtual machine -----------------------------------------------------------------------------------------
-def _is_flat(sinfo: StructInfo) -> bool:
-    return isinstance(sinfo, TensorStructInfo)
+def tree_of(sinfo: StructInfo) -> Tree:
+    """The tuple structure of a struct info (``nesting.py``): None for a tensor, a list for a tuple."""
+    if isinstance(sinfo, TupleStructInfo):
+        return [tree_of(f) for f in sinfo.fields]
+    return None
 
 
-class _TupleFunction:
-    """Calls a compiled function whose parameters or results are tuples: flattens the arguments (checking the
-    structure, naming the parameter) and re-nests the results."""
-
-    def __init__(self, name: str, fn: Function, compiled):
-        self.name, self.fn, self.compiled = name, fn, compiled
-        self._params = [p.struct_info for p in fn.params]
-        self._names = [p.name_hint for p in fn.params]
-
-    def _flatten(self, value: Any, sinfo: StructInfo, label: str, out: list) -> None:
-        if isinstance(sinfo, TupleStructInfo):
-            if not isinstance(value, (tuple, list)) or len(value) != len(sinfo.fields):
-                got = f"a {type(value).__name__} of {len(value)}" if isinstance(value, (tuple, list)) \
-                    else type(value).__name__
-                raise ArgumentError(f"{self.name}: parameter {label!r}: expected a tuple of {len(sinfo.fields)}, "
-                                    f"got {got}")
-            for i, (v, f) in enumerate(zip(value, sinfo.fields)):
-                self._flatten(v, f, f"{label}[{i}]", out)
-        else:
-            out.append(value)
-
-    def __call__(self, *args: Any, out: Any = None) -> Any:
-        if len(args) != len(self._params):
-            raise ArgumentError(f"{self.name}: expected {len(self._params)} argument"
-                                f"{'' if len(self._params) == 1 else 's'} ({', '.join(self._names)}), got {len(args)}")
-        flat: list = []
-        for a, s, n in zip(args, self._params, self._names):
-            self._flatten(a, s, n, flat)
-        results = self.compiled(*flat) if out is None else self.compiled(*flat, out=out)
-        results = results if isinstance(results, tuple) else (results,)
-        value, _ = nest(list(results), self.fn.ret_struct_info)
-        return value
-
-    def __repr__(self) -> str:
-        return f"<VM function {self.name} (tuples flattened) of {self.compiled!r}>"
+def function_structure(fn: Function) -> dict[str, Any]:
+    """What a library needs to call a Relax function with nested tuples: parameter names and trees, result tree."""
+    return {"param_names": [p.name_hint for p in fn.params],
+            "param_trees": [tree_of(p.struct_info) for p in fn.params], "result_tree": tree_of(fn.ret_struct_info)}
 
 
 class VirtualMachine:
@@ -293,14 +370,7 @@ class VirtualMachine:
         self.executable = ex
         self._functions: dict[str, Any] = {}
         for name, fn in ex.mod.items():
-            compiled = ex.compiled[name]
-            ret = fn.ret_struct_info
-            flat_ret = _is_flat(ret) or (isinstance(ret, TupleStructInfo) and len(ret.fields) > 1
-                                         and all(_is_flat(f) for f in ret.fields))
-            if flat_ret and all(_is_flat(p.struct_info) for p in fn.params):
-                self._functions[name] = compiled
-            else:
-                self._functions[name] = _TupleFunction(name, fn, compiled)
+            self._functions[name] = callable_for(name, compiled=ex.compiled[name], **function_structure(fn))
 
     def __getitem__(self, name: str):
         try:

@@ -9,9 +9,10 @@ turning what it holds into an ``IndexError``.
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from mlir import ir
+if TYPE_CHECKING:  # MLIR is imported where used: the call path runs without it
+    from mlir import ir
 
 ERROR_GLOBAL = "relax_mlir_error"
 ERROR_ADDRESS_FN = "relax_mlir_error_address"
@@ -22,6 +23,8 @@ CHECKS_OFF_ATTR = "relax_mlir.checks_off"
 
 def check_messages(module: ir.Module) -> list[str]:
     """The check messages of a module (before or after lowering), in check-id order."""
+    from mlir import ir  # lazily: the rest of this module serves libraries loaded without MLIR
+
     attrs = module.operation.attributes
     if CHECKS_ATTR not in attrs:
         return []

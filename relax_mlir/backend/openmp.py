@@ -24,23 +24,25 @@ import glob
 import os
 import sys
 import warnings
+from typing import Iterator
 
 from .schedule.host import host_cpu
 
 _ENTRY = "__kmpc_fork_call"
 
 
-def _candidates() -> list[str]:
+def _candidates() -> Iterator[str]:
+    """Paths to try, in order; lazily, as ``find_library`` runs ``ldconfig`` (30 ms) and is rarely needed."""
     paths = [os.environ.get("RELAX_MLIR_OPENMP_LIB", "")]
     for prefix in dict.fromkeys([sys.prefix, sys.base_prefix, os.path.expanduser("~/.local")]):
         paths.append(os.path.join(prefix, "lib", "libiomp5.so"))
     paths += ["/usr/lib/x86_64-linux-gnu/libomp.so.5", "/usr/lib/aarch64-linux-gnu/libomp.so.5"]
     paths += sorted(glob.glob("/usr/lib/llvm-*/lib/libomp.so*"), reverse=True)
+    yield from (p for p in paths if p)
     for name in ("iomp5", "omp"):
         found = ctypes.util.find_library(name)
         if found:
-            paths.append(found)
-    return [p for p in paths if p]
+            yield found
 
 
 @functools.lru_cache(maxsize=None)

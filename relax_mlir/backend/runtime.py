@@ -25,18 +25,20 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
-from mlir import ir
-from mlir.execution_engine import ExecutionEngine
 
 from .fastpath import DATA_OFFSET, FAST_POINTER, any_overlap, data_ptr, fast_path_source
 from .heap import keep_freed_memory
 from .error_slot import ERROR_ADDRESS_FN, check_messages, find_slot, take_error
-from .openmp import openmp_library
-from .pipeline import PipelineOptions, lower_module, parse, public_funcs
 from .signature import FunctionSignature, TensorSpec, is_symbol, shape_evaluator, signature_from_func
+
+if TYPE_CHECKING:  # MLIR is imported where used: the call path runs without it
+    from mlir import ir
+    from mlir.execution_engine import ExecutionEngine
+
+    from .pipeline import PipelineOptions
 
 __all__ = ["ArgumentError", "CompiledFunction", "CompiledModule", "compile_module", "runner_library_dir"]
 
@@ -59,6 +61,8 @@ _RUNNER_LIBS = ("libmlir_c_runner_utils.so", "libmlir_runner_utils.so", "libmlir
 
 
 def _external_symbols(llvm_module: ir.Module) -> list[str]:
+    from mlir import ir  # lazily, as every MLIR import here: CompiledFunction also runs code loaded without MLIR
+
     names: list[str] = []
     for op in llvm_module.body.operations:
         if op.operation.name == "llvm.func" and len(op.operation.regions[0].blocks) == 0:
@@ -339,6 +343,10 @@ class CompiledModule:
 def _openmp_libs(llvm_module: ir.Module) -> list[str]:
     """The OpenMP runtime, if the module has parallel regions (their ``__kmpc_*`` calls appear only when the
     engine translates ``omp`` ops to LLVM IR, so look for the ops)."""
+    from mlir import ir
+
+    from .openmp import openmp_library
+
     found = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -368,6 +376,10 @@ def _normalize(signatures: Any) -> dict[str, FunctionSignature]:
 
 
 def _check_out_params(module: ir.Module, signatures: Mapping[str, FunctionSignature]) -> None:
+    from mlir import ir
+
+    from .pipeline import public_funcs
+
     for func in public_funcs(module):
         name = ir.StringAttr(func.attributes["sym_name"]).value
         ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
@@ -393,6 +405,11 @@ def compile_module(
     signature derived from their type (which must then have static result shapes). Raises ValueError for a
     signature that does not fit its function, ``mlir.ir.MLIRError`` when a pass fails.
     """
+    from mlir import ir
+    from mlir.execution_engine import ExecutionEngine
+
+    from .pipeline import lower_module, parse, public_funcs
+
     given = _normalize(signatures)
     keep_freed_memory()
     module = parse(source) if isinstance(source, str) else ir.Module.parse(str(source), source.context)

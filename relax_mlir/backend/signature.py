@@ -19,10 +19,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
-from mlir import ir
+
+if TYPE_CHECKING:  # MLIR is imported where used: the call path runs without it
+    from mlir import ir
 
 try:  # bfloat16 exists in NumPy only through ml_dtypes
     import ml_dtypes
@@ -180,6 +182,8 @@ class FunctionSignature:
 
 
 def _require_tensor(t: ir.Type, where: str) -> None:
+    from mlir import ir  # lazily: runtime.load_module reads signatures without MLIR
+
     if not isinstance(t, ir.RankedTensorType):
         raise ValueError(f"{where}: type {t} is not a ranked tensor; only tensors cross the boundary "
                          "(use a 0-d tensor for a scalar)")
@@ -196,6 +200,8 @@ def dtype_of_element(t: ir.Type, where: str) -> np.dtype:
 
 def check_spec_against_type(spec: TensorSpec, t: ir.Type, where: str) -> None:
     """Raise ValueError if ``spec`` cannot describe values of the MLIR tensor type ``t``."""
+    from mlir import ir  # lazily: runtime.load_module reads signatures without MLIR
+
     _require_tensor(t, where)
     if len(spec.shape) != t.rank:
         raise ValueError(f"{where}: signature gives rank {len(spec.shape)}, the function has {t}")
@@ -210,6 +216,8 @@ def check_spec_against_type(spec: TensorSpec, t: ir.Type, where: str) -> None:
 
 def signature_from_func(func_op: ir.Operation, given: FunctionSignature | None = None) -> FunctionSignature:
     """The signature of a ``func.func`` on tensors, or ``given`` after checking it against the function type."""
+    from mlir import ir  # lazily: runtime.load_module reads signatures without MLIR
+
     name = ir.StringAttr(func_op.attributes["sym_name"]).value
     ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
     if given is not None:

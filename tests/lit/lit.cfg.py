@@ -20,6 +20,7 @@ config.test_exec_root = os.path.join(config.test_source_root, ".lit-out")
 
 root = os.path.dirname(os.path.dirname(config.test_source_root))
 config.environment["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+config.environment["RELAX_MLIR_CACHE_DIR"] = os.path.join(config.test_exec_root, "cache")  # not ~/.cache
 for var in ("HOME", "TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
     if var in os.environ:
         config.environment[var] = os.environ[var]

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import numpy as np
 import pytest
+
+# Compiled modules go to a cache of this session (subprocesses inherit it), not the user's ~/.cache.
+_CACHE = tempfile.mkdtemp(prefix="relax-mlir-test-cache-")
+os.environ["RELAX_MLIR_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, True)
 
 from relax_mlir.ir.dtype import to_numpy
 from relax_mlir.ir.struct_info import TensorStructInfo, TupleStructInfo

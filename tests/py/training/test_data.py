@@ -189,6 +189,18 @@ def test_npz_not_an_archive(tmp_path):
 
 
 # -- digits and batches -------------------------------------------------------------------------------------
+def test_digits_read_from_the_file_equal_scikit_learns():
+    from sklearn.datasets import load_digits
+
+    from relax_mlir.training.data import _digits_arrays
+
+    images, target = _digits_arrays()
+    digits = load_digits()
+    np.testing.assert_array_equal(images, digits.images)
+    np.testing.assert_array_equal(target, digits.target)
+    assert images.shape == (1797, 8, 8) and target.dtype == np.int64
+
+
 def test_digits_split_is_fixed_and_80_20():
     a, b = load_digits_dataset(), load_data(None)
     assert (len(a.x_train), len(a.x_test)) == (1438, 359)  # 1797 images, 20% rounded
