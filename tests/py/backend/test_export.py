@@ -115,10 +115,11 @@ def take_library(tmp_path_factory) -> Path:
 
 def test_a_loaded_function_checks_its_arguments(take_library):
     lib = load_module(take_library)
-    assert sorted(lib.function_names) == ["loss", "take", "take_dyn"]
+    names = sorted(gv.name_hint for gv in from_source(CHECKED_MODULE, "checked").functions)
+    assert "take" in names and sorted(lib.function_names) == names
     with pytest.raises(ArgumentError, match=r"take: parameter 'x' \(#0\): expected shape \(4, 3\), got \(4, 4\)"):
         lib["take"](np.zeros((4, 4), np.float32), np.zeros(3, np.int64))
-    with pytest.raises(KeyError, match="no public function 'nope'; functions: loss, take, take_dyn"):
+    with pytest.raises(KeyError, match="no public function 'nope'; functions: " + ", ".join(names)):
         lib["nope"]
 
 
