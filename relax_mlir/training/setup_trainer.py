@@ -1,6 +1,7 @@
 """``SetupTrainer``: turn a backbone module into a training module, as TVM's ``relax.training.SetupTrainer``.
 
-The input module has a function ``backbone(inputs..., params..., states...)`` returning the prediction, or
+The input module has a function ``backbone(inputs..., params..., states...)`` (or ``main``, as imported models
+name it) returning the prediction, or
 ``(prediction, new_states...)`` when it has states (batch-norm running statistics), and the module attributes
 ``param_num`` and ``state_num``. The result adds:
 
@@ -83,7 +84,8 @@ class SetupTrainer:
             raise ValueError(f"SetupTrainer: the module needs the attributes {', '.join(missing)} "
                              '(e.g. I.module_attrs({"param_num": 6, "state_num": 0}))')
         if self.BACKBONE not in mod:
-            raise ValueError(f"SetupTrainer: the module has no function 'backbone' (it has: {', '.join(mod)})")
+            raise ValueError(f"SetupTrainer: the module has no function 'backbone' nor 'main' "
+                             f"(it has: {', '.join(mod)})")
         param_num, state_num = int(mod.attrs["param_num"]), int(mod.attrs["state_num"])
         n_params = len(mod[self.BACKBONE].params)
         input_num = n_params - param_num - state_num
@@ -101,6 +103,7 @@ class SetupTrainer:
         from .. import transform
         from .utils import append_loss
 
+        mod = _main_as_backbone(mod)
         input_num, param_num, state_num = self._check(mod)
         backbone = mod[self.BACKBONE]
         out = IRModule({self.BACKBONE: backbone}, dict(mod.attrs))
@@ -156,6 +159,14 @@ class SetupTrainer:
         tmp = IRModule({"update_params": fused})
         tmp = transform.Sequential([transform.CanonicalizeBindings(), transform.DeadCodeElimination()])(tmp)
         return tmp["update_params"]
+
+
+def _main_as_backbone(mod):
+    """An imported module (``relax_mlir.frontend``) names its function ``main``, as TVM's importers do: without a
+    ``backbone``, that is the backbone."""
+    if isinstance(mod, IRModule) and SetupTrainer.BACKBONE not in mod and "main" in mod:
+        return IRModule({SetupTrainer.BACKBONE: mod["main"]}, dict(mod.attrs))
+    return mod
 
 
 def _check_loss_arity(loss: Loss, loss_args: list) -> None:

@@ -1,0 +1,110 @@
+"""What the PyTorch and ONNX importers share: the result type, the one error for unsupported ops, argument names,
+and the builder that turns "inputs, parameters, states, a list of nodes" into the ``main`` function.
+
+An importer is two passes over the graph. The first only looks up each node's op in the importer's table and
+collects every op that has no entry (with the nodes that use it), so one :class:`UnsupportedOpsError` lists them
+all and no module is built. The second converts node by node inside a ``BlockBuilder`` dataflow block; a problem
+found there (an attribute value the op cannot take) raises at once, naming the node: either way the caller gets
+a whole module or an exception, never a partial module.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from typing import Callable, Iterable, NamedTuple, Sequence
+
+import numpy as np
+
+from ..ir import BlockBuilder, IRModule, TensorStructInfo, Var
+from ..ir.expr import Expr, Tuple
+
+
+class UnsupportedOpsError(NotImplementedError):
+    """Raised before anything is built when a graph uses ops the importer has no conversion for; ``ops`` maps
+    each such op to the nodes using it."""
+
+    def __init__(self, frontend: str, ops: dict[str, list[str]]):
+        self.ops = ops
+        listed = "; ".join(f"{name} (used by {_few(nodes)})" for name, nodes in sorted(ops.items()))
+        super().__init__(f"{frontend}: {len(ops)} unsupported op(s): {listed}")
+
+
+def _few(nodes: Sequence[str], limit: int = 5) -> str:
+    more = f" and {len(nodes) - limit} more" if len(nodes) > limit else ""
+    return ", ".join(nodes[:limit]) + more
+
+
+def check_supported(frontend: str, uses: Iterable[tuple[str, str]], table: dict) -> None:
+    """Raise one :class:`UnsupportedOpsError` for every ``(op, node)`` pair whose op is not in ``table``."""
+    missing: dict[str, list[str]] = {}
+    for op_name, node in uses:
+        if op_name not in table:
+            missing.setdefault(op_name, []).append(node)
+    if missing:
+        raise UnsupportedOpsError(frontend, missing)
+
+
+class ImportedModel(NamedTuple):
+    """What an importer returns: ``mod, params, states = from_...(...)``.
+
+    ``mod["main"]`` takes the inputs, then the parameters, then the states (``param_num``/``state_num`` are module
+    attributes). ``params`` and ``states`` map the argument names to their NumPy values in that order, so
+    ``Trainer.load_params(params)`` / ``load_states(states)`` take them as they are. TVM stores the values in
+    ``mod["main"].attrs["params"]`` instead; here they stay beside the module, so the module's text (and its compile
+    cache key) does not carry megabytes of weights.
+    """
+
+    mod: IRModule
+    params: dict[str, np.ndarray]
+    states: dict[str, np.ndarray]
+
+
+class Names:
+    """Turns framework names (``fc.weight``, ``onnx::MatMul_12``, ``0.bias``) into distinct Python identifiers,
+    which the text format needs for argument names."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set()
+
+    def __call__(self, raw: str) -> str:
+        name = re.sub(r"\W", "_", raw).strip("_") or "v"
+        if name[0].isdigit():
+            name = "p" + name
+        if keyword.iskeyword(name) or name in ("R", "I", "T"):
+            name += "_"
+        base, i = name, 1
+        while name in self.taken:
+            name, i = f"{base}_{i}", i + 1
+        self.taken.add(name)
+        return name
+
+
+def dtype_name(numpy_dtype) -> str:
+    """A NumPy dtype as a Relax dtype string (``bool`` stays ``bool``)."""
+    return str(np.dtype(numpy_dtype))
+
+
+def build_main(inputs: Sequence[Var], params: Sequence[Var], states: Sequence[Var],
+               body: Callable[[BlockBuilder], tuple[list[Expr], list[Expr]]], func_name: str = "main") -> IRModule:
+    """``func_name(inputs..., params..., states...)`` whose dataflow block ``body(bb)`` emits; ``body`` returns
+    the outputs and the new states. It returns the output (a tuple if several), or ``(output, new states...)``
+    as ``SetupTrainer`` expects when there are states."""
+    bb = BlockBuilder()
+    with bb.function(func_name, [*inputs, *params, *states]):
+        with bb.dataflow():
+            outputs, new_states = body(bb)
+            outs = [bb.emit_output(o, "output" if len(outputs) == 1 else f"output{i}") for i, o in enumerate(outputs)]
+            if len(outs) > 1:
+                outs = [bb.emit_output(Tuple(outs), "outputs")]
+            news = [bb.emit_output(s, f"{v.name_hint}_new") for s, v in zip(new_states, states)]
+        bb.emit_func_output(Tuple([outs[0], *news]) if news else outs[0])
+    # Aliases (clone, the output bindings) and dead values (PyTorch's batch counter) go.
+    from .. import transform
+
+    mod = transform.Sequential([transform.CanonicalizeBindings(), transform.DeadCodeElimination()])(bb.get())
+    return mod.with_attrs({"param_num": len(params), "state_num": len(states)})
+
+
+def tensor_var(name: str, shape: Sequence, dtype: str) -> Var:
+    return Var(name, TensorStructInfo(tuple(shape), dtype))
