@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import keyword
 import re
-from typing import Callable, Iterable, NamedTuple, Sequence
+from dataclasses import dataclass
+from typing import Callable, Iterable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from ..ir import BlockBuilder, IRModule, TensorStructInfo, Var
-from ..ir.expr import Expr, Tuple
+from ..ir.expr import Expr, Tuple, TupleGetItem, const
 
 
 class UnsupportedOpsError(NotImplementedError):
@@ -108,3 +109,38 @@ def build_main(inputs: Sequence[Var], params: Sequence[Var], states: Sequence[Va
 
 def tensor_var(name: str, shape: Sequence, dtype: str) -> Var:
     return Var(name, TensorStructInfo(tuple(shape), dtype))
+
+
+def dtype_of(x: Expr) -> str:
+    return x.struct_info.dtype
+
+
+def ndim_of(x: Expr) -> int:
+    return x.struct_info.ndim
+
+
+def scalar_like(value, like: Expr) -> Expr:
+    """A Python number as a 0-d constant of ``like``'s dtype (frameworks' scalar operands take the tensor's)."""
+    return const(value, dtype_of(like))
+
+
+@dataclass(frozen=True)
+class Updates:
+    """A converter's result that also updates states (batch-norm running statistics): ``call`` is emitted;
+    the node's result ``i`` is the call's field ``results[i]`` (None: not produced); the state bound to ``b``
+    gets the call's field ``updates[b]``."""
+
+    call: Expr
+    results: tuple[Optional[int], ...]
+    updates: dict
+
+
+def emit_updates(bb, result: Updates, name: str, states: Sequence[Var], new_state: dict) -> list:
+    """Emit ``result.call``; record the new values of those of its updated values that are states; return the
+    node's results."""
+    call = bb.emit(result.call, name)
+    fields = {i: bb.emit(TupleGetItem(call, i)) for i in {*result.results, *result.updates.values()} - {None}}
+    for target, i in result.updates.items():
+        if any(target is s for s in states):
+            new_state[target] = fields[i]
+    return [None if i is None else fields[i] for i in result.results]

@@ -26,15 +26,15 @@ Shapes are the example inputs' (static); ``torch.export.Dim`` dynamic sizes are 
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .. import op
-from ..ir import IRModule, Var
-from ..ir.expr import Expr, TupleGetItem, const
-from .common import ImportedModel, Names, build_main, check_supported, tensor_var
+from ..ir import Var
+from ..ir.expr import Expr, const
+from .common import (ImportedModel, Names, Updates, build_main, check_supported, dtype_of, emit_updates, ndim_of,
+                     scalar_like, tensor_var)
 
 FRONTEND = "from_exported_program"
 
@@ -49,20 +49,8 @@ def _fail(node, what: str) -> TorchImportError:
 
 # -- helpers for converters --------------------------------------------------------------------------------------
 
-def _dtype(x: Expr) -> str:
-    return x.struct_info.dtype
-
-
-def _ndim(x: Expr) -> int:
-    return x.struct_info.ndim
-
-
-def _scalar_like(value, like: Expr) -> Expr:
-    return const(value, _dtype(like))
-
-
 def _operand(value, like: Expr) -> Expr:
-    return value if isinstance(value, Expr) else _scalar_like(value, like)
+    return value if isinstance(value, Expr) else scalar_like(value, like)
 
 
 def _out_shape(node) -> tuple[int, ...]:
@@ -86,9 +74,9 @@ def _binary(fn: Callable) -> Callable:
         a, b = args[0], args[1]
         alpha = kwargs.get("alpha", 1)
         if alpha != 1:
-            b = op.multiply(_operand(b, a), _scalar_like(alpha, a))
+            b = op.multiply(_operand(b, a), scalar_like(alpha, a))
         if not isinstance(a, Expr):
-            a = _scalar_like(a, b)
+            a = scalar_like(a, b)
         return fn(a, _operand(b, a))
     return convert
 
@@ -120,19 +108,19 @@ def _addmm(node, args, kwargs):
 
 
 def _permute(node, args, kwargs):
-    return op.permute_dims(args[0], axes=_axes(args[1], _ndim(args[0])))
+    return op.permute_dims(args[0], axes=_axes(args[1], ndim_of(args[0])))
 
 
 def _transpose(node, args, kwargs):
     x = args[0]
-    axes = list(range(_ndim(x)))
-    i, j = _axes([args[1], args[2]], _ndim(x))
+    axes = list(range(ndim_of(x)))
+    i, j = _axes([args[1], args[2]], ndim_of(x))
     axes[i], axes[j] = axes[j], axes[i]
     return op.permute_dims(x, axes=axes)
 
 
 def _t(node, args, kwargs):
-    return op.permute_dims(args[0], axes=list(range(_ndim(args[0])))[::-1])
+    return op.permute_dims(args[0], axes=list(range(ndim_of(args[0])))[::-1])
 
 
 def _pair(v, n: int) -> tuple[int, ...]:
@@ -142,7 +130,7 @@ def _pair(v, n: int) -> tuple[int, ...]:
 
 def _convolution(node, args, kwargs):
     x, w, bias, stride, padding, dilation, transposed, output_padding, groups = args[:9]
-    nd = _ndim(x) - 2
+    nd = ndim_of(x) - 2
     if nd not in (1, 2):
         raise _fail(node, f"{nd}-D convolution; only 1-D and 2-D are supported")
     pad = _pair(padding, nd)
@@ -156,17 +144,6 @@ def _convolution(node, args, kwargs):
     if bias is None:
         return y
     return op.add(y, op.reshape(bias, (1, -1) + (1,) * nd))
-
-
-@dataclass(frozen=True)
-class _Updates:
-    """A converter's result that also updates buffers: ``call`` is emitted, node result ``i`` is
-    ``results[i]`` (an index into the call's tuple, or None if not produced), and buffer ``b`` gets the call's
-    field ``updates[b]`` as its new value."""
-
-    call: Expr
-    results: tuple[Optional[int], ...]
-    updates: dict
 
 
 def _batch_norm(training_arg: bool):
@@ -183,7 +160,7 @@ def _batch_norm(training_arg: bool):
             raise _fail(node, "batch norm without affine weight and bias (affine=False) is not supported")
         bn = op.nn.batch_norm(x, w, b, mean, var, axis=1, epsilon=float(eps), momentum=float(momentum))
         results = (0, None, None, 1, 2) if training_arg else (0, None, None)
-        return _Updates(bn, results, {mean: 1, var: 2})
+        return Updates(bn, results, {mean: 1, var: 2})
     return convert
 
 
@@ -213,10 +190,10 @@ def _avg_pool2d(node, args, kwargs):
 def _layer_norm(node, args, kwargs):
     x, normalized_shape, w, b, eps = args[:5]
     n = len(normalized_shape)
-    axes = list(range(_ndim(x) - n, _ndim(x)))
+    axes = list(range(ndim_of(x) - n, ndim_of(x)))
     shape = tuple(normalized_shape)
-    w = w if w is not None else const(np.ones(shape, np.dtype(_dtype(x))))
-    b = b if b is not None else const(np.zeros(shape, np.dtype(_dtype(x))))
+    w = w if w is not None else const(np.ones(shape, np.dtype(dtype_of(x))))
+    b = b if b is not None else const(np.zeros(shape, np.dtype(dtype_of(x))))
     return [op.nn.layer_norm(x, w, b, axes=axes, epsilon=float(eps)), None, None]
 
 
@@ -236,13 +213,13 @@ def _reduce(fn):
         keep = bool(args[2]) if len(args) > 2 else bool(kwargs.get("keepdim", False))
         if kwargs.get("dtype") is not None:
             raise _fail(node, "a reduction with a dtype argument is not supported")
-        return fn(x, axis=None if dims is None else _axes(dims, _ndim(x)), keepdims=keep)
+        return fn(x, axis=None if dims is None else _axes(dims, ndim_of(x)), keepdims=keep)
     return convert
 
 
 def _select(node, args, kwargs):
     x, dim, index = args
-    dim = dim % _ndim(x)
+    dim = dim % ndim_of(x)
     index = index % x.struct_info.shape[dim]
     sliced = op.strided_slice(x, axes=[dim], begin=[index], end=[index + 1])
     return op.reshape(sliced, _out_shape(node))
@@ -250,7 +227,7 @@ def _select(node, args, kwargs):
 
 def _slice(node, args, kwargs):
     x = args[0]
-    dim = (args[1] if len(args) > 1 else 0) % _ndim(x)
+    dim = (args[1] if len(args) > 1 else 0) % ndim_of(x)
     start = args[2] if len(args) > 2 and args[2] is not None else 0
     end = args[3] if len(args) > 3 and args[3] is not None else 2**63 - 1
     step = args[4] if len(args) > 4 else 1
@@ -270,14 +247,14 @@ def _sdpa(node, args, kwargs):
     get = lambda i, name, default: args[i] if len(args) > i else kwargs.get(name, default)  # noqa: E731
     mask, dropout_p, causal, scale = get(3, "attn_mask", None), get(4, "dropout_p", 0.0), \
         get(5, "is_causal", False), get(6, "scale", None)
-    if _ndim(q) != 4:
-        raise _fail(node, f"attention on rank-{_ndim(q)} tensors; only (batch, heads, seq, dim) is supported")
+    if ndim_of(q) != 4:
+        raise _fail(node, f"attention on rank-{ndim_of(q)} tensors; only (batch, heads, seq, dim) is supported")
     if dropout_p:
         raise _fail(node, f"attention dropout ({dropout_p}) is not supported")
     if kwargs.get("enable_gqa"):
         raise _fail(node, "grouped-query attention is not supported")
-    if mask is not None and _dtype(mask) == "bool":
-        mask = op.where(mask, _scalar_like(0.0, q), _scalar_like(float("-inf"), q))
+    if mask is not None and dtype_of(mask) == "bool":
+        mask = op.where(mask, scalar_like(0.0, q), scalar_like(float("-inf"), q))
     bsnh = [0, 2, 1, 3]
     out = op.nn.attention(*(op.permute_dims(t, axes=bsnh) for t in (q, k, v)), mask, scale=scale,
                           causal_mask="TopLeft" if causal else None)
@@ -297,7 +274,7 @@ def _clamp(node, args, kwargs):
 def _cat(node, args, kwargs):
     tensors = args[0]
     dim = args[1] if len(args) > 1 else 0
-    return op.concat(list(tensors), axis=dim % _ndim(tensors[0]))
+    return op.concat(list(tensors), axis=dim % ndim_of(tensors[0]))
 
 
 def _to_copy(node, args, kwargs):
@@ -464,12 +441,8 @@ def _convert(bb, ep, graph: _Signature) -> tuple[list[Expr], list[Expr]]:
             continue
         args, kwargs = _resolve(node.args, env), _resolve(node.kwargs, env)
         result = CONVERTERS[str(node.target)](node, args, kwargs)
-        if isinstance(result, _Updates):
-            call = bb.emit(result.call, node.name)
-            env[node.name] = [None if i is None else bb.emit(TupleGetItem(call, i)) for i in result.results]
-            for buffer, i in result.updates.items():
-                if buffer in graph.states:
-                    new_state[buffer] = env[node.name][i] if i in result.results else bb.emit(TupleGetItem(call, i))
+        if isinstance(result, Updates):
+            env[node.name] = emit_updates(bb, result, node.name, graph.states, new_state)
         elif result is None:
             env[node.name] = None
         elif isinstance(result, list):

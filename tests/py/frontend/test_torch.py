@@ -1,8 +1,7 @@
 """``from_exported_program``: imported models compute what PyTorch computes, and train as PyTorch trains them.
 
-Training: the same initial weights, batches and optimizer (SGD with momentum and weight decay, mean
-cross-entropy) in PyTorch's own loop and in a ``Trainer`` built from the imported module; the float32 losses agree
-step by step within a relative 1e-4 and the final parameters within 1e-4 (relative, plus 1e-6 absolute).
+Training: see ``compare.py`` (20 steps, float32 losses within a relative 1e-4 of PyTorch's at every step, final
+parameters likewise).
 """
 
 from __future__ import annotations
@@ -17,16 +16,13 @@ torch = pytest.importorskip("torch")
 import relax_mlir  # noqa: E402
 from relax_mlir.frontend import UnsupportedOpsError  # noqa: E402
 from relax_mlir.frontend.torch import TorchImportError, from_exported_program  # noqa: E402
-from relax_mlir.ir import TensorStructInfo  # noqa: E402
 from relax_mlir.testing import roundtrip  # noqa: E402
-from relax_mlir.training import SetupTrainer, Trainer  # noqa: E402
-from relax_mlir.training.loss import CrossEntropyLoss  # noqa: E402
-from relax_mlir.training.optimizer import MomentumSGD  # noqa: E402
 
+from .compare import assert_same_training, perturb, training_batches  # noqa: E402
 from .torch_models import batch, make  # noqa: E402
 
 MODELS = ["mlp", "cnn", "encoder"]
-STEPS, BATCH, LR, MOMENTUM, WD = 20, 8, 0.05, 0.9, 0.01
+STEPS, BATCH = 20, 8
 
 
 def _import(model, example):
@@ -53,45 +49,14 @@ def test_inference_matches_pytorch(name):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-def _torch_training(model, batches):
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
-    losses = []
-    for x, y in batches:
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
-
-
 @pytest.mark.parametrize("name", MODELS)
 def test_training_matches_pytorch(name):
     gen = torch.Generator().manual_seed(2)
-    model = make(name).train()
-    batches = [batch(model, BATCH, gen) for _ in range(STEPS)]
-    mod, params, states = _import(copy.deepcopy(model), batches[0][0])
-    expected = _torch_training(model, batches)
-
-    ret = mod["main"].ret_struct_info
-    pred = ret.fields[0] if states else ret
-    setup = SetupTrainer(CrossEntropyLoss("mean"), MomentumSGD(LR, MOMENTUM, weight_decay=WD),
-                         [pred, TensorStructInfo((BATCH,), "int64")])
-    trainer = Trainer(mod, len(params), setup).build("cpu")
-    trainer.load_params(params)
-    if states:
-        trainer.load_states(states)
-    losses = [float(trainer.update_params(x.numpy(), y.numpy())) for x, y in batches]
-    np.testing.assert_allclose(losses, expected, rtol=1e-4)
-    assert losses[-1] < losses[0]  # it learnt something: the comparison is not between two stuck runs
-    final = dict(zip(params, (p.detach().numpy() for p in model.parameters())))
-    for key, value in trainer.export_params().items():
-        np.testing.assert_allclose(value, final[key], rtol=1e-4, atol=1e-6, err_msg=key)
-    if states:  # running means match; running variances differ by PyTorch's unbiased update (see frontend/torch.py)
-        buffers = {k.replace(".", "_"): v.numpy() for k, v in model.named_buffers()}
-        for key, value in trainer.export_states().items():
-            if key.endswith("running_mean"):
-                np.testing.assert_allclose(value, buffers[key], rtol=1e-4, atol=1e-6, err_msg=key)
+    model = make(name)
+    batches = training_batches(model, gen, STEPS, BATCH)
+    perturb(model, gen, batches[0][0])
+    imported = _import(copy.deepcopy(model), batches[0][0])
+    assert_same_training(model, imported, batches)
 
 
 def test_parameters_in_torch_order_and_names():

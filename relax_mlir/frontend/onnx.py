@@ -1,0 +1,461 @@
+"""``from_onnx``: an ONNX model (opset 17 or later) as a Relax module (TVM's ``relax.frontend.onnx.from_onnx``).
+
+::
+
+    mod, params, states = from_onnx(onnx.load("model.onnx"))
+    # mod["main"](inputs..., <float initializers>, <batch-norm running statistics>)
+
+Initializers: the float ones are parameters (``keep_params_in_input=True``), except those a
+``BatchNormalization`` reads as its running mean and variance, which are states (``main`` returns
+``(output, new states...)``); integer initializers (shapes, indices) are constants. Each ONNX op is one entry of
+``CONVERTERS``; every op missing there is reported at once before anything is built.
+
+Shape arithmetic (``Shape``, ``Gather``, ``Concat``, ``Mod`` ... on shapes, as PyTorch's exporter writes it) is
+evaluated while importing: a call whose arguments are all constants becomes a constant, computed by the op's
+NumPy reference. So ``Reshape``/``Slice``/``Unsqueeze`` operands that are computed from shapes work, provided the
+shapes are static: a symbolic input dimension must be fixed with ``shape_dict={"input": (8, 3, 32, 32)}``.
+
+``BatchNormalization`` is imported in its inference form (as from PyTorch); ``SetupTrainer`` switches it to
+training. ONNX's ``momentum`` weighs the running value (``running * momentum + batch * (1 - momentum)``), so the
+Relax op gets ``1 - momentum``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from .. import op
+from ..ir import Var
+from ..ir.expr import Call, Constant, Expr, Tuple, const
+from ..op.registry import Op
+from .common import (ImportedModel, Names, Updates, build_main, check_supported, emit_updates, ndim_of,
+                     scalar_like, tensor_var)
+
+FRONTEND = "from_onnx"
+MIN_OPSET = 17
+
+
+class OnnxImportError(ValueError):
+    """A node the importer knows but cannot convert as it stands (an attribute or operand it does not support)."""
+
+
+class _Node:
+    """A node with its attributes decoded: ``name`` (its name, else its first output), ``op_type``, ``attrs``."""
+
+    def __init__(self, proto) -> None:
+        from onnx import helper
+
+        self.proto, self.op_type = proto, proto.op_type
+        self.name = proto.name or (proto.output[0] if proto.output else proto.op_type)
+        self.attrs = {a.name: _decode(helper.get_attribute_value(a)) for a in proto.attribute}
+
+    def fail(self, what: str) -> OnnxImportError:
+        return OnnxImportError(f"{FRONTEND}: node {self.name} ({self.op_type}): {what}")
+
+
+def _decode(value):
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def _np_dtype(onnx_type: int) -> np.dtype:
+    from onnx import helper
+
+    return np.dtype(helper.tensor_dtype_to_np_dtype(onnx_type))
+
+
+# -- constants -----------------------------------------------------------------------------------------------------
+
+def _known(x: Optional[Expr]) -> Optional[np.ndarray]:
+    return x.data if isinstance(x, Constant) else None
+
+
+def _need(node: _Node, x: Optional[Expr], what: str) -> np.ndarray:
+    """The value of an operand that must be known while importing (a shape, axes)."""
+    value = _known(x)
+    if value is None:
+        raise node.fail(f"{what} must be a constant (or computed from static shapes), got a value computed at run "
+                        "time")
+    return value
+
+
+def _ints(node: _Node, x: Optional[Expr], what: str) -> list[int]:
+    return [int(v) for v in np.ravel(_need(node, x, what))]
+
+
+def fold(expr: Expr) -> Expr:
+    """A call whose arguments are all constants, replaced by its value (the op's NumPy reference); nested calls
+    first. Other expressions are returned as they are."""
+    if not isinstance(expr, Call) or not isinstance(expr.op, Op):
+        return expr
+    args = [Tuple([fold(f) for f in a.fields]) if isinstance(a, Tuple) else fold(a) for a in expr.args]
+    values = [_known_tree(a) for a in args]
+    if any(v is None for v in values) or expr.op.reference is None or expr.op.name.startswith("relax.random"):
+        return Call(expr.op, args, expr.attrs)
+    value = expr.op.reference(*values, **dict(expr.attrs))
+    return const(np.asarray(value)) if not isinstance(value, tuple) else expr
+
+
+def _known_tree(x: Expr):
+    """A constant's array, a tuple of constants' arrays, else None."""
+    if isinstance(x, Tuple):
+        fields = [_known(f) for f in x.fields]
+        return None if any(f is None for f in fields) else tuple(fields)
+    return _known(x)
+
+
+def _shape(x: Expr) -> tuple[int, ...]:
+    return tuple(x.struct_info.shape)
+
+
+# -- converters, one per ONNX op ------------------------------------------------------------------------------------
+
+def _unary(fn: Callable) -> Callable:
+    return lambda node, xs: fn(xs[0])
+
+
+def _binary(fn: Callable) -> Callable:
+    return lambda node, xs: fn(xs[0], xs[1])
+
+
+def _gemm(node, xs):
+    a, b = xs[0], xs[1]
+    c = xs[2] if len(xs) > 2 else None
+    if node.attrs.get("transA", 0):
+        a = op.permute_dims(a, axes=list(range(ndim_of(a)))[::-1])
+    if node.attrs.get("transB", 0):
+        b = op.permute_dims(b, axes=list(range(ndim_of(b)))[::-1])
+    y = op.matmul(a, b)
+    alpha, beta = node.attrs.get("alpha", 1.0), node.attrs.get("beta", 1.0)
+    if alpha != 1.0:
+        y = op.multiply(y, scalar_like(alpha, y))
+    if c is None:
+        return y
+    return op.add(y, c if beta == 1.0 else op.multiply(c, scalar_like(beta, c)))
+
+
+def _spatial(node, xs, n: int) -> dict:
+    """``strides``, ``padding`` (Relax's begin..., end... order is ONNX's too), ``dilation`` of a conv or pool."""
+    if node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise node.fail(f"auto_pad={node.attrs['auto_pad']} is not supported; give explicit pads")
+    pads = tuple(node.attrs.get("pads", [0] * 2 * n))
+    return dict(strides=tuple(node.attrs.get("strides", [1] * n)), padding=pads,
+                dilation=tuple(node.attrs.get("dilations", [1] * n)))
+
+
+def _conv(node, xs):
+    x, w = xs[0], xs[1]
+    n = ndim_of(x) - 2
+    if n not in (1, 2):
+        raise node.fail(f"{n}-D convolution; only 1-D and 2-D are supported")
+    y = (op.nn.conv2d if n == 2 else op.nn.conv1d)(x, w, groups=node.attrs.get("group", 1), **_spatial(node, xs, n))
+    if len(xs) > 2 and xs[2] is not None:
+        y = op.add(y, op.reshape(xs[2], (1, -1) + (1,) * n))
+    return y
+
+
+def _pool(fn: Callable, **extra: Callable) -> Callable:
+    def convert(node, xs):
+        if ndim_of(xs[0]) != 4:
+            raise node.fail("only 2-D pooling (NCHW) is supported")
+        if len(node.proto.output) > 1:
+            raise node.fail("the Indices output of MaxPool is not supported")
+        attrs = _spatial(node, xs, 2)
+        if fn is op.nn.avg_pool2d:
+            attrs.pop("dilation")
+        more = {k: f(node.attrs) for k, f in extra.items()}
+        return fn(xs[0], pool_size=tuple(node.attrs["kernel_shape"]), ceil_mode=bool(node.attrs.get("ceil_mode", 0)),
+                  **attrs, **more)
+    return convert
+
+
+def _batch_norm(node, xs):
+    x, scale, bias, mean, var = xs
+    momentum = float(node.attrs.get("momentum", 0.9))
+    bn = op.nn.batch_norm(x, scale, bias, mean, var, axis=1, epsilon=float(node.attrs.get("epsilon", 1e-5)),
+                          momentum=1.0 - momentum)
+    results = (0, 1, 2)[:len(node.proto.output)]
+    return Updates(bn, results, {mean: 1, var: 2})
+
+
+def _layer_norm(node, xs):
+    x, scale = xs[0], xs[1]
+    bias = xs[2] if len(xs) > 2 and xs[2] is not None else const(np.zeros(_shape(scale), scale.struct_info.dtype))
+    axis = node.attrs.get("axis", -1) % ndim_of(x)
+    y = op.nn.layer_norm(x, scale, bias, axes=list(range(axis, ndim_of(x))),
+                         epsilon=float(node.attrs.get("epsilon", 1e-5)))
+    return [y] + [None] * (len(node.proto.output) - 1)
+
+
+def _softmax(fn: Callable) -> Callable:
+    return lambda node, xs: fn(xs[0], axis=node.attrs.get("axis", -1))
+
+
+def _reduce(fn: Callable) -> Callable:
+    """ReduceMean/Sum/Max/Min: axes an attribute (before opset 18) or the second input."""
+    def convert(node, xs):
+        axes = node.attrs.get("axes")
+        if len(xs) > 1 and xs[1] is not None:
+            axes = _ints(node, xs[1], "axes")
+        if not axes:
+            if node.attrs.get("noop_with_empty_axes", 0):
+                return xs[0]
+            axes = None
+        return fn(xs[0], axis=axes, keepdims=bool(node.attrs.get("keepdims", 1)))
+    return convert
+
+
+def _reshape(node, xs):
+    x, shape = xs[0], _ints(node, xs[1], "the shape")
+    if not node.attrs.get("allowzero", 0):
+        shape = [_shape(x)[i] if d == 0 else d for i, d in enumerate(shape)]
+    return op.reshape(x, tuple(shape))
+
+
+def _flatten(node, xs):
+    shape = _shape(xs[0])
+    axis = node.attrs.get("axis", 1) % (len(shape) + 1) if shape else 0
+    return op.reshape(xs[0], (int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))))
+
+
+def _transpose(node, xs):
+    perm = node.attrs.get("perm") or list(range(ndim_of(xs[0])))[::-1]
+    return op.permute_dims(xs[0], axes=perm)
+
+
+def _unsqueeze(node, xs):
+    shape = list(_shape(xs[0]))
+    axes = sorted(a % (len(shape) + len(_ints(node, xs[1], "axes"))) for a in _ints(node, xs[1], "axes"))
+    for a in axes:
+        shape.insert(a, 1)
+    return op.reshape(xs[0], tuple(shape))
+
+
+def _squeeze(node, xs):
+    shape = _shape(xs[0])
+    axes = {a % len(shape) for a in _ints(node, xs[1], "axes")} if len(xs) > 1 and xs[1] is not None else \
+        {i for i, d in enumerate(shape) if d == 1}
+    return op.reshape(xs[0], tuple(d for i, d in enumerate(shape) if i not in axes))
+
+
+def _slice(node, xs):
+    x = xs[0]
+    starts, ends = _ints(node, xs[1], "starts"), _ints(node, xs[2], "ends")
+    axes = _ints(node, xs[3], "axes") if len(xs) > 3 and xs[3] is not None else list(range(len(starts)))
+    steps = _ints(node, xs[4], "steps") if len(xs) > 4 and xs[4] is not None else [1] * len(starts)
+    shape = _shape(x)
+    axes = [a % len(shape) for a in axes]
+    clamp = lambda v, a: max(min(v, shape[a]), -shape[a] - 1)  # noqa: E731 - INT64_MAX means "to the end"
+    return op.strided_slice(x, axes=axes, begin=[clamp(s, a) for s, a in zip(starts, axes)],
+                            end=[clamp(e, a) for e, a in zip(ends, axes)], strides=steps)
+
+
+def _expand(node, xs):
+    shape = np.broadcast_shapes(_shape(xs[0]), tuple(_ints(node, xs[1], "the shape")))
+    return op.broadcast_to(xs[0], shape)
+
+
+def _shape_of(node, xs):
+    shape = _shape(xs[0])
+    if not all(isinstance(d, int) for d in shape):
+        raise node.fail(f"Shape of a tensor with symbolic dims {shape}; fix them with shape_dict")
+    lo, hi = node.attrs.get("start", 0), node.attrs.get("end", len(shape))
+    return const(np.array(shape[lo:hi], np.int64))
+
+
+def _constant(node, xs):
+    from onnx import numpy_helper
+
+    a = node.attrs
+    if "value" in a:
+        return const(numpy_helper.to_array(a["value"]).copy())
+    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
+                       ("value_ints", np.int64)):
+        if key in a:
+            return const(np.array(a[key], dtype))
+    raise node.fail(f"a Constant with {sorted(a)} is not supported")
+
+
+def _constant_of_shape(node, xs):
+    from onnx import numpy_helper
+
+    fill = numpy_helper.to_array(node.attrs["value"]) if "value" in node.attrs else np.zeros(1, np.float32)
+    return const(np.full(_ints(node, xs[0], "the shape"), fill.reshape(-1)[0], fill.dtype))
+
+
+def _mod(node, xs):
+    """Only on constants (shape arithmetic): Relax has no remainder op."""
+    a, b = _need(node, xs[0], "Mod's operand"), _need(node, xs[1], "Mod's operand")
+    return const((np.fmod if node.attrs.get("fmod", 0) else np.mod)(a, b))
+
+
+def _cast(node, xs):
+    return op.astype(xs[0], str(_np_dtype(node.attrs["to"])))
+
+
+def _dropout(node, xs):
+    ratio = float(_need(node, xs[1], "the ratio")) if len(xs) > 1 and xs[1] is not None else 0.5
+    training = len(xs) > 2 and xs[2] is not None and bool(_need(node, xs[2], "training_mode"))
+    y = op.nn.dropout(xs[0], rate=ratio) if training and ratio > 0 else xs[0]
+    return [y] + [None] * (len(node.proto.output) - 1)
+
+
+def _gather(node, xs):
+    return op.take(xs[0], xs[1], axis=node.attrs.get("axis", 0))
+
+
+def _concat(node, xs):
+    return op.concat(list(xs), axis=node.attrs["axis"] % ndim_of(xs[0]))
+
+
+def _gelu(node, xs):
+    return (op.nn.gelu_tanh if node.attrs.get("approximate", "none") == "tanh" else op.nn.gelu)(xs[0])
+
+
+CONVERTERS: dict[str, Callable] = {
+    "Add": _binary(op.add), "Sub": _binary(op.subtract), "Mul": _binary(op.multiply), "Div": _binary(op.divide),
+    "Pow": _binary(op.power), "Max": _binary(op.maximum), "Min": _binary(op.minimum), "Equal": _binary(op.equal),
+    "Where": lambda node, xs: op.where(*xs), "MatMul": _binary(op.matmul), "Gemm": _gemm, "Mod": _mod,
+    "Relu": _unary(op.nn.relu), "Sigmoid": _unary(op.sigmoid), "Tanh": _unary(op.tanh), "Exp": _unary(op.exp),
+    "Log": _unary(op.log), "Sqrt": _unary(op.sqrt), "Erf": _unary(op.erf), "Neg": _unary(op.negative),
+    "Abs": _unary(op.abs), "Floor": _unary(op.floor), "Ceil": _unary(op.ceil), "Identity": lambda node, xs: xs[0],
+    "Reciprocal": lambda node, xs: op.divide(scalar_like(1.0, xs[0]), xs[0]), "Gelu": _gelu,
+    "LeakyRelu": lambda node, xs: op.nn.leakyrelu(xs[0], alpha=node.attrs.get("alpha", 0.01)),
+    "Softmax": _softmax(op.nn.softmax), "LogSoftmax": _softmax(op.nn.log_softmax),
+    "Conv": _conv, "MaxPool": _pool(op.nn.max_pool2d),
+    "AveragePool": _pool(op.nn.avg_pool2d, count_include_pad=lambda a: bool(a.get("count_include_pad", 0))),
+    "GlobalAveragePool": lambda node, xs: op.mean(xs[0], axis=list(range(2, ndim_of(xs[0]))), keepdims=True),
+    "BatchNormalization": _batch_norm, "LayerNormalization": _layer_norm, "Dropout": _dropout,
+    "ReduceMean": _reduce(op.mean), "ReduceSum": _reduce(op.sum), "ReduceMax": _reduce(op.max),
+    "ReduceMin": _reduce(op.min),
+    "Reshape": _reshape, "Flatten": _flatten, "Transpose": _transpose, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
+    "Slice": _slice, "Expand": _expand, "Concat": _concat, "Gather": _gather, "Cast": _cast,
+    "Shape": _shape_of, "Constant": _constant, "ConstantOfShape": _constant_of_shape,
+}
+
+# Inputs these ops read as running statistics: they are states, updated by the op.
+_STATE_INPUTS = {"BatchNormalization": (3, 4)}
+
+
+def from_onnx(model, keep_params_in_input: bool = True, shape_dict: Optional[Mapping[str, Sequence[int]]] = None,
+              *, func_name: str = "main") -> ImportedModel:
+    """Import an ONNX model (a ``ModelProto`` or a path): ``mod, params, states = from_onnx(model)``.
+
+    ``mod[func_name]`` takes the graph inputs, then the float initializers (parameters), then the batch-norm
+    running statistics (states), and returns the output (a tuple if several), or ``(output, new states...)``;
+    ``param_num``/``state_num`` are set for ``SetupTrainer``. ``params``/``states`` map argument names to NumPy
+    values. With ``keep_params_in_input=False`` every initializer is a constant. ``shape_dict`` fixes input shapes
+    (needed where an input has a symbolic dimension). Every op without a converter is listed in one
+    :class:`UnsupportedOpsError` before anything is built.
+    """
+    model = _load(model)
+    graph = model.graph
+    nodes = [_Node(n) for n in graph.node]
+    check_supported(FRONTEND, ((_op_key(n), n.name) for n in nodes), CONVERTERS)
+    sig = _Signature(graph, nodes, keep_params_in_input, dict(shape_dict or {}))
+    mod = build_main(sig.inputs, sig.params, sig.states, lambda bb: _convert(bb, graph, nodes, sig), func_name)
+    return ImportedModel(mod, sig.values(sig.params), sig.values(sig.states))
+
+
+def _load(model):
+    import onnx
+
+    if isinstance(model, (str, os.PathLike)):
+        model = onnx.load(os.fspath(model))
+    if not isinstance(model, onnx.ModelProto):
+        raise TypeError(f"{FRONTEND}: expected an onnx.ModelProto or a path to a .onnx file, got {type(model).__name__}")
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None or opset < MIN_OPSET:
+        raise ValueError(f"{FRONTEND}: the model uses ONNX opset {opset}; opset {MIN_OPSET} or later is supported "
+                         "(convert it with onnx.version_converter.convert_version(model, 17))")
+    return model
+
+
+def _op_key(node: _Node) -> str:
+    domain = node.proto.domain
+    return node.op_type if domain in ("", "ai.onnx") else f"{domain}.{node.op_type}"
+
+
+class _Signature:
+    """The graph's inputs and initializers as Relax values: user inputs, parameters, states, constants."""
+
+    def __init__(self, graph, nodes: list[_Node], keep_params: bool, shape_dict: dict[str, Sequence[int]]):
+        from onnx import numpy_helper
+
+        self.env: dict[str, Any] = {}
+        self.arrays: dict[Var, np.ndarray] = {}
+        self.inputs, self.params, self.states = [], [], []
+        stateful = {n.proto.input[i] for n in nodes for i in _STATE_INPUTS.get(n.op_type, ()) if i < len(n.proto.input)}
+        names = Names()
+        initializers = {t.name: numpy_helper.to_array(t).copy() for t in graph.initializer}
+        for value in graph.input:
+            if value.name not in initializers:
+                self.inputs.append(self._input(value, names, shape_dict))
+        unknown = sorted(set(shape_dict) - {v.name_hint for v in self.inputs} - {v.name for v in graph.input})
+        if unknown:
+            raise ValueError(f"{FRONTEND}: shape_dict names {', '.join(unknown)}, which are not graph inputs")
+        for name, array in initializers.items():
+            if keep_params and array.dtype.kind == "f":
+                var = tensor_var(names(name), array.shape, str(array.dtype))
+                (self.states if name in stateful else self.params).append(var)
+                self.arrays[var] = array
+                self.env[name] = var
+            else:
+                self.env[name] = const(array)
+
+    def _input(self, value, names: Names, shape_dict) -> Var:
+        tensor = value.type.tensor_type
+        if not value.type.HasField("tensor_type"):
+            raise ValueError(f"{FRONTEND}: input {value.name} is not a tensor")
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim]
+        shape = tuple(shape_dict.get(value.name, dims))
+        if not all(isinstance(d, int) for d in shape):
+            raise ValueError(f"{FRONTEND}: input {value.name} has the symbolic shape {tuple(dims)}; give its size "
+                             f"with shape_dict={{{value.name!r}: (...)}}")
+        var = tensor_var(names(value.name), shape, str(_np_dtype(tensor.elem_type)))
+        self.env[value.name] = var
+        return var
+
+    def values(self, variables: Sequence[Var]) -> dict[str, np.ndarray]:
+        return {v.name_hint: self.arrays[v] for v in variables}
+
+
+def _convert(bb, graph, nodes: list[_Node], sig: _Signature) -> tuple[list[Expr], list[Expr]]:
+    env, new_state = sig.env, {}
+    for node in nodes:
+        xs = [env[name] if name else None for name in node.proto.input]
+        result = CONVERTERS[_op_key(node)](node, xs)
+        outputs = list(node.proto.output)
+        if isinstance(result, Updates):
+            values = emit_updates(bb, result, _hint(outputs[0]), sig.states, new_state)
+        else:
+            values = result if isinstance(result, list) else [result]
+            values = [v if v is None else _bind(bb, fold(v), out) for v, out in zip(values, outputs)]
+        for out, value in zip(outputs, values):
+            if out:
+                env[out] = value
+    missing = [v.name_hint for v in sig.states if v not in new_state]
+    if missing:
+        raise OnnxImportError(f"{FRONTEND}: the running statistics {', '.join(missing)} are also used elsewhere "
+                              "than as a BatchNormalization's mean and variance")
+    outputs = []
+    for value in graph.output:
+        if env.get(value.name) is None:
+            raise OnnxImportError(f"{FRONTEND}: graph output {value.name} is not produced by the importer")
+        outputs.append(env[value.name])
+    return outputs, [new_state[v] for v in sig.states]
+
+
+def _bind(bb, value: Expr, output: str) -> Expr:
+    return value if isinstance(value, (Var, Constant)) else bb.emit(value, _hint(output))
+
+
+def _hint(onnx_name: str) -> str:
+    """``/layer/linear1/MatMul_output_0`` -> ``layer_linear1_MatMul``: a readable binding name."""
+    return Names()(onnx_name.replace("_output_0", ""))

@@ -1,0 +1,125 @@
+"""``from_onnx``: models exported by ``torch.onnx.export`` (opset 17) compute what ONNX's reference evaluator and
+PyTorch compute, and train here as PyTorch trains the original (``compare.py``: 20 steps, float32 losses within a
+relative 1e-4 at every step, final parameters likewise)."""
+
+from __future__ import annotations
+
+import copy
+import io
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+
+from onnx import TensorProto, helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+import relax_mlir  # noqa: E402
+from relax_mlir.frontend import UnsupportedOpsError  # noqa: E402
+from relax_mlir.frontend.onnx import OnnxImportError, from_onnx  # noqa: E402
+from relax_mlir.testing import roundtrip  # noqa: E402
+
+from .compare import assert_same_training, perturb, training_batches  # noqa: E402
+from .torch_models import batch, make  # noqa: E402
+
+MODELS = ["mlp", "cnn", "encoder"]
+STEPS, BATCH = 20, 8
+
+
+def to_onnx(model, example) -> "onnx.ModelProto":
+    """PyTorch's TorchScript exporter, opset 17, without constant folding (which would fold batch norms into
+    convolutions and transposes into weights)."""
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model.eval(), (example,), f, dynamo=False, opset_version=17, do_constant_folding=False,
+                          input_names=["x"], output_names=["logits"])
+    return onnx.load_from_string(f.getvalue())
+
+
+def _prepared(name, seed):
+    gen = torch.Generator().manual_seed(seed)
+    model = make(name)
+    perturb(model, gen, batch(model, BATCH, gen)[0])
+    return model.eval(), gen
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_inference_matches_reference_evaluator_and_pytorch(name):
+    model, gen = _prepared(name, 3)
+    x = batch(model, BATCH, gen)[0]
+    proto = to_onnx(model, x)
+    mod, params, states = from_onnx(proto)
+    roundtrip(mod)
+    args = [x.numpy(), *params.values(), *states.values()]
+    expected = ReferenceEvaluator(proto).run(None, {"x": x.numpy()})[0]
+    np.testing.assert_allclose(expected, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+    for got in (relax_mlir.interpret(mod, "main", *args),
+                relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](*args)):
+        np.testing.assert_allclose(got[0] if states else got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_training_matches_pytorch(name):
+    model, gen = _prepared(name, 4)
+    batches = training_batches(model, gen, STEPS, BATCH)
+    imported = from_onnx(to_onnx(copy.deepcopy(model), batches[0][0]))
+    assert_same_training(model.train(), imported, batches)
+
+
+def test_initializers_sorted_into_params_states_constants():
+    model, gen = _prepared("cnn", 5)
+    mod, params, states = from_onnx(to_onnx(model, torch.zeros(2, 1, 8, 8)))
+    assert list(params) == [n.replace(".", "_") for n, _ in model.named_parameters()]
+    assert list(states) == ["bn1_running_mean", "bn1_running_var", "bn2_running_mean", "bn2_running_var"]
+    assert (mod.attrs["param_num"], mod.attrs["state_num"]) == (9, 4)
+    np.testing.assert_array_equal(states["bn2_running_var"], model.bn2.running_var.numpy())
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _tensor(name, shape, dtype=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def test_every_unsupported_op_listed_at_once():
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Hardmax", ["a"], ["b"], name="hm"),
+             helper.make_node("Einsum", ["b"], ["c"], equation="ij->ji", name="es1"),
+             helper.make_node("Einsum", ["c"], ["y"], equation="ij->ji", name="es2")]
+    with pytest.raises(UnsupportedOpsError, match=r"2 unsupported op\(s\): Einsum \(used by es1, es2\); "
+                                                  r"Hardmax \(used by hm\)"):
+        from_onnx(_model(nodes, [_tensor("x", [2, 3])], [_tensor("y", [2, 3])]))
+
+
+def test_run_time_shape_is_refused_naming_the_node():
+    nodes = [helper.make_node("Cast", ["s"], ["si"], to=TensorProto.INT64),
+             helper.make_node("Reshape", ["x", "si"], ["y"], name="rs")]
+    with pytest.raises(OnnxImportError, match=r"node rs \(Reshape\): the shape must be a constant"):
+        from_onnx(_model(nodes, [_tensor("x", [2, 3]), _tensor("s", [2])], [_tensor("y", [3, 2])]))
+
+
+def test_symbolic_input_needs_shape_dict():
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    model = _model(nodes, [_tensor("x", ["batch", 3])], [_tensor("y", ["batch", 3])])
+    with pytest.raises(ValueError, match=r"input x has the symbolic shape \('batch', 3\); give its size with "
+                                         r"shape_dict=\{'x': \(...\)\}"):
+        from_onnx(model)
+    mod, _, _ = from_onnx(model, shape_dict={"x": (4, 3)})
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(relax_mlir.interpret(mod, "main", x), np.maximum(x, 0))
+
+
+def test_old_opset_refused():
+    with pytest.raises(ValueError, match=r"opset 13; opset 17 or later is supported"):
+        from_onnx(_model([helper.make_node("Relu", ["x"], ["y"])], [_tensor("x", [2])], [_tensor("y", [2])], opset=13))
+
+
+def test_not_a_model():
+    with pytest.raises(TypeError, match=r"expected an onnx.ModelProto or a path to a .onnx file, got dict"):
+        from_onnx({})
