@@ -6,11 +6,13 @@
     relax-mlir check FILE               parse and report every well-formedness problem
     relax-mlir emit FILE --stage S      print the module as MLIR at stage S (relax, linalg, bufferized, llvm, ...)
     relax-mlir export FILE -o LIB.so    compile the module to a shared library relax_mlir.runtime.load_module runs
+    relax-mlir import MODEL -o OUT.py   import an ONNX model (.onnx) or a torch.export program (.pt2), print it
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Optional, Sequence
@@ -137,6 +139,56 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    name, _, dims = text.partition("=")
+    try:
+        shape = tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        shape = ()
+    if not name or not shape or min(shape) < 0:
+        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,... (for example x=8,3,32,32), got {text!r}")
+    return name, shape
+
+
+def import_model(path: str, shapes: Optional[dict] = None):
+    """``from_onnx`` for ``.onnx``, ``from_exported_program`` of ``torch.export.load`` for ``.pt2``."""
+    if path.endswith(".onnx"):
+        from .frontend.onnx import from_onnx
+
+        return from_onnx(path, shape_dict=shapes)
+    if path.endswith(".pt2"):
+        import torch
+
+        from .frontend.torch import from_exported_program
+
+        if shapes:
+            raise ValueError("--shape applies to ONNX models; a .pt2 program has its shapes")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no such file")
+        return from_exported_program(torch.export.load(path))
+    raise ValueError(f"{path}: expected a .onnx model or a .pt2 exported program (torch.export.save)")
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .training.checkpoint_io import write_atomically
+
+    mod, params, states = import_model(args.model, dict(args.shape or []))
+    text = mod.script()
+    if args.output:
+        write_atomically(args.output, lambda f: f.write(text.encode()), "relax-mlir import", "a file name (model.py)")
+    else:
+        print(text)
+    if args.params:
+        arrays = {**{f"param/{k}": v for k, v in params.items()}, **{f"state/{k}": v for k, v in states.items()}}
+        write_atomically(args.params, lambda f: np.savez(f, **arrays), "relax-mlir import", "a file name (.npz)")
+    print(f"{args.model}: main takes {len(mod['main'].params) - len(params) - len(states)} input(s), "
+          f"{len(params)} parameter(s), {len(states)} state(s)" + (f"; wrote {args.output}" if args.output else ""),
+          file=sys.stderr)
+    return 0
+
+
 def cmd_passes(args: argparse.Namespace) -> int:
     from .transform import list_passes
 
@@ -146,7 +198,6 @@ def cmd_passes(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    import os
 
     from .training.config import TrainConfig, check_output_path
     from .training.plot import plot
@@ -261,6 +312,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_positive_int, default=None,
                    help="threads large ops may be split across (default: $RELAX_MLIR_NUM_THREADS or every core)")
     p.set_defaults(run=cmd_export)
+
+    p = sub.add_parser("import", help="import an ONNX model (.onnx) or a torch.export program (.pt2) and print it "
+                                      "in the text format")
+    p.add_argument("model", help="model.onnx, or program.pt2 (torch.export.save)")
+    p.add_argument("-o", "--output", metavar="OUT.py", help="write the module here (default: standard output)")
+    p.add_argument("--params", metavar="PARAMS.npz", help="also write the parameter and state values "
+                                                          "(param/<name>, state/<name>)")
+    p.add_argument("--shape", type=_parse_shape, action="append", metavar="NAME=D1,D2,...",
+                   help="fix the shape of an ONNX input with symbolic dims (repeatable)")
+    p.set_defaults(run=cmd_import)
 
     p = sub.add_parser("passes", help="list the registered Relax passes (transform.PASSES) with a line each")
     p.set_defaults(run=cmd_passes)

@@ -21,9 +21,10 @@ from ..ir import BlockBuilder, IRModule, TensorStructInfo, Var
 from ..ir.expr import Expr, Tuple, TupleGetItem, const
 
 
-class UnsupportedOpsError(NotImplementedError):
+class UnsupportedOpsError(ValueError, NotImplementedError):
     """Raised before anything is built when a graph uses ops the importer has no conversion for; ``ops`` maps
-    each such op to the nodes using it."""
+    each such op to the nodes using it. A ``ValueError`` (the model is an input the importer refuses) and a
+    ``NotImplementedError``."""
 
     def __init__(self, frontend: str, ops: dict[str, list[str]]):
         self.ops = ops

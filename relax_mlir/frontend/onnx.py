@@ -367,7 +367,13 @@ def _load(model):
     import onnx
 
     if isinstance(model, (str, os.PathLike)):
-        model = onnx.load(os.fspath(model))
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{FRONTEND}: {path}: no such file")
+        try:
+            model = onnx.load(path)
+        except Exception as exc:  # protobuf's DecodeError and kin: the file is not an ONNX model
+            raise ValueError(f"{FRONTEND}: {path}: not an ONNX model ({type(exc).__name__}: {exc})") from None
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"{FRONTEND}: expected an onnx.ModelProto or a path to a .onnx file, got {type(model).__name__}")
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)

@@ -48,21 +48,27 @@ class Checkpoint:
 # -- writing --------------------------------------------------------------------------------------------------------
 def write_checkpoint(path: str, arrays: Mapping[str, np.ndarray], where: str = "save") -> None:
     """Write ``arrays`` (plus the ``format`` entry) to ``path`` atomically; see the module docstring."""
+    entries = {"format": np.array(FORMAT, np.int64), **{k: np.asarray(v) for k, v in arrays.items()}}
+    write_atomically(path, lambda f: np.savez(f, **entries), where, "a file name such as ckpt.npz")
+
+
+def write_atomically(path: str, write, where: str, expected: str = "a file name") -> None:
+    """Call ``write(f)`` on a binary file that replaces ``path`` only once whole (see the module docstring); a
+    writer killed at any moment leaves the old file, or none."""
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
-        raise IsADirectoryError(f"{where}: {path} is a directory; expected a file name such as ckpt.npz")
+        raise IsADirectoryError(f"{where}: {path} is a directory; expected {expected}")
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"{where}: {path}: the directory {directory} does not exist")
-    entries = {"format": np.array(FORMAT, np.int64), **{k: np.asarray(v) for k, v in arrays.items()}}
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-", dir=directory)  # unique per writer
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, **entries)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a checkpoint is an ordinary file
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the result is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

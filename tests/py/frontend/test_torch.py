@@ -105,3 +105,21 @@ def test_bad_argument_names_node():
 def test_not_an_exported_program():
     with pytest.raises(TypeError, match=r"expected a torch.export.ExportedProgram .* got Linear"):
         from_exported_program(torch.nn.Linear(2, 2))
+
+
+def test_cli_imports_a_pt2_program(tmp_path, capsys):
+    from relax_mlir.cli import main
+    from relax_mlir.ir import structural_equal
+    from relax_mlir.script import from_source
+
+    model = make("cnn").eval()
+    ep = torch.export.export(model, (torch.zeros(2, 1, 8, 8),))
+    torch.export.save(ep, str(tmp_path / "cnn.pt2"))
+    assert main(["import", str(tmp_path / "cnn.pt2"), "-o", str(tmp_path / "cnn.py"),
+                 "--params", str(tmp_path / "cnn.npz")]) == 0
+    assert "main takes 1 input(s), 9 parameter(s), 4 state(s)" in capsys.readouterr().err
+    mod, params, states = from_exported_program(ep)
+    assert structural_equal(from_source((tmp_path / "cnn.py").read_text()), mod)
+    saved = np.load(tmp_path / "cnn.npz")
+    np.testing.assert_array_equal(saved["param/fc_weight"], params["fc_weight"])
+    np.testing.assert_array_equal(saved["state/bn2_running_var"], states["bn2_running_var"])
