@@ -24,6 +24,7 @@ import os
 import re
 import tempfile
 import threading
+import weakref
 from typing import Any, Optional
 
 import numpy as np
@@ -213,8 +214,13 @@ class Executable:
         return f"<Executable {', '.join(self.mod)} (opt_level {self.options.opt_level})>"
 
 
-_CACHE: "collections.OrderedDict[tuple, tuple[IRModule, Executable]]" = collections.OrderedDict()
-_CACHE_SIZE = 64
+# The in-process cache: every executable still alive somewhere is found again (weak references), and the last
+# few compiled are kept alive here. An ExecutionEngine costs about 3.4 MB even for a tiny module (its LLVM JIT
+# session), so a strong cache of 64 held 215 MB after 64 compiles (benchmarks/memory_soak.py); a module compiled
+# again after it was dropped comes from the on-disk cache instead (about 10 ms).
+_LIVE: "weakref.WeakValueDictionary[tuple, Executable]" = weakref.WeakValueDictionary()
+_CACHE: "collections.OrderedDict[tuple, Executable]" = collections.OrderedDict()
+_CACHE_SIZE = 8
 _CACHE_LOCK = threading.Lock()
 CACHE_STATS = {"hits": 0, "misses": 0}
 
@@ -244,11 +250,11 @@ def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
     options = _options(options, opt_level, num_threads, checks)
     key = _cache_key(mod, "cpu", options)
     with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None and structural_equal(hit[0], mod, map_free_vars=True):
-            _CACHE.move_to_end(key)
+        hit = _LIVE.get(key)
+        if hit is not None and structural_equal(hit.mod, mod, map_free_vars=True):
+            _keep(key, hit)
             CACHE_STATS["hits"] += 1
-            return hit[1]
+            return hit
     CACHE_STATS["misses"] += 1
     disk_key = _disk_key(mod, options)
     ex = _from_disk(mod, options, disk_key) if disk_key else None
@@ -257,10 +263,17 @@ def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
         if disk_key:
             _to_disk(ex, disk_key)
     with _CACHE_LOCK:
-        _CACHE[key] = (mod, ex)
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        _LIVE[key] = ex
+        _keep(key, ex)
     return ex
+
+
+def _keep(key: tuple, ex: Executable) -> None:
+    """Hold ``ex`` as the most recently used of the last ``_CACHE_SIZE`` (the caller holds the lock)."""
+    _CACHE[key] = ex
+    _CACHE.move_to_end(key)
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
 
 
 def _compile(mod: IRModule, options: PipelineOptions) -> Executable:
@@ -336,6 +349,7 @@ def clear_cache() -> None:
     """Forget every compiled module (their code is freed once no VirtualMachine holds it)."""
     with _CACHE_LOCK:
         _CACHE.clear()
+        _LIVE.clear()
 
 
 # --- the virtual machine -----------------------------------------------------------------------------------------

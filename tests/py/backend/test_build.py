@@ -189,6 +189,41 @@ def test_compiled_modules_are_cached_by_structure():
         rm.compile(mod, target="cuda")
 
 
+SCALE = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        y = R.multiply(x, R.const({c}, "float32"))
+        return y
+"""
+
+
+def test_dropped_executables_free_their_mlir_contexts():
+    """Every compile makes MLIR contexts (export, the pipeline, the engine's module); once the executable is gone
+    and out of the bounded in-process cache, none may stay (each held about 2.5 MB)."""
+    from mlir import ir
+
+    from relax_mlir.backend import build
+
+    def compile_all(first: int) -> None:
+        for i in range(first, first + build._CACHE_SIZE + 4):
+            out = rm.VirtualMachine(rm.compile(from_source(SCALE.format(c=float(i)))))["main"](np.ones(4, np.float32))
+            assert out[0] == i
+
+    import gc
+
+    compile_all(1000)  # fills the bounded cache: what it holds is the baseline
+    gc.collect()
+    live = ir.Context._get_live_count()
+    compile_all(2000)
+    gc.collect()
+    assert ir.Context._get_live_count() == live
+    held = rm.compile(from_source(SCALE.format(c=7.0)))
+    compile_all(3000)  # pushes it out of the strong cache; the live reference still finds it
+    assert rm.compile(from_source(SCALE.format(c=7.0))) is held
+
+
 # --- LegalizeOps ---------------------------------------------------------------------------------------------------
 def _subtract_instead(lc, op):
     from mlir.dialects import arith
