@@ -80,6 +80,9 @@ class Parser:
         except SyntaxError as exc:
             raise ParseError(f"{self.filename}:{(exc.lineno or 0) + self.line_offset}:{exc.offset or 0}: "
                              f"invalid syntax: {exc.msg}") from None
+        except (MemoryError, RecursionError) as exc:  # CPython's parser on deeply nested brackets
+            raise ParseError(f"{self.filename}:1:1: the text nests too deeply for Python's parser "
+                             f"({type(exc).__name__})") from None
         defs = [n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
         if not defs:
             raise ParseError(f"{self.filename}:1:1: expected an @I.ir_module class or an @R.function definition")
@@ -315,7 +318,7 @@ class Parser:
                 raise self.error(node.slice, "a tuple index must be an integer")
             return self.guard(node, lambda: TupleGetItem(base, index, span=self.span(node)))
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
-            return const(node.value)
+            return self.guard(node, lambda: const(node.value))  # 10**40 is beyond every dtype: a ParseError
         if isinstance(node, ast.Call):
             return self.call(node, scope, sizes)
         raise self.error(node, f"unsupported expression {_kind(node)}; expected a variable, a tuple, t[i], "
