@@ -51,7 +51,7 @@ from .signature_json import signature_to_json
 __all__ = ["Executable", "VirtualMachine", "build", "to_mlir", "LEGALIZE_MAP_ATTR", "legalize_overrides"]
 
 EXPORT_STAGES = ("relax",) + STAGES
-CLEANUP = "builtin.module(canonicalize,cse)"
+CLEANUP = "builtin.module(canonicalize,cse,canonicalize)"  # the second folds what cse made equal (size checks)
 # Calls between functions are inlined before bufferization: buffer-results-to-out-params cannot give a call
 # site an out-parameter for a dynamically shaped result ("cannot create out param for dynamically shaped
 # result"), and inlining lets fusion see across the call. Every function stays public.
@@ -87,10 +87,10 @@ def lower_to(mod: IRModule, stage: str, function: Optional[str] = None,
     if stage not in EXPORT_STAGES:
         raise ValueError(f"to_mlir: unknown stage {stage!r}; stages are {', '.join(EXPORT_STAGES)}")
     overrides = legalize_overrides(mod)
-    module = export(mod, function, overrides)
+    options = _options(options)
+    module = export(mod, function, overrides, checks=options.checks)
     if stage == "relax":
         return module
-    options = _options(options)
     with module.context, ir.Location.unknown():
         legalize_module(module, overrides, [], checks=options.checks)
         run_passes(module, CLEANUP, options)
