@@ -12,6 +12,7 @@ from .gradient import Gradient, GradientError
 from .inline_functions import InlineFunctions
 from .legalize_ops import LegalizeOps
 from .mutate_ops_for_training import MutateOpsForInference, MutateOpsForTraining
+from .pipeline_text import PipelineError, parse_pipeline
 from .pass_infra import (PASSES, DataflowBlockPass, FunctionPass, Pass, PassContext, PassInfo, PassInstrument,
                          PassTimingInstrument, PrintAfterAll, PrintBeforeAll, Sequential, function_pass, module_pass)
 
