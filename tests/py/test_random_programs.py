@@ -569,6 +569,20 @@ def test_cleanup_and_decompose_keep_values(p: Program):
 
 
 @CHEAP
+@given(programs())
+@example(TUPLE_PROJECTED_AFTER_BLOCK)
+def test_to_non_dataflow_and_common_subexpressions_keep_values(p: Program):
+    """The passes only move or share bindings: the values are bit-identical (the pass infrastructure checks
+    well-formedness after each)."""
+    want = relax_mlir.interpret(p.mod, "main", *p.args)
+    for the_pass in (transform.ToNonDataflow(), transform.EliminateCommonSubexpr(),
+                     transform.EliminateCommonSubexpr(call_only=True)):
+        out = the_pass(p.mod)
+        _same(relax_mlir.interpret(out, "main", *p.args), want, rtol=0, atol=0, where=the_pass.name)
+        roundtrip(out)
+
+
+@CHEAP
 @given(programs(), st.data())
 def test_inline_functions_keeps_values(p: Program, data):
     """A caller invokes main twice; its parameters have main's struct info, or static shapes, or another
