@@ -14,6 +14,7 @@ from .legalize_ops import LegalizeOps
 from .mutate_ops_for_training import MutateOpsForInference, MutateOpsForTraining
 from .pipeline_text import PipelineError, parse_pipeline
 from .eliminate_common_subexpr import EliminateCommonSubexpr
+from .fold_constant import FoldConstant
 from .to_non_dataflow import ToNonDataflow
 from .pass_infra import (PASSES, DataflowBlockPass, FunctionPass, Pass, PassContext, PassInfo, PassInstrument,
                          PassTimingInstrument, PrintAfterAll, PrintBeforeAll, Sequential, function_pass, module_pass)

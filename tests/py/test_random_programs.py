@@ -571,12 +571,12 @@ def test_cleanup_and_decompose_keep_values(p: Program):
 @CHEAP
 @given(programs())
 @example(TUPLE_PROJECTED_AFTER_BLOCK)
-def test_to_non_dataflow_and_common_subexpressions_keep_values(p: Program):
-    """The passes only move or share bindings: the values are bit-identical (the pass infrastructure checks
-    well-formedness after each)."""
+def test_to_non_dataflow_common_subexpressions_and_folding_keep_values(p: Program):
+    """The passes move, share or precompute bindings with the interpreter's own references: the values are
+    bit-identical (the pass infrastructure checks well-formedness after each)."""
     want = relax_mlir.interpret(p.mod, "main", *p.args)
     for the_pass in (transform.ToNonDataflow(), transform.EliminateCommonSubexpr(),
-                     transform.EliminateCommonSubexpr(call_only=True)):
+                     transform.EliminateCommonSubexpr(call_only=True), transform.FoldConstant()):
         out = the_pass(p.mod)
         _same(relax_mlir.interpret(out, "main", *p.args), want, rtol=0, atol=0, where=the_pass.name)
         roundtrip(out)
