@@ -576,9 +576,11 @@ def test_to_non_dataflow_common_subexpressions_and_folding_keep_values(p: Progra
     bit-identical (the pass infrastructure checks well-formedness after each)."""
     want = relax_mlir.interpret(p.mod, "main", *p.args)
     for the_pass in (transform.ToNonDataflow(), transform.EliminateCommonSubexpr(),
-                     transform.EliminateCommonSubexpr(call_only=True), transform.FoldConstant()):
+                     transform.EliminateCommonSubexpr(call_only=True), transform.FoldConstant(),
+                     transform.ConvertToDataflow(), transform.Sequential([transform.ToNonDataflow(),
+                                                                         transform.ConvertToDataflow(min_size=1)])):
         out = the_pass(p.mod)
-        _same(relax_mlir.interpret(out, "main", *p.args), want, rtol=0, atol=0, where=the_pass.name)
+        _same(relax_mlir.interpret(out, "main", *p.args), want, rtol=0, atol=0, where=the_pass.info.name)
         roundtrip(out)
 
 
