@@ -13,6 +13,8 @@ from .inline_functions import InlineFunctions
 from .legalize_ops import LegalizeOps
 from .mutate_ops_for_training import MutateOpsForInference, MutateOpsForTraining
 from .pipeline_text import PipelineError, parse_pipeline
+from .bind_params import BindParams
+from .bind_symbolic_vars import BindSymbolicVars
 from .convert_to_dataflow import ConvertToDataflow
 from .eliminate_common_subexpr import EliminateCommonSubexpr
 from .fold_constant import FoldConstant
