@@ -578,7 +578,9 @@ def test_to_non_dataflow_common_subexpressions_and_folding_keep_values(p: Progra
     for the_pass in (transform.ToNonDataflow(), transform.EliminateCommonSubexpr(),
                      transform.EliminateCommonSubexpr(call_only=True), transform.FoldConstant(),
                      transform.ConvertToDataflow(), transform.Sequential([transform.ToNonDataflow(),
-                                                                         transform.ConvertToDataflow(min_size=1)])):
+                                                                         transform.ConvertToDataflow(min_size=1)]),
+                     *(transform.TopologicalSort(order, direction) for order in ("depth-first", "breadth-first")
+                       for direction in ("from-inputs", "from-outputs"))):
         out = the_pass(p.mod)
         _same(relax_mlir.interpret(out, "main", *p.args), want, rtol=0, atol=0, where=the_pass.info.name)
         roundtrip(out)
