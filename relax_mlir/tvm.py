@@ -34,7 +34,7 @@ import numpy as np
 
 from . import compile as _compile
 from . import op as _op
-from . import analysis, script, testing, training, transform
+from . import analysis, dpl, script, testing, training, transform
 from .ir import (BlockBuilder, Call, DataflowVar, Function, GlobalVar, IRModule, PrimValue, SeqExpr, ShapeExpr,
                  ShapeStructInfo, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, const)
 # Importing the submodules makes them attributes of ``training`` (relax.training.utils, .loss, ...).
@@ -271,7 +271,7 @@ relax.vm, relax.build, relax.VirtualMachine = _relax_vm, _build, VirtualMachine
 relax.Tuple, relax.TupleGetItem, relax.ShapeExpr, relax.PrimValue = Tuple, TupleGetItem, ShapeExpr, PrimValue
 relax.ShapeStructInfo, relax.TupleStructInfo, relax.DataflowVar = ShapeStructInfo, TupleStructInfo, DataflowVar
 relax.Call, relax.SeqExpr, relax.GlobalVar = Call, SeqExpr, GlobalVar
-relax.analysis, relax.testing, relax.get_pipeline = analysis, testing, transform.get_pipeline
+relax.analysis, relax.testing, relax.get_pipeline, relax.dpl = analysis, testing, transform.get_pipeline, dpl
 
 
 def _load_module(path: str) -> Any:
