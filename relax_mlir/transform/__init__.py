@@ -18,6 +18,7 @@ from .bind_symbolic_vars import BindSymbolicVars
 from .convert_to_dataflow import ConvertToDataflow
 from .eliminate_common_subexpr import EliminateCommonSubexpr
 from .fold_constant import FoldConstant
+from .remove_purity_checking import RemovePurityChecking
 from .to_non_dataflow import ToNonDataflow
 from .topological_sort import TopologicalSort
 from .pass_infra import (PASSES, DataflowBlockPass, FunctionPass, Pass, PassContext, PassInfo, PassInstrument,
