@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.expr import (DataflowBlock, DataflowVar, Expr, Function, MatchCast, SeqExpr, Tuple, TupleGetItem, Var,
-                       VarBinding)
+from ..ir.expr import DataflowBlock, DataflowVar, Expr, Function, MatchCast, SeqExpr, Tuple, TupleGetItem, Var
 from .pass_infra import FunctionPass
-from .utils import substitute
+from .utils import rebind, substitute, with_body
 
 
 @dataclass(frozen=True)
@@ -80,8 +79,7 @@ class CanonicalizeBindings(FunctionPass):
                     tuples[b.var] = value
                 if value is not b.value:
                     changed = True
-                    b = MatchCast(b.var, value, b.struct_info, span=b.span) if isinstance(b, MatchCast) \
-                        else VarBinding(b.var, value, span=b.span)
+                    b = rebind(b, value)
                 if isinstance(b.var, DataflowVar):
                     local.add(b.var)
                 kept.append(b)
@@ -89,7 +87,7 @@ class CanonicalizeBindings(FunctionPass):
         if not changed:
             return func
         body = SeqExpr([b for b in blocks if b.bindings], substitute(func.body.body, remap))
-        return Function(func.params, body, func.ret_struct_info, func.attrs, func.is_pure, span=func.span)
+        return with_body(func, body)
 
     @staticmethod
     def _trivial(b, value: Expr, tuples: dict):

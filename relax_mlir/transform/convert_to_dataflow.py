@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, MatchCast,
-                       SeqExpr, Tuple, TupleGetItem, Var, VarBinding)
+from ..ir.expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar,
+                       MatchCast, SeqExpr, Tuple, TupleGetItem, Var)
 from ..op.registry import Op
 from .pass_infra import FunctionPass
-from .utils import free_vars, substitute
+from .utils import free_vars, rebind, substitute, with_body
 
 
 @dataclass(frozen=True)
@@ -129,8 +129,7 @@ def _with_dataflow_vars(func: Function, blocks: list[BindingBlock]) -> Function:
             if isinstance(block, DataflowBlock) and not isinstance(var, DataflowVar) and var not in after:
                 var = DataflowVar(var.name_hint, var.struct_info, span=var.span)
                 remap[b.var] = var
-            bindings.append(MatchCast(var, value, b.struct_info, span=b.span) if isinstance(b, MatchCast)
-                            else VarBinding(var, value, span=b.span))
+            bindings.append(rebind(b, value, var))
         out.append(type(block)(bindings))
     body = SeqExpr(out, substitute(func.body.body, remap))
-    return Function(func.params, body, func.ret_struct_info, func.attrs, func.is_pure, span=func.span)
+    return with_body(func, body)

@@ -16,12 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..ir.expr import (Call, DataflowVar, Expr, Function, MatchCast, SeqExpr, Tuple, TupleGetItem,
-                       Var, VarBinding)
+from ..ir.expr import Call, DataflowVar, Expr, Function, SeqExpr, Tuple, TupleGetItem, Var, VarBinding
 from ..ir.structural_equal import structural_equal, structural_hash
 from ..op.registry import Op
 from .pass_infra import Pass
-from .utils import substitute
+from .utils import rebind, substitute, with_body
 
 
 @dataclass(frozen=True)
@@ -99,14 +98,13 @@ class EliminateCommonSubexpr(Pass):
                     (local if isinstance(b.var, DataflowVar) else seen).add(value, b.var)
                 if value is not b.value:
                     changed = True
-                    b = MatchCast(b.var, value, b.struct_info, span=b.span) if isinstance(b, MatchCast) \
-                        else VarBinding(b.var, value, span=b.span)
+                    b = rebind(b, value)
                 kept.append(b)
             blocks.append(type(block)(kept))
         if not changed:
             return func
         body = SeqExpr([b for b in blocks if b.bindings], substitute(func.body.body, remap))
-        return Function(func.params, body, func.ret_struct_info, func.attrs, func.is_pure, span=func.span)
+        return with_body(func, body)
 
 
 class _Table:

@@ -19,11 +19,11 @@ from typing import Any, Optional
 import numpy as np
 
 from ..ir.dtype import to_numpy
-from ..ir.expr import Call, Constant, DataflowBlock, Expr, Function, MatchCast, SeqExpr, Tuple, Var, VarBinding
+from ..ir.expr import Call, Constant, DataflowBlock, Expr, Function, SeqExpr, Tuple, Var, VarBinding
 from ..ir.struct_info import TensorStructInfo
 from ..op.registry import Op
 from .pass_infra import FunctionPass
-from .utils import substitute
+from .utils import rebind, substitute, with_body
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class FoldConstant(FunctionPass):
         blocks, changed = [], False
         for block in func.body.blocks:
             if not isinstance(block, DataflowBlock):
-                kept = [_rebind(b, substitute(b.value, remap)) for b in block.bindings]
+                kept = [_keep_or_rebind(b, substitute(b.value, remap)) for b in block.bindings]
                 changed |= any(a is not b for a, b in zip(kept, block.bindings))
                 blocks.append(type(block)(kept))
                 continue
@@ -78,20 +78,18 @@ class FoldConstant(FunctionPass):
                     value = remap[b.var] = folded
                 if value is not b.value:
                     changed = True
-                kept.append(_rebind(b, value))
+                kept.append(_keep_or_rebind(b, value))
             blocks.append(type(block)(kept))
         if not changed:
             return func
         body = SeqExpr(blocks, substitute(func.body.body, remap))
-        return Function(func.params, body, func.ret_struct_info, func.attrs, func.is_pure, span=func.span)
+        return with_body(func, body)
 
 
-def _rebind(b, value: Expr):
-    if value is b.value:
-        return b
-    if isinstance(b, MatchCast):
-        return MatchCast(b.var, value, b.struct_info, span=b.span)
-    return VarBinding(b.var, value, span=b.span)
+
+
+def _keep_or_rebind(b, value: Expr):
+    return b if value is b.value else rebind(b, value)
 
 
 def _fold(value: Expr) -> Optional[Constant]:

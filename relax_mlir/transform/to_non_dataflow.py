@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.expr import BindingBlock, DataflowVar, Function, MatchCast, SeqExpr, Var, VarBinding
+from ..ir.expr import BindingBlock, DataflowVar, Function, SeqExpr, Var
 from .pass_infra import FunctionPass
-from .utils import substitute
+from .utils import rebind, substitute, with_body
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,6 @@ class ToNonDataflow(FunctionPass):
                     remap[var] = Var(var.name_hint, var.struct_info, span=var.span)
                     var = remap[var]
                 value = substitute(b.value, remap)
-                bindings.append(MatchCast(var, value, b.struct_info, span=b.span) if isinstance(b, MatchCast)
-                                else VarBinding(var, value, span=b.span))
+                bindings.append(rebind(b, value, var))
         body = SeqExpr([BindingBlock(bindings)], substitute(func.body.body, remap))
-        return Function(func.params, body, func.ret_struct_info, func.attrs, func.is_pure, span=func.span)
+        return with_body(func, body)

@@ -29,6 +29,24 @@ def substitute_with(e: Expr, fn: Callable[[Var], Expr]) -> Expr:
     return e
 
 
+def rebind(b: Any, value: Expr, var: Optional[Var] = None) -> Any:
+    """The binding ``b`` with a new value (and variable): a ``match_cast`` stays one, keeping its struct info."""
+    from ..ir.expr import MatchCast, VarBinding
+
+    var = b.var if var is None else var
+    if isinstance(b, MatchCast):
+        return MatchCast(var, value, b.struct_info, span=b.span)
+    return VarBinding(var, value, span=b.span)
+
+
+def with_body(func: "Function", body: Expr, params: Optional[list] = None) -> "Function":
+    """``func`` with a new body (and parameters); its return type, attributes, purity and span kept."""
+    from ..ir.expr import Function
+
+    return Function(func.params if params is None else params, body, func.ret_struct_info, func.attrs, func.is_pure,
+                    span=func.span)
+
+
 def substitute(e: Expr, remap: Mapping[Var, Expr]) -> Expr:
     """``e`` with the variables of ``remap`` replaced."""
     if not remap:
