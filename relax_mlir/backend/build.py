@@ -40,6 +40,7 @@ from ..op.registry import Op
 from ..transform.legalize_ops import LEGALIZE_MAP_ATTR, lookup_rule
 from .export import export, flatten_struct_info
 from . import disk_cache
+from .legalize.size_checks import drop_proven, insert_size_checks
 from .legalize import legalize_module
 from .library import LinkError, LoadedModule, link_module, pack_library, write_atomically
 from .nesting import Tree, callable_for
@@ -93,7 +94,12 @@ def lower_to(mod: IRModule, stage: str, function: Optional[str] = None,
         return module
     with module.context, ir.Location.unknown():
         legalize_module(module, overrides, [], checks=options.checks)
+        insert_size_checks(module)
         run_passes(module, CLEANUP, options)
+        for _ in range(8):  # each round's folded guards make the next sizes traceable
+            if not drop_proven(module):
+                break
+            run_passes(module, CLEANUP, options)
         module.operation.verify()
         if stage != "linalg":
             inline_calls(module, options)

@@ -40,6 +40,7 @@ from ..ir.visitor import post_order_visit
 from ..op.registry import REQUIRED, Op, get_op
 from .error_slot import CHECKS_OFF_ATTR, SHAPE_CHECK_PREFIX
 from .legalize.checks import report_if
+from .legalize.size_checks import ARG_SIZES
 from .dialect import (VARIADIC, dialect_op_name, element_type, encode_attr, has_dims_operands, load_relax_dialect,
                       result_arity)
 
@@ -182,6 +183,7 @@ class _FunctionExporter:
         self.where = name
 
     def run(self) -> None:
+        self.record_arg_sizes()
         block = self.func_op.add_entry_block()
         args = list(block.arguments)
         for p in self.fn.params:
@@ -198,6 +200,19 @@ class _FunctionExporter:
             leaves = flatten_struct_info(self.fn.ret_struct_info, "result", self.name)
             values = flat_values(result)
             func.ReturnOp([self.checked(v, s, f"result {label!r}") for v, (label, s) in zip(values, leaves)])
+
+    def record_arg_sizes(self) -> None:
+        """When a size variable names dimensions of two parameters, their dims as text (``relax_mlir.arg_sizes``):
+        the runtime binds each size variable once, checking every parameter, so the size checks after
+        legalization need not compare them again (``legalize/size_checks.py``)."""
+        leaves = [s for p in self.fn.params for _, s in flatten_struct_info(p.struct_info, p.name_hint, self.name)]
+        dims = [[str(d) for d in s.shape] if s.shape is not None else [] for s in leaves]
+        symbols = [{v for d in s.shape if isinstance(d, SymDim) for v in d.free_vars()} if s.shape is not None
+                   else set() for s in leaves]
+        if not any(a & b for i, a in enumerate(symbols) for b in symbols[i + 1:]):
+            return
+        self.func_op.attributes[ARG_SIZES] = ir.ArrayAttr.get(
+            [ir.ArrayAttr.get([ir.StringAttr.get(d) for d in ds]) for ds in dims])
 
     def expr(self, e: Expr) -> Flat:
         if isinstance(e, Var):

@@ -70,3 +70,40 @@ def test_without_checks_nothing_is_reported_and_memory_stays_safe():
     assert f(np.array([1.0, 2.0]), np.array([3.0])) == 9.0
     result = f(np.array([1.0, 2.0]), np.array([3.0, 4.0]))  # unspecified, but within the stand-in's buffer
     assert result.shape == ()
+
+
+MATMUL = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x0: R.Tensor((2,), "float64"), x1: R.Tensor(("n",), "float64")) -> R.Tensor((), "float64"):
+        twice = R.concat((x1, x1))
+        y = R.matmul(x0, twice)
+        return y
+"""
+
+
+def test_sizes_an_op_assumed_equal_are_checked():
+    """matmul's inference accepts k = 2 against k = 2 * n (it cannot tell, as TVM's); the compiled matmul used to
+    read 2 elements of a shorter or longer vector. Now: the interpreter's answer, or a ValueError."""
+    mod = from_source(MATMUL)
+    f = rm.VirtualMachine(rm.compile(mod))["main"]
+    x0 = np.array([1.0, 2.0])
+    assert f(x0, np.array([3.0])) == rm.interpret(mod, "main", x0, np.array([3.0])) == 9.0
+    for n in (0, 2, 5):
+        with pytest.raises(ValueError, match=r"main: binding 'y': matmul: an operand's dimension 0 is "
+                                             rf"{2 * n}, but another operand of the same loop dimension"):
+            f(x0, np.ones(n))
+    assert f(x0, np.array([1.0])) == 3.0
+
+
+def test_symbolic_training_steps_keep_no_size_check():
+    """Where every size traces back to the parameters' size variables the checks are proven and removed: the
+    usual symbolic-batch training step pays nothing (and its ops stay outside scf.if, where fusion sees them)."""
+    from relax_mlir.ir import TensorStructInfo as T
+    from relax_mlir.models import cnn, mlp
+    from relax_mlir.training import SGD, CrossEntropyLoss, SetupTrainer
+
+    setup = SetupTrainer(CrossEntropyLoss(reduction="sum"), SGD(0.01), [T(("n", 10), "float32"), T(("n",), "int64")])
+    for model in (mlp("n", (64, 32, 10)), cnn("n", (1, 8, 8), (4, 8), 10)):
+        assert rm.to_mlir(setup(model), "linalg").count("relax_mlir.size_check") == 0
