@@ -7,6 +7,8 @@
     relax-mlir emit FILE --stage S      print the module as MLIR at stage S (relax, linalg, bufferized, llvm, ...)
     relax-mlir export FILE -o LIB.so    compile the module to a shared library relax_mlir.runtime.load_module runs
     relax-mlir import MODEL -o OUT.py   import an ONNX model (.onnx) or a torch.export program (.pt2), print it
+    relax-mlir opt FILE --passes P      run Relax passes ("ToNonDataflow,Gradient(func_name=main)") and print
+    relax-mlir passes                   list the registered passes
 """
 
 from __future__ import annotations
@@ -189,6 +191,20 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_opt(args: argparse.Namespace) -> int:
+    from .ir import Function, IRModule
+    from .transform import parse_pipeline
+
+    passes = parse_pipeline(args.passes)  # before reading the file: a bad pipeline is reported first
+    mod = _load(args.file)
+    if isinstance(mod, Function):
+        mod = IRModule({mod.attrs.get("global_symbol", "main"): mod})
+    for p in passes:
+        mod = p(mod)
+    print(mod.script())
+    return 0
+
+
 def cmd_passes(args: argparse.Namespace) -> int:
     from .transform import list_passes
 
@@ -322,6 +338,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", type=_parse_shape, action="append", metavar="NAME=D1,D2,...",
                    help="fix the shape of an ONNX input with symbolic dims (repeatable)")
     p.set_defaults(run=cmd_import)
+
+    p = sub.add_parser("opt", help="run Relax passes on a module and print the result")
+    p.add_argument("file", help="a file in the text format, or - for standard input")
+    p.add_argument("--passes", required=True, metavar="PIPELINE",
+                   help='comma-separated pass names with options, e.g. "CanonicalizeBindings,Gradient(func_name=main)"'
+                        " (relax-mlir passes lists them)")
+    p.set_defaults(run=cmd_opt)
 
     p = sub.add_parser("passes", help="list the registered Relax passes (transform.PASSES) with a line each")
     p.set_defaults(run=cmd_passes)

@@ -14,11 +14,15 @@ Everything here is a re-export or a thin wrapper; the logic lives in the rest of
   (``"llvm"`` and ``"cpu"`` both name it);
 * ``tvm.compile(mod, target)`` is :func:`relax_mlir.compile` (``"llvm"`` means the host CPU);
 * ``tvm.nd.array(a)`` is an :class:`~relax_mlir.training.trainer.NDArray`: a NumPy array with ``.numpy()``;
-* ``relax``: ``TensorStructInfo``, ``Var``, ``BlockBuilder``, ``Function``, ``IRModule``, ``const``, ``op``,
-  ``transform``, ``training`` (``utils``, ``loss``, ``optimizer``, ``setup_trainer``, ``trainer``),
-  ``optimizer`` (the tutorial writes ``relax.optimizer.SGD``), ``build``, ``vm.build`` and
-  ``VirtualMachine(ex, device=None, profile=False)``. ``profile`` is accepted for TVM's signature and ignored:
-  relax-mlir's virtual machine has no profiler.
+* ``tvm.nd.empty(shape, dtype)``; ``tvm.runtime`` (``NDArray``, ``Device``, ``ndarray``, ``load_module``);
+* ``relax``: ``TensorStructInfo``, ``ShapeStructInfo``, ``TupleStructInfo``, ``Var``, ``DataflowVar``,
+  ``GlobalVar``, ``Call``, ``Tuple``, ``TupleGetItem``, ``ShapeExpr``, ``PrimValue``, ``SeqExpr``,
+  ``BlockBuilder``, ``Function``, ``IRModule``, ``const``, ``op``, ``transform``, ``analysis`` (``well_formed``,
+  ``free_vars``, ``all_vars``, ``get_var2val``, ``estimate_memory_usage``), ``testing``, ``get_pipeline``,
+  ``training`` (``utils``, ``loss``, ``optimizer``, ``setup_trainer``, ``trainer``), ``optimizer`` (the tutorial
+  writes ``relax.optimizer.SGD``), ``build``, ``vm.build`` and ``VirtualMachine(ex, device=None,
+  profile=False)`` with ``set_input`` / ``invoke_stateful`` / ``get_outputs`` / ``time_evaluator``; with
+  ``profile=True``, ``vm.profile(name, *args)`` reports per-function times (functions are compiled whole).
 """
 
 from __future__ import annotations
@@ -30,14 +34,16 @@ import numpy as np
 
 from . import compile as _compile
 from . import op as _op
-from . import script, training, transform
-from .ir import BlockBuilder, Function, IRModule, TensorStructInfo, Var, const
+from . import analysis, dpl, script, testing, training, transform
+from .ir import (BlockBuilder, Call, DataflowVar, Function, GlobalVar, IRModule, PrimValue, SeqExpr, ShapeExpr,
+                 ShapeStructInfo, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, const)
 # Importing the submodules makes them attributes of ``training`` (relax.training.utils, .loss, ...).
 from .training import loss as _loss, optimizer as _optimizer, setup_trainer as _st, trainer as _tr  # noqa: F401
 from .training import utils as _utils  # noqa: F401
 from .training.trainer import NDArray
 
-__all__ = ["script", "device", "cpu", "Device", "compile", "nd", "relax", "VirtualMachine"]
+__all__ = ["script", "device", "cpu", "Device", "compile", "nd", "relax", "runtime", "VirtualMachine",
+           "BenchmarkResult", "ProfileReport"]
 
 
 class Device:
@@ -85,19 +91,31 @@ def _array(a: Any, device: Any = None) -> NDArray:
     return np.array(a).view(NDArray)
 
 
-nd = types.ModuleType("relax_mlir.tvm.nd", "TVM's ``tvm.nd``: ``array(a)`` and ``NDArray``.")
-nd.array, nd.NDArray = _array, NDArray
+def _empty(shape: Any, dtype: str = "float32", device: Any = None) -> NDArray:
+    """``tvm.nd.empty(shape, dtype="float32", device=None)``: an uninitialised :class:`NDArray`."""
+    return np.empty(shape, np.dtype(dtype)).view(NDArray)
+
+
+nd = types.ModuleType("relax_mlir.tvm.nd", "TVM's ``tvm.nd``: ``array(a)``, ``empty(shape, dtype)`` and ``NDArray``.")
+nd.array, nd.empty, nd.NDArray = _array, _empty, NDArray
 
 
 class VirtualMachine:
     """``relax.VirtualMachine(ex, device=None, profile=False)``: :func:`relax_mlir.VirtualMachine`, whose results
     (NumPy arrays, nested tuples for tuples) come back as :class:`NDArray` so that ``.numpy()`` works as in TVM.
-    ``profile`` is accepted for TVM's signature and ignored: there is no profiler here."""
+
+    Besides ``vm["f"](*args)`` it has TVM's stateful interface (``set_input``, ``invoke_stateful``,
+    ``get_outputs``) and ``time_evaluator``. With ``profile=True``, ``vm.profile(name, *args)`` returns a
+    :class:`ProfileReport` of per-function times: each function is compiled whole (nested calls inlined), so its
+    rows are functions, not ops."""
 
     def __init__(self, ex, device: Any = None, profile: bool = False):
         from . import VirtualMachine as _VM
 
         self.vm = _VM(ex, None if device is None else str(device))
+        self.profiling = bool(profile)
+        self._inputs: dict[str, tuple] = {}
+        self._outputs: dict[str, Any] = {}
 
     def __getitem__(self, name: str):
         func = self.vm[name]
@@ -108,6 +126,123 @@ class VirtualMachine:
 
     def invoke(self, name: str, *args: Any) -> Any:
         return self[name](*args)
+
+    def profile(self, func_name: str, *args: Any) -> "ProfileReport":
+        """Run ``func_name`` once on ``args`` (after one untimed call) and report its time, as TVM's profiling VM
+        does per op; here the function is the unit (it is compiled whole)."""
+        import time
+
+        if not self.profiling:
+            raise ValueError("profile: create the VirtualMachine with profile=True to profile")
+        func = self.vm[func_name]
+        func(*args)
+        start = time.perf_counter()
+        func(*args)
+        return ProfileReport([(func_name, (time.perf_counter() - start) * 1e6)])
+
+    # -- TVM's stateful interface -------------------------------------------------------------------
+    def set_input(self, func_name: str, *args: Any, **kwargs: Any) -> None:
+        """Keep ``args`` as the inputs of ``func_name`` for :meth:`invoke_stateful` (keyword arguments by
+        parameter name, as TVM)."""
+        self.vm[func_name]  # an unknown name fails here, not at the call
+        if kwargs:
+            names = [p.name_hint for p in self.vm.executable.mod[func_name].params]
+            unknown = sorted(set(kwargs) - set(names))
+            if unknown or len(args) + len(kwargs) != len(names):
+                raise TypeError(f"set_input: {func_name} takes ({', '.join(names)}), got {len(args)} positional "
+                                f"and {sorted(kwargs)}" + (f"; unknown {unknown}" if unknown else ""))
+            args = args + tuple(kwargs[n] for n in names[len(args):])
+        self._inputs[func_name] = args
+
+    def invoke_stateful(self, func_name: str) -> None:
+        """Run ``func_name`` on the inputs :meth:`set_input` gave; :meth:`get_outputs` returns the results."""
+        if func_name not in self._inputs:
+            raise ValueError(f"invoke_stateful: call set_input({func_name!r}, ...) first")
+        self._outputs[func_name] = self[func_name](*self._inputs[func_name])
+
+    def get_outputs(self, func_name: str) -> Any:
+        """The results of the last :meth:`invoke_stateful` of ``func_name``."""
+        if func_name not in self._outputs:
+            raise ValueError(f"get_outputs: call invoke_stateful({func_name!r}) first")
+        return self._outputs[func_name]
+
+    def time_evaluator(self, func_name: str, dev: Any = None, number: int = 10, repeat: int = 1,
+                       min_repeat_ms: int = 0, cooldown_interval_ms: int = 0, repeats_to_cooldown: int = 1,
+                       f_preproc: str = "") -> Any:
+        """TVM's ``time_evaluator``: a function that runs ``func_name`` ``number`` times per repeat (more while a
+        repeat lasts under ``min_repeat_ms``), ``repeat`` times, and returns a :class:`BenchmarkResult` of the mean
+        seconds per call of each repeat. Called with no arguments it times the inputs of :meth:`set_input`."""
+        if number < 1 or repeat < 1:
+            raise ValueError(f"time_evaluator: number and repeat must be at least 1, got {number} and {repeat}")
+        if f_preproc:
+            raise ValueError(f"time_evaluator: f_preproc={f_preproc!r} is not supported")
+        func = self.vm[func_name]
+
+        def evaluate(*args: Any) -> BenchmarkResult:
+            if not args:
+                if func_name not in self._inputs:
+                    raise ValueError(f"time_evaluator({func_name!r}): give arguments, or call set_input first")
+                args = self._inputs[func_name]
+            return BenchmarkResult(_time_repeats(func, args, number, repeat, min_repeat_ms, cooldown_interval_ms,
+                                                 repeats_to_cooldown))
+
+        return evaluate
+
+
+def _time_repeats(func: Any, args: tuple, number: int, repeat: int, min_repeat_ms: int, cooldown_ms: int,
+                  repeats_to_cooldown: int) -> list[float]:
+    import time
+
+    func(*args)  # once before timing: the first call pays for lazy initialisation, as TVM's warm-up does
+    results = []
+    for r in range(repeat):
+        n = number
+        while True:
+            start = time.perf_counter()
+            for _ in range(n):
+                func(*args)
+            elapsed = time.perf_counter() - start
+            if elapsed * 1e3 >= min_repeat_ms or n >= 2**30:
+                break
+            n = max(n * 2, int(n * 1.1 * min_repeat_ms / max(elapsed * 1e3, 1e-6)))  # TVM grows it likewise
+        results.append(elapsed / n)
+        if cooldown_ms and (r + 1) % repeats_to_cooldown == 0:
+            time.sleep(cooldown_ms / 1e3)
+    return results
+
+
+class ProfileReport:
+    """What ``vm.profile`` returns: ``rows`` of (name, microseconds), printed as a table like TVM's report."""
+
+    def __init__(self, rows: list[tuple[str, float]]):
+        self.rows = list(rows)
+
+    def __str__(self) -> str:
+        total = sum(us for _, us in self.rows) or 1.0
+        lines = [f"{'Name':<24}{'Duration (us)':>16}{'Percent':>10}{'Device':>8}{'Count':>7}"]
+        lines += [f"{name:<24}{us:>16.2f}{100 * us / total:>10.2f}{'cpu0':>8}{1:>7}" for name, us in self.rows]
+        return "\n".join(lines)
+
+
+class BenchmarkResult:
+    """TVM's ``BenchmarkResult``: ``results`` (seconds per call, one per repeat) and their ``mean``, ``median``,
+    ``max``, ``min`` and ``std``; printed as TVM prints it (milliseconds)."""
+
+    def __init__(self, results: list[float]):
+        self.results = list(results)
+        a = np.asarray(self.results)
+        self.mean, self.median = float(a.mean()), float(np.median(a))
+        self.max, self.min, self.std = float(a.max()), float(a.min()), float(a.std())
+
+    def __str__(self) -> str:
+        cols = ("mean", "median", "max", "min", "std")
+        head = "".join(f"{c + ' (ms)':>13}" for c in cols)
+        row = "".join(f"{getattr(self, c) * 1e3:>13.4f}" for c in cols)
+        return f"Execution time summary:\n{head}\n{row}\n"
+
+    def __repr__(self) -> str:
+        return (f"BenchmarkResult(min={self.min}, mean={self.mean}, median={self.median}, max={self.max}, "
+                f"std={self.std}, results={self.results})")
 
 
 def _wrap(value: Any) -> Any:
@@ -133,3 +268,19 @@ relax.TensorStructInfo, relax.Var, relax.BlockBuilder, relax.Function = TensorSt
 relax.IRModule, relax.const, relax.op, relax.transform = IRModule, const, _op, transform
 relax.training, relax.optimizer = training, _optimizer
 relax.vm, relax.build, relax.VirtualMachine = _relax_vm, _build, VirtualMachine
+relax.Tuple, relax.TupleGetItem, relax.ShapeExpr, relax.PrimValue = Tuple, TupleGetItem, ShapeExpr, PrimValue
+relax.ShapeStructInfo, relax.TupleStructInfo, relax.DataflowVar = ShapeStructInfo, TupleStructInfo, DataflowVar
+relax.Call, relax.SeqExpr, relax.GlobalVar = Call, SeqExpr, GlobalVar
+relax.analysis, relax.testing, relax.get_pipeline, relax.dpl = analysis, testing, transform.get_pipeline, dpl
+
+
+def _load_module(path: str) -> Any:
+    """``tvm.runtime.load_module(path)``: a library written by ``ex.export_library(path)``."""
+    from .runtime import load_module
+
+    return load_module(path)
+
+
+runtime = types.ModuleType("relax_mlir.tvm.runtime", "TVM's ``tvm.runtime``: ``NDArray``, ``Device``, ``ndarray``, "
+                                                     "``load_module``.")
+runtime.NDArray, runtime.Device, runtime.ndarray, runtime.load_module = NDArray, Device, nd, _load_module

@@ -10,11 +10,12 @@ checkpointing lowers (Chen et al. 2016).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Union
 
 from ..ir import sym
 from ..ir.dtype import to_numpy
 from ..ir.expr import Call, Expr, Function, SeqExpr, Tuple, TupleGetItem, Var
+from ..ir.module import IRModule
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 
 
@@ -84,3 +85,37 @@ def peak_live_bytes(func: Function, sizes: Optional[Mapping[str, int]] = None) -
             peak, where = live, b.var.name_hint
     params = sum(_bytes(p.struct_info, sizes) for p in func.params)
     return LiveTensorReport(peak, params, sum(size_of[sid] for sid in returned), where)
+
+
+def estimate_memory_usage(mod: Union[IRModule, Function]) -> str:
+    """TVM's ``relax.analysis.estimate_memory_usage``: per function, the bytes its op calls allocate when every
+    result gets storage of its own (no planning), next to the peak of live intermediate tensors when each is freed
+    after its last use (:func:`peak_live_bytes`, what an ideal planner reaches). Results whose size depends on
+    symbolic dims are counted apart, as TVM does."""
+    funcs = list(mod.items()) if isinstance(mod, IRModule) else [(mod.attrs.get("global_symbol", "main"), mod)]
+    lines = ["Memory usage estimation:"]
+    for name, func in funcs:
+        if not isinstance(func, Function):
+            continue
+        static, dynamic = [], 0
+        for block in func.blocks:
+            for b in block.bindings:
+                if isinstance(b.value, Call):
+                    try:
+                        static.append(_bytes(b.var.struct_info, {}))
+                    except ValueError:
+                        dynamic += 1
+        lines.append(f"- Function {name}:")
+        lines.append(f" * Without memory planning, there are {len(static)} constant-size memory allocation(s) "
+                     f"with total size {_gb(sum(static))}.")
+        if dynamic:
+            lines.append(f" * {dynamic} allocation(s) have sizes that depend on symbolic dims (not counted).")
+        else:
+            peak = peak_live_bytes(func).peak_bytes
+            lines.append(f" * Freeing each intermediate tensor after its last use, at most {_gb(peak)} is live at "
+                         f"once (parameters and results apart).")
+    return "\n".join(lines)
+
+
+def _gb(n: int) -> str:
+    return f"{n / 2**30:.4g} GB ({n} bytes)"

@@ -6,6 +6,7 @@
   record names (``op.lowering``), families in ``legalize/*.py``;
 * ``pipeline`` (named stages down to LLVM), ``schedule`` (matmul transform scripts);
 * ``runtime``, ``signature``, ``fastpath``, ``bool_storage``: the ExecutionEngine and its calling convention;
+  ``arguments``: the one argument policy (what is passed as is, converted once, or refused; no MLIR);
 * ``build``: ``to_mlir``, ``compile`` (cached), ``Executable`` and ``VirtualMachine`` (``relax_mlir.compile``);
 * ``disk_cache`` (the on-disk compile cache), ``library`` (linking and loading shared libraries, no MLIR),
   ``signature_json`` and ``nesting`` (what a library needs to be called without MLIR; ``relax_mlir.runtime``).

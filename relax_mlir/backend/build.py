@@ -24,6 +24,7 @@ import os
 import re
 import tempfile
 import threading
+import weakref
 from typing import Any, Optional
 
 import numpy as np
@@ -39,6 +40,7 @@ from ..op.registry import Op
 from ..transform.legalize_ops import LEGALIZE_MAP_ATTR, lookup_rule
 from .export import export, flatten_struct_info
 from . import disk_cache
+from .legalize.size_checks import drop_proven, insert_size_checks
 from .legalize import legalize_module
 from .library import LinkError, LoadedModule, link_module, pack_library, write_atomically
 from .nesting import Tree, callable_for
@@ -50,7 +52,7 @@ from .signature_json import signature_to_json
 __all__ = ["Executable", "VirtualMachine", "build", "to_mlir", "LEGALIZE_MAP_ATTR", "legalize_overrides"]
 
 EXPORT_STAGES = ("relax",) + STAGES
-CLEANUP = "builtin.module(canonicalize,cse)"
+CLEANUP = "builtin.module(canonicalize,cse,canonicalize)"  # the second folds what cse made equal (size checks)
 # Calls between functions are inlined before bufferization: buffer-results-to-out-params cannot give a call
 # site an out-parameter for a dynamically shaped result ("cannot create out param for dynamically shaped
 # result"), and inlining lets fusion see across the call. Every function stays public.
@@ -86,13 +88,18 @@ def lower_to(mod: IRModule, stage: str, function: Optional[str] = None,
     if stage not in EXPORT_STAGES:
         raise ValueError(f"to_mlir: unknown stage {stage!r}; stages are {', '.join(EXPORT_STAGES)}")
     overrides = legalize_overrides(mod)
-    module = export(mod, function, overrides)
+    options = _options(options)
+    module = export(mod, function, overrides, checks=options.checks)
     if stage == "relax":
         return module
-    options = _options(options)
     with module.context, ir.Location.unknown():
         legalize_module(module, overrides, [], checks=options.checks)
+        insert_size_checks(module)
         run_passes(module, CLEANUP, options)
+        for _ in range(8):  # each round's folded guards make the next sizes traceable
+            if not drop_proven(module):
+                break
+            run_passes(module, CLEANUP, options)
         module.operation.verify()
         if stage != "linalg":
             inline_calls(module, options)
@@ -213,8 +220,13 @@ class Executable:
         return f"<Executable {', '.join(self.mod)} (opt_level {self.options.opt_level})>"
 
 
-_CACHE: "collections.OrderedDict[tuple, tuple[IRModule, Executable]]" = collections.OrderedDict()
-_CACHE_SIZE = 64
+# The in-process cache: every executable still alive somewhere is found again (weak references), and the last
+# few compiled are kept alive here. An ExecutionEngine costs about 3.4 MB even for a tiny module (its LLVM JIT
+# session), so a strong cache of 64 held 215 MB after 64 compiles (benchmarks/memory_soak.py); a module compiled
+# again after it was dropped comes from the on-disk cache instead (about 10 ms).
+_LIVE: "weakref.WeakValueDictionary[tuple, Executable]" = weakref.WeakValueDictionary()
+_CACHE: "collections.OrderedDict[tuple, Executable]" = collections.OrderedDict()
+_CACHE_SIZE = 8
 _CACHE_LOCK = threading.Lock()
 CACHE_STATS = {"hits": 0, "misses": 0}
 
@@ -244,11 +256,11 @@ def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
     options = _options(options, opt_level, num_threads, checks)
     key = _cache_key(mod, "cpu", options)
     with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None and structural_equal(hit[0], mod, map_free_vars=True):
-            _CACHE.move_to_end(key)
+        hit = _LIVE.get(key)
+        if hit is not None and structural_equal(hit.mod, mod, map_free_vars=True):
+            _keep(key, hit)
             CACHE_STATS["hits"] += 1
-            return hit[1]
+            return hit
     CACHE_STATS["misses"] += 1
     disk_key = _disk_key(mod, options)
     ex = _from_disk(mod, options, disk_key) if disk_key else None
@@ -257,10 +269,17 @@ def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
         if disk_key:
             _to_disk(ex, disk_key)
     with _CACHE_LOCK:
-        _CACHE[key] = (mod, ex)
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        _LIVE[key] = ex
+        _keep(key, ex)
     return ex
+
+
+def _keep(key: tuple, ex: Executable) -> None:
+    """Hold ``ex`` as the most recently used of the last ``_CACHE_SIZE`` (the caller holds the lock)."""
+    _CACHE[key] = ex
+    _CACHE.move_to_end(key)
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
 
 
 def _compile(mod: IRModule, options: PipelineOptions) -> Executable:
@@ -336,6 +355,7 @@ def clear_cache() -> None:
     """Forget every compiled module (their code is freed once no VirtualMachine holds it)."""
     with _CACHE_LOCK:
         _CACHE.clear()
+        _LIVE.clear()
 
 
 # --- the virtual machine -----------------------------------------------------------------------------------------

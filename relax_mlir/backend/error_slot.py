@@ -41,10 +41,18 @@ def find_slot(engine: Any) -> Any:
     return (ctypes.c_int64 * 3).from_address(address.value)
 
 
-def take_error(slot: Any, messages: Sequence[str], function: str) -> IndexError:
-    """The error the slot holds (which is cleared for the next call)."""
+#: A check message starting with this is a size check (match_cast, a result's sizes): it raises ValueError.
+SHAPE_CHECK_PREFIX = "size: "
+
+
+def take_error(slot: Any, messages: Sequence[str], function: str) -> Exception:
+    """The error the slot holds (which is cleared for the next call): ``IndexError`` for an index check,
+    ``ValueError`` for a size check."""
     check, value, position = int(slot[0]), int(slot[1]), int(slot[2])
     slot[0] = slot[1] = slot[2] = 0
     if not 0 < check <= len(messages):
         return IndexError(f"{function}: a runtime check failed (check {check}, value {value})")
-    return IndexError(messages[check - 1].format(value=value, position=position))
+    message = messages[check - 1].format(value=value, position=position)
+    if message.startswith(SHAPE_CHECK_PREFIX):
+        return ValueError(message[len(SHAPE_CHECK_PREFIX):])
+    return IndexError(message)

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 from mlir import ir
-from mlir.dialects import arith, func, tensor
+from mlir.dialects import arith, func, scf, tensor
 
 from ..ir.dtype import to_numpy
 from ..ir.expr import (Call, Constant, Expr, Function, GlobalVar, MatchCast, SeqExpr, Tuple, TupleGetItem, Var,
@@ -35,8 +35,12 @@ from ..ir.expr import (Call, Constant, Expr, Function, GlobalVar, MatchCast, Seq
 from ..ir.module import IRModule
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..ir.sym import SymDim
+from ..ir.sym import free_vars as sym_free_vars
 from ..ir.visitor import post_order_visit
 from ..op.registry import REQUIRED, Op, get_op
+from .error_slot import CHECKS_OFF_ATTR, SHAPE_CHECK_PREFIX
+from .legalize.checks import report_if
+from .legalize.size_checks import ARG_SIZES
 from .dialect import (VARIADIC, dialect_op_name, element_type, encode_attr, has_dims_operands, load_relax_dialect,
                       result_arity)
 
@@ -179,6 +183,7 @@ class _FunctionExporter:
         self.where = name
 
     def run(self) -> None:
+        self.record_arg_sizes()
         block = self.func_op.add_entry_block()
         args = list(block.arguments)
         for p in self.fn.params:
@@ -189,9 +194,25 @@ class _FunctionExporter:
             self.sizes.bind(value, p.struct_info)
         with ir.InsertionPoint(block):
             result = self.expr(self.fn.body)
-            types = ir.FunctionType(self.func_op.type).results
+            self.where = self.name
+            # The runtime allocates each result with the sizes its struct info gives (from the parameters'): a
+            # result of other sizes would be copied out of bounds, so they are checked here.
+            leaves = flatten_struct_info(self.fn.ret_struct_info, "result", self.name)
             values = flat_values(result)
-            func.ReturnOp([coerce(v, t, f"{self.name}: result") for v, t in zip(values, types)])
+            func.ReturnOp([self.checked(v, s, f"result {label!r}") for v, (label, s) in zip(values, leaves)])
+
+    def record_arg_sizes(self) -> None:
+        """When a size variable names dimensions of two parameters, their dims as text (``relax_mlir.arg_sizes``):
+        the runtime binds each size variable once, checking every parameter, so the size checks after
+        legalization need not compare them again (``legalize/size_checks.py``)."""
+        leaves = [s for p in self.fn.params for _, s in flatten_struct_info(p.struct_info, p.name_hint, self.name)]
+        dims = [[str(d) for d in s.shape] if s.shape is not None else [] for s in leaves]
+        symbols = [{v for d in s.shape if isinstance(d, SymDim) for v in d.free_vars()} if s.shape is not None
+                   else set() for s in leaves]
+        if not any(a & b for i, a in enumerate(symbols) for b in symbols[i + 1:]):
+            return
+        self.func_op.attributes[ARG_SIZES] = ir.ArrayAttr.get(
+            [ir.ArrayAttr.get([ir.StringAttr.get(d) for d in ds]) for ds in dims])
 
     def expr(self, e: Expr) -> Flat:
         if isinstance(e, Var):
@@ -237,8 +258,45 @@ class _FunctionExporter:
         if isinstance(sinfo, TupleStructInfo) and isinstance(value, tuple):
             return tuple(self.cast(v, f) for v, f in zip(value, sinfo.fields))
         if isinstance(sinfo, TensorStructInfo) and isinstance(value, ir.Value):
-            return coerce(value, tensor_type(sinfo, self.where), self.where)
+            return self.checked(value, sinfo, f"match_cast to {sinfo}")
         raise ExportError(f"{self.where}: match_cast to {sinfo} is not supported by the MLIR backend")
+
+    def checked(self, value: ir.Value, sinfo: TensorStructInfo, what: str) -> ir.Value:
+        """``value`` as ``sinfo``'s type, its sizes checked at run time against those of ``sinfo`` known here
+        (static, or over size variables already bound; a size it binds is not checked). On a mismatch a runtime
+        check reports it (``ValueError`` after the call, naming ``what``, the dimension and both sizes) and a fresh
+        tensor of the expected sizes stands in, so nothing later reads or writes outside a buffer; with
+        ``checks=False`` only the stand-in remains."""
+        target = tensor_type(sinfo, self.where)
+        given = ir.RankedTensorType(value.type)
+        if sinfo.shape is None or given.rank != len(sinfo.shape):
+            return coerce(value, target, self.where)
+        idx = ir.IndexType.get()
+        expected: list[Optional[ir.Value]] = []
+        mismatch: Optional[ir.Value] = None
+        for axis, d in enumerate(sinfo.shape):
+            if not given.is_dynamic_dim(axis) or any(v not in self.sizes.sources for v in sym_free_vars(d)):
+                expected.append(None)  # static (inference checked it), or a size this binding defines
+                continue
+            want = self.sizes.dim(d, self.where)
+            got = tensor.dim(value, arith.constant(idx, axis))
+            bad = arith.cmpi(arith.CmpIPredicate.ne, got, want)
+            report_if(self.func_op, bad, arith.index_cast(ir.IntegerType.get_signless(64), got),
+                      arith.constant(idx, axis),
+                      f"{SHAPE_CHECK_PREFIX}{self.where}: {what}: dimension {{position}} is {{value}}, expected {d}")
+            mismatch = bad if mismatch is None else arith.ori(mismatch, bad)
+            expected.append(want)
+        cast = coerce(value, target, self.where)
+        if mismatch is None:
+            return cast
+        choose = scf.IfOp(mismatch, [target], has_else=True)
+        with ir.InsertionPoint(choose.then_block):
+            sizes = [(expected[a] if expected[a] is not None else tensor.dim(value, arith.constant(idx, a)))
+                     if target.is_dynamic_dim(a) else target.shape[a] for a in range(target.rank)]
+            scf.YieldOp([tensor.EmptyOp(sizes, target.element_type).result])
+        with ir.InsertionPoint(choose.else_block):
+            scf.YieldOp([cast])
+        return choose.results[0]
 
     def op_call(self, call: Call) -> Flat:
         rec = call.op
@@ -351,7 +409,7 @@ class Exporter:
     """Exports functions of a module into a fresh MLIR context with the relax dialect loaded."""
 
     def __init__(self, mod: IRModule, function: Optional[str] = None, overrides: Optional[Mapping[str, Any]] = None,
-                 context: Optional[ir.Context] = None):
+                 context: Optional[ir.Context] = None, checks: bool = True):
         if not isinstance(mod, IRModule):
             raise TypeError(f"to_mlir: expected an IRModule, got {type(mod).__name__}")
         self.mod = mod
@@ -362,6 +420,7 @@ class Exporter:
         self.extra = [get_op(n) for n in self.overrides if get_op(n).decompose]
         self.known_ops = load_relax_dialect(self.context, self.extra)
         self.func_ops: dict[str, func.FuncOp] = {}
+        self.checks = checks
 
     def run(self) -> ir.Module:
         missing = unsupported_ops(self.mod, self.names, self.overrides)
@@ -370,6 +429,8 @@ class Exporter:
                               + "; ".join(missing))
         with self.context, ir.Location.unknown():
             module = ir.Module.create()
+            if not self.checks:  # the size checks of match_cast and results report nothing (report_if)
+                module.operation.attributes[CHECKS_OFF_ATTR] = ir.UnitAttr.get()
             with ir.InsertionPoint(module.body):
                 for name in self.names:
                     self.func_ops[name] = func.FuncOp(name, self.function_type(name))
@@ -387,9 +448,10 @@ class Exporter:
 
 
 def export(mod: IRModule, function: Optional[str] = None, overrides: Optional[Mapping[str, Any]] = None,
-           context: Optional[ir.Context] = None) -> ir.Module:
-    """The relax-dialect MLIR module of ``mod`` (all functions, or ``function`` and its callees)."""
-    return Exporter(mod, function, overrides, context).run()
+           context: Optional[ir.Context] = None, checks: bool = True) -> ir.Module:
+    """The relax-dialect MLIR module of ``mod`` (all functions, or ``function`` and its callees); ``checks=False``
+    as ``relax_mlir.compile``'s."""
+    return Exporter(mod, function, overrides, context, checks).run()
 
 
 def export_module(mod: IRModule, function: Optional[str] = None,

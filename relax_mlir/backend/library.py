@@ -206,9 +206,18 @@ def read_library(path: str, expect_key: Optional[str] = None) -> tuple[SharedLib
     meta = unpack_library(data, path)
     if expect_key is not None and meta.get("key") != expect_key:
         raise LibraryError(f"{path}: a library of another module (key {meta.get('key')!r})")
-    return SharedLibrary(_dlopen_bytes(data, path), path, data), meta
+    digest = hashlib.sha256(data).digest()
+    handle = _LOADED.get(digest)
+    if handle is None:
+        handle = _LOADED[digest] = _dlopen_bytes(data, path)
+    return SharedLibrary(handle, path, data), meta
 
 
+# Loaded libraries are never unloaded: code of theirs may still run (an OpenMP runtime they alone pulled in would
+# go with them, under its sleeping threads). The same bytes loaded again reuse the first load, so a module dropped
+# and compiled again from the on-disk cache costs nothing more; each different module keeps its mapping (about
+# its file's size) until exit.
+_LOADED: dict[bytes, ctypes.CDLL] = {}
 _KEEP: list[Any] = []  # the in-memory files behind loaded libraries: their names must stay unique
 
 

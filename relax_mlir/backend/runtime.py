@@ -9,8 +9,11 @@ The calling convention (one per function, fixed at compile time):
   descriptor (allocated, aligned, offset, sizes..., strides...). All descriptors live in one preallocated
   ``int64`` buffer and the ``void*`` array pointing into it is built once, so a call only writes each array's
   data pointer (and, for dynamic shapes, its sizes and strides) and makes one ctypes call;
-* every argument is checked before native code sees it (count, ndarray, dtype, shape, symbols bound
-  consistently, C-contiguity, alignment); inputs are never copied and never written.
+* every argument is checked before native code sees it (count, dtype, shape, symbols bound consistently,
+  C-contiguity, alignment) under the one argument policy of ``arguments.py`` (``docs/arguments.md``): an array
+  that fits is passed by pointer, never copied and never written; one that converts without changing a value
+  (a list, a Fortran-ordered array, int32 labels for int64, float64 data for float32) is copied once; anything
+  else is refused with an ``ArgumentError``.
 
 Example::
 
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .arguments import ArgumentError, conform, out_problem
 from .fastpath import DATA_OFFSET, FAST_POINTER, any_overlap, data_ptr, fast_path_source
 from .heap import keep_freed_memory
 from .error_slot import ERROR_ADDRESS_FN, check_messages, find_slot, take_error
@@ -41,12 +45,6 @@ if TYPE_CHECKING:  # MLIR is imported where used: the call path runs without it
     from .pipeline import PipelineOptions
 
 __all__ = ["ArgumentError", "CompiledFunction", "CompiledModule", "compile_module", "runner_library_dir"]
-
-
-class ArgumentError(ValueError, TypeError):
-    """A bad argument to a compiled function; names the function, the parameter, what was expected and got.
-
-    Both a ValueError and a TypeError, so callers may catch either."""
 
 
 # --- the runner libraries ------------------------------------------------------------------------------------
@@ -182,7 +180,7 @@ class CompiledFunction:
         return tuple(outs) if outs else None
 
     def _call_general(self, args: Sequence[Any], out: Any) -> Any:
-        env = self._check_params(args)
+        args, env = self._check_params(args)
         outs = self._outputs(env, out, args)
         arrays = list(args) + outs
         with self._lock:
@@ -206,7 +204,9 @@ class CompiledFunction:
         label = f"out[{i}] (result {spec.name!r})" if kind == "out" else f"parameter {spec.name!r} (#{i})"
         return f"{self.signature.name}: {label}"
 
-    def _check_params(self, args: Sequence[Any]) -> dict[str, int]:
+    def _check_params(self, args: Sequence[Any]) -> tuple[list[np.ndarray], dict[str, int]]:
+        """The arguments under the argument policy (``arguments.py``: converted where that changes no value,
+        else refused) and the sizes their shapes bind."""
         sig = self.signature
         if len(args) != len(sig.params):
             names = ", ".join(p.name for p in sig.params)
@@ -215,10 +215,14 @@ class CompiledFunction:
         errors: list[str] = []
         env: dict[str, int] = {}
         origin: dict[str, str] = {}
+        arrays: list[np.ndarray] = []
         for i, (a, spec) in enumerate(zip(args, sig.params)):
-            problem = _array_problem(a, spec.shape, spec.dtype) or self._bind(a, spec, env, origin, i)
+            a, problem = conform(a, spec.dtype)
+            problem = problem or _shape_problem(a, spec.shape) or self._bind(a, spec, env, origin, i)
             if problem:
                 errors.append(f"{self._where(i)}: {problem}")
+            arrays.append(a)
+        args = arrays
         if not errors:  # expressions over symbols in parameter shapes are checked once every symbol is bound
             for i, (a, spec, shape_of) in enumerate(zip(args, sig.params, self._param_checks)):
                 if not all(isinstance(d, int) or is_symbol(d) for d in spec.shape) and a.shape != shape_of(env):
@@ -226,7 +230,7 @@ class CompiledFunction:
                                   f"{_shape_text(shape_of(env))}, got {_shape_text(a.shape)}")
         if errors:
             raise ArgumentError("; ".join(errors))
-        return env
+        return args, env
 
     def _bind(self, a: np.ndarray, spec: TensorSpec, env: dict[str, int], origin: dict[str, str], i: int) -> str:
         for axis, (d, got) in enumerate(zip(spec.shape, a.shape)):
@@ -251,7 +255,7 @@ class CompiledFunction:
             raise ArgumentError(f"{self.signature.name}: out= needs {len(shapes)} arrays, got {len(outs)}")
         errors = []
         for i, (o, shape, spec) in enumerate(zip(outs, shapes, self.signature.results)):
-            problem = _array_problem(o, shape, spec.dtype, writable=True)
+            problem = out_problem(o, shape, spec.dtype)
             if problem:
                 errors.append(f"{self._where(i, 'out')}: {problem}")
         errors += _overlaps(self.signature, args, outs)
@@ -260,26 +264,11 @@ class CompiledFunction:
         return outs
 
 
-def _array_problem(a: Any, shape: tuple[Any, ...], dtype: np.dtype, writable: bool = False) -> str:
-    """What is wrong with ``a`` as a value of this shape and dtype (int dims only; symbols are bound elsewhere)."""
-    if not isinstance(a, np.ndarray):
-        hint = " (wrap it with numpy.asarray)" if np.isscalar(a) or isinstance(a, (list, tuple)) else ""
-        return f"expected a numpy.ndarray, got {type(a).__name__}{hint}"
-    problems = []
-    if a.dtype != dtype:
-        swapped = a.dtype.newbyteorder("=") == dtype
-        problems.append(f"expected dtype {dtype.name}, got "
-                        + (f"{a.dtype.str} ({a.dtype.name} in non-native byte order)" if swapped else a.dtype.name))
+def _shape_problem(a: np.ndarray, shape: tuple[Any, ...]) -> str:
+    """What is wrong with ``a``'s rank or static dims (symbols are bound by ``_bind``)."""
     if a.ndim != len(shape) or any(isinstance(d, int) and d != g for d, g in zip(shape, a.shape)):
-        problems.append(f"expected shape {_shape_text(shape)}, got {_shape_text(a.shape)}")
-    if not a.flags.c_contiguous:
-        problems.append(f"expected a C-contiguous array, got strides {a.strides} "
-                        "(pass numpy.ascontiguousarray(...))")
-    elif not a.flags.aligned:
-        problems.append(f"expected an array aligned to its {a.itemsize}-byte items")
-    if writable and not a.flags.writeable:
-        problems.append("expected a writeable array")
-    return "; ".join(problems)
+        return f"expected shape {_shape_text(shape)}, got {_shape_text(a.shape)}"
+    return ""
 
 
 def _overlaps(sig: FunctionSignature, args: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> list[str]:

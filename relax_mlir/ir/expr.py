@@ -385,14 +385,21 @@ class Function(Expr):
     def blocks(self) -> Sequence[BindingBlock]:
         return self.body.blocks if isinstance(self.body, SeqExpr) else ()
 
-    def script(self, name: Optional[str] = None) -> str:
-        """The function in the text format."""
+    def script(self, name: Optional[str] = None, *, show_meta: bool = False) -> str:
+        """The function in the text format (``show_meta``, TVM's option, changes nothing: constants are printed
+        in full)."""
+        from .module import _check_flag
         from .printer import format_function
 
+        _check_flag("script", "show_meta", show_meta)
         return format_function(self, name or self.attrs.get("global_symbol", "main"))
 
-    def show(self) -> None:
-        print(self.script())
+    def show(self, *, black_format: bool = False, show_meta: bool = False) -> None:
+        """Print :meth:`script` (TVM's ``black_format`` is accepted; the layout already is black's)."""
+        from .module import _check_flag
+
+        _check_flag("show", "black_format", black_format)
+        print(self.script(show_meta=show_meta))
 
     def __str__(self) -> str:
         return self.script()

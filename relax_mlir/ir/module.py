@@ -101,17 +101,27 @@ class IRModule:
         return IRModule(dict(self._functions), dict(self.attrs))
 
     # -- text --------------------------------------------------------------------------------------
-    def script(self, name: str = "Module") -> str:
-        """The module in the TVMScript-style text format (parse it back with ``relax_mlir.script.from_source``)."""
+    def script(self, name: str = "Module", *, show_meta: bool = False) -> str:
+        """The module in the TVMScript-style text format (parse it back with ``relax_mlir.script.from_source``).
+        ``show_meta`` is TVM's option; constants are always printed in full here, so it changes nothing."""
         from .printer import format_module
 
+        _check_flag("script", "show_meta", show_meta)
         return format_module(self, name)
 
-    def show(self) -> None:
-        print(self.script())
+    def show(self, *, black_format: bool = False, show_meta: bool = False) -> None:
+        """Print :meth:`script`. TVM's ``black_format`` is accepted: the printer's layout already is black's
+        (one binding per line, long signatures split), so it changes nothing."""
+        _check_flag("show", "black_format", black_format)
+        print(self.script(show_meta=show_meta))
 
     def __str__(self) -> str:
         return self.script()
 
     def __repr__(self) -> str:
         return f"IRModule({', '.join(self._functions)})"
+
+
+def _check_flag(method: str, name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{method}: {name} must be True or False, got {value!r}")

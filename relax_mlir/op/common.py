@@ -100,7 +100,8 @@ def require_ndim(s: TensorStructInfo, ndims, what: str = "input") -> None:
 
 
 def check_dims_match(a: Dim, b: Dim, message: str) -> None:
-    """Statically different ints are an error; symbolic dims are assumed equal (checked at run time)."""
+    """Statically different ints are an error; symbolic dims are assumed equal, as TVM does. Compiled code checks
+    the assumption at run time (``backend/legalize/size_checks.py``: a ValueError), the interpreter as it runs."""
     if isinstance(a, int) and isinstance(b, int) and a != b:
         fail(message)
 

@@ -37,7 +37,18 @@ def _fill_dtype(value) -> str:
 
 def _from_shape_canon(attrs: dict) -> dict:
     # Names in the shape become size variables, so equal shapes compare equal.
-    return canonical_dtype(dict(attrs, shape=shape_attr(attrs["shape"])))
+    return _fill_canon(canonical_dtype(dict(attrs, shape=shape_attr(attrs["shape"]))))
+
+
+def _fill_canon(attrs: dict) -> dict:
+    """TVM passes the fill value as a scalar constant (``R.const(1.5, "float32")``): its number is the value, and
+    its dtype the default dtype."""
+    value = attrs.get("fill_value")
+    if isinstance(value, (np.ndarray, np.generic)) and np.ndim(value) == 0:
+        attrs = dict(attrs, fill_value=np.asarray(value).item())
+        if attrs.get("dtype") is None:
+            attrs["dtype"] = str(np.asarray(value).dtype)
+    return attrs
 
 
 def _zeros_ones_canon(attrs: dict) -> dict:
@@ -148,7 +159,7 @@ ones_like = register(Op(
 full_like = register(Op(
     name="relax.full_like", lowering="shape:full_like",
     inputs=("x",), gradient=_value_independent, attrs={"fill_value": REQUIRED, "dtype": None},
-    infer=_like_infer, canonicalize=canonical_dtype, check_attrs=_check_fill,
+    infer=_like_infer, canonicalize=lambda attrs: _fill_canon(canonical_dtype(attrs)), check_attrs=_check_fill,
     reference=lambda x, fill_value, dtype: np.full(x.shape, fill_value, to_numpy(dtype) if dtype else x.dtype),
     samples=_like_samples({"fill_value": 3}) + [Sample([_T((2, 2), "float16")], {"fill_value": -0.25})],
     bad_samples=_like_bad({"fill_value": 0})

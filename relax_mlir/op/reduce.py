@@ -16,9 +16,8 @@ from ..ir import sym
 from ..ir.dtype import is_bool, is_float, to_numpy
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
-from .common import (broadcast_shapes, canonical_dtype, canonical_int_tuple, fmt, is_int_value, normalize_axes,
-                     normalize_axis, shape_attr)
-from .registry import NOT_DIFFERENTIABLE, REQUIRED, BadSample, InferError, Op, Sample, fail, register
+from .common import canonical_dtype, canonical_int_tuple, fmt, is_int_value, normalize_axes, normalize_axis, shape_attr
+from .registry import NOT_DIFFERENTIABLE, REQUIRED, BadSample, Op, Sample, fail, register
 
 _T = TensorStructInfo
 # This module defines ops named sum, max and min: its functions must not use those builtins
@@ -286,16 +285,16 @@ def collapse_axes(shape, target) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def _collapse_infer(args, attrs):
+    # A symbolic dim against another dim is assumed equal, as check_dims_match does (the matmul of a (2,) vector
+    # and a (2 * n,) one is accepted, so its gradient collapses (2 * n,) to (2,)).
     (x,) = args
     target = attrs["shape"]
     if x.shape is not None:
         if len(target) > len(x.shape):
             fail(f"cannot collapse {fmt(x.shape)} to the longer shape {fmt(target)}")
-        try:
-            ok = broadcast_shapes(target, x.shape) == tuple(x.shape)
-        except InferError:
-            ok = False
-        if not ok:
+        lead = len(x.shape) - len(target)
+        if any(t != 1 and isinstance(t, int) and isinstance(d, int) and t != d
+               for t, d in zip(target, x.shape[lead:])):
             fail(f"shape {fmt(target)} does not broadcast to the input's {fmt(x.shape)}")
     return _T(target, x.dtype)
 

@@ -40,11 +40,15 @@ class Parser:
     """Parses one module or function. ``env`` resolves free Python names (``batch_size``)."""
 
     def __init__(self, source: str, filename: str = "<string>", line_offset: int = 0,
-                 env: Optional[Mapping[str, Any]] = None):
+                 env: Optional[Mapping[str, Any]] = None, evaluate: bool = False):
         self.source = source
         self.filename = filename
         self.line_offset = line_offset
         self.env = dict(env or {})
+        # Decorator mode only: a Python expression in an argument or attribute (np.ones((2, 3), "float32"),
+        # W * 2, float(k), [i for i in range(2)]) is evaluated in the defining scope, as TVM's parser does.
+        # from_source never evaluates: a text from elsewhere cannot run code.
+        self.evaluate = evaluate
         self.signatures: dict[str, FuncStructInfo] = {}
         self.function_nodes: dict[str, ast.FunctionDef] = {}
         self.parsed: dict[str, Function] = {}
@@ -80,6 +84,9 @@ class Parser:
         except SyntaxError as exc:
             raise ParseError(f"{self.filename}:{(exc.lineno or 0) + self.line_offset}:{exc.offset or 0}: "
                              f"invalid syntax: {exc.msg}") from None
+        except (MemoryError, RecursionError) as exc:  # CPython's parser on deeply nested brackets
+            raise ParseError(f"{self.filename}:1:1: the text nests too deeply for Python's parser "
+                             f"({type(exc).__name__})") from None
         defs = [n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
         if not defs:
             raise ParseError(f"{self.filename}:1:1: expected an @I.ir_module class or an @R.function definition")
@@ -315,11 +322,23 @@ class Parser:
                 raise self.error(node.slice, "a tuple index must be an integer")
             return self.guard(node, lambda: TupleGetItem(base, index, span=self.span(node)))
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
-            return const(node.value)
-        if isinstance(node, ast.Call):
+            return self.guard(node, lambda: const(node.value))  # 10**40 is beyond every dtype: a ParseError
+        if isinstance(node, ast.Call) and (not self.evaluate or _is_relax_call(node)):
             return self.call(node, scope, sizes)
+        if self.evaluate:
+            value = self.python_value(node)
+            return self.guard(node, lambda: _to_expr(value, _kind(node)))
         raise self.error(node, f"unsupported expression {_kind(node)}; expected a variable, a tuple, t[i], "
                                "or a call of an R. op or cls. function")
+
+    def python_value(self, node: ast.AST) -> Any:
+        """Decorator mode: ``node`` evaluated as Python in the scope the decorated code was defined in."""
+        expression = ast.fix_missing_locations(ast.Expression(body=node))
+        try:
+            return eval(compile(expression, self.filename, "eval"), dict(self.env))  # noqa: S307 - see __init__
+        except Exception as exc:
+            raise self.error(node, f"evaluating {_kind(node)} in the defining scope failed: "
+                                   f"{type(exc).__name__}: {exc}") from None
 
     def leaf(self, node: ast.AST, scope: _Scope, sizes: "_Sizes") -> Expr:
         """An argument: a call or tuple item inside it is bound to a fresh variable first."""
@@ -486,6 +505,12 @@ class Parser:
                 return self.struct_info(node, sizes or _Sizes())
         if isinstance(node, ast.Attribute) and _dotted(node) == "R.Object":
             return ObjectStructInfo()
+        if _is_call_expr(node, "R.shape") and len(node.args) == 1 and not node.keywords:
+            return self.shape(node.args[0], sizes or _Sizes())  # R.shape([3, 5]) where an op takes a shape
+        if _is_call_expr(node, "R.prim_value") and len(node.args) == 1 and not node.keywords:
+            return self.literal(node.args[0], sizes)  # R.prim_value(2) where an op takes a number
+        if self.evaluate:
+            return _python_literal(self.python_value(node))
         raise self.error(node, f"unsupported attribute value {_kind(node)}; expected a literal "
                                "(number, string, None, tuple, list or dict)")
 
@@ -595,6 +620,22 @@ def _is_call_expr(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Call) and _dotted(node.func) in (name, name.replace("R.", "relax.", 1))
 
 
+def _is_relax_call(node: ast.Call) -> bool:
+    """A call the text format defines (``R.add``, ``relax.op...``, ``cls.f``), not Python's (``np.ones``)."""
+    name = _dotted(node.func) or ""
+    return name.split(".", 1)[0] in ("R", "relax", "cls", "T")
+
+
+def _python_literal(value: Any) -> Any:
+    """A value evaluated in the defining scope, as the parser's literals are: NumPy scalars as Python numbers,
+    lists as tuples; arrays stay arrays (``R.const`` takes them)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, list):
+        return tuple(_python_literal(v) for v in value)
+    return value
+
+
 def _is_call_to(stmt: ast.stmt, name: str) -> bool:
     return isinstance(stmt, ast.Expr) and _is_call_expr(stmt.value, name)
 
@@ -633,5 +674,9 @@ def _to_expr(value, name: str) -> Expr:
 
 
 def from_source(text: str, filename: str = "<string>", env: Optional[Mapping[str, Any]] = None):
-    """Parse a module (``@I.ir_module class ...``) or a function (``@R.function def ...``) from text."""
+    """Parse a module (``@I.ir_module class ...``) or a function (``@R.function def ...``) from text.
+
+    Unlike the decorators, this never evaluates Python: ``env`` may name values (sizes, arrays) the text refers
+    to by name, and any other expression that is not the text format (``np.ones(...)``, ``W * 2``) is a
+    ParseError. A text from elsewhere cannot run code."""
     return Parser(text, filename, env=env).parse()

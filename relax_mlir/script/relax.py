@@ -57,7 +57,7 @@ def function(fn=None, *, pure: bool = True, private: bool = False):
 
         text, filename, offset = source_of(f)
         env = {**f.__globals__, **caller_env(depth=depth)}
-        return Parser(text, filename, offset, env).parse()
+        return Parser(text, filename, offset, env, evaluate=True).parse()
     return wrap(fn) if fn is not None else wrap
 
 

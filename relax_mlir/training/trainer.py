@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from ..backend.arguments import ArgumentError, conform
 from ..ir.dtype import is_int, to_numpy
 from ..ir.module import IRModule
 from ..ir.struct_info import TensorStructInfo
@@ -235,17 +236,16 @@ class Trainer:
         out = []
         sizes: dict[str, int] = {}
         for a, v in zip(arrays, variables):
-            a = np.ascontiguousarray(a)
             sinfo: TensorStructInfo = v.struct_info
-            dtype = to_numpy(sinfo.dtype)
-            if a.dtype != dtype:
-                if a.dtype.kind == np.dtype(dtype).kind or (a.dtype.kind in "iu" and np.dtype(dtype).kind in "iu"):
-                    a = a.astype(dtype)  # float64 data for a float32 model, int32 labels for int64: safe casts
-                else:
-                    raise ValueError(f"Trainer.{where}: {v.name_hint!r} must be {dtype}, got {a.dtype}")
+            # The compiled functions' argument policy (docs/arguments.md), applied here first so that the error
+            # names the batch's variable: lists, other layouts and value-preserving casts are converted once.
+            a, problem = conform(a, np.dtype(to_numpy(sinfo.dtype)))
+            if problem:
+                raise ArgumentError(f"Trainer.{where}: {v.name_hint!r}: {problem}")
             if sinfo.shape is not None and not _matches(a.shape, sinfo.shape, sizes):
-                raise ValueError(f"Trainer.{where}: {v.name_hint!r} must have shape "
-                                 f"{tuple(str(d) for d in sinfo.shape)}, got {a.shape}")
+                raise ArgumentError(f"Trainer.{where}: {v.name_hint!r}: expected shape "
+                                    f"({', '.join(map(str, sinfo.shape))}{',' if len(sinfo.shape) == 1 else ''}), "
+                                    f"got {a.shape}")
             out.append(a)
         return out
 

@@ -12,6 +12,15 @@ from .gradient import Gradient, GradientError
 from .inline_functions import InlineFunctions
 from .legalize_ops import LegalizeOps
 from .mutate_ops_for_training import MutateOpsForInference, MutateOpsForTraining
+from .pipeline_text import PipelineError, parse_pipeline
+from .bind_params import BindParams
+from .bind_symbolic_vars import BindSymbolicVars
+from .convert_to_dataflow import ConvertToDataflow
+from .eliminate_common_subexpr import EliminateCommonSubexpr
+from .fold_constant import FoldConstant
+from .remove_purity_checking import RemovePurityChecking
+from .to_non_dataflow import ToNonDataflow
+from .topological_sort import TopologicalSort
 from .pass_infra import (PASSES, DataflowBlockPass, FunctionPass, Pass, PassContext, PassInfo, PassInstrument,
                          PassTimingInstrument, PrintAfterAll, PrintBeforeAll, Sequential, function_pass, module_pass)
 
@@ -19,3 +28,17 @@ from .pass_infra import (PASSES, DataflowBlockPass, FunctionPass, Pass, PassCont
 def list_passes() -> list[type]:
     """Every registered Relax pass class, by name."""
     return [PASSES[name] for name in sorted(PASSES)]
+
+
+#: The pipelines ``get_pipeline`` knows, by TVM's names: what runs on a module before ``relax_mlir.compile`` (the
+#: lowering itself happens in MLIR; see the README's pipeline stages).
+PIPELINES = ("default", "default_build", "zero")
+
+
+def get_pipeline(name: str = "default") -> Sequential:
+    """TVM's ``relax.get_pipeline(name)``: clean-ups and the lowerability check (``LegalizeOps``) that prepare a
+    module for ``relax_mlir.compile``, as one ``Sequential``. TVM's ``"zero"`` and ``"default_build"`` name the
+    same here (there is no TIR stage to tune)."""
+    if name not in PIPELINES:
+        raise ValueError(f"get_pipeline: unknown pipeline {name!r}; available: {', '.join(PIPELINES)}")
+    return Sequential([CanonicalizeBindings(), DeadCodeElimination(), LegalizeOps()], name=f"{name}_pipeline")

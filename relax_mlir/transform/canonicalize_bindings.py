@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.expr import (DataflowBlock, DataflowVar, Expr, Function, MatchCast, SeqExpr, Tuple, TupleGetItem, Var,
-                       VarBinding)
+from ..ir.expr import DataflowBlock, DataflowVar, Expr, Function, MatchCast, SeqExpr, Tuple, TupleGetItem, Var
 from .pass_infra import FunctionPass
-from .utils import substitute
+from .utils import rebind, substitute, with_body
 
 
 @dataclass(frozen=True)
@@ -68,10 +67,11 @@ class CanonicalizeBindings(FunctionPass):
         blocks, changed = [], False
         for block in func.body.blocks:
             kept = []
+            local: set[Var] = set()  # the dataflow variables of this block: the only ones it may refer to
             for b in block.bindings:
-                value = self._resolve_field(substitute(b.value, remap), tuples)
+                value = self._resolve_field(substitute(b.value, remap), tuples, local)
                 target = self._trivial(b, value, tuples)
-                if target is not None and self._may_replace(b.var, target, block):
+                if target is not None and self._may_replace(b.var, target, block, local):
                     remap[b.var] = target
                     changed = True
                     continue
@@ -79,14 +79,15 @@ class CanonicalizeBindings(FunctionPass):
                     tuples[b.var] = value
                 if value is not b.value:
                     changed = True
-                    b = MatchCast(b.var, value, b.struct_info, span=b.span) if isinstance(b, MatchCast) \
-                        else VarBinding(b.var, value, span=b.span)
+                    b = rebind(b, value)
+                if isinstance(b.var, DataflowVar):
+                    local.add(b.var)
                 kept.append(b)
             blocks.append(type(block)(kept))
         if not changed:
             return func
         body = SeqExpr([b for b in blocks if b.bindings], substitute(func.body.body, remap))
-        return Function(func.params, body, func.ret_struct_info, func.attrs, func.is_pure, span=func.span)
+        return with_body(func, body)
 
     @staticmethod
     def _trivial(b, value: Expr, tuples: dict):
@@ -97,17 +98,22 @@ class CanonicalizeBindings(FunctionPass):
         return None
 
     @staticmethod
-    def _resolve_field(value: Expr, tuples: dict) -> Expr:
-        """``t[i]`` of a tuple built in the function (or written out in place) is its field."""
+    def _resolve_field(value: Expr, tuples: dict, local: set) -> Expr:
+        """``t[i]`` of a tuple built in the function (or written out in place) is its field, unless the field
+        is a dataflow variable of another block (a tuple built in a dataflow block and projected after it)."""
         if isinstance(value, TupleGetItem):
             tup = value.tuple_value
             tup = tuples.get(tup, tup) if isinstance(tup, Var) else tup
             if isinstance(tup, Tuple):
-                return tup.fields[value.index]
+                field = tup.fields[value.index]
+                if not (isinstance(field, DataflowVar) and field not in local):
+                    return field
         return value
 
     @staticmethod
-    def _may_replace(var: Var, target: Expr, block) -> bool:
-        # An output of a dataflow block may not become a dataflow variable of it.
-        return not (isinstance(block, DataflowBlock) and not isinstance(var, DataflowVar)
-                    and isinstance(target, DataflowVar))
+    def _may_replace(var: Var, target: Expr, block, local: set) -> bool:
+        # An output of a dataflow block may not become a dataflow variable of it, and nothing may become a
+        # dataflow variable of another block.
+        if isinstance(target, DataflowVar):
+            return target in local and (isinstance(var, DataflowVar) or not isinstance(block, DataflowBlock))
+        return True

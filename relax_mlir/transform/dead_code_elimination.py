@@ -17,7 +17,7 @@ from ..ir.expr import Call, Function, GlobalVar, MatchCast, SeqExpr
 from ..ir.module import IRModule
 from ..ir.struct_info import free_vars as struct_free_vars
 from .pass_infra import Pass, PassContext
-from .utils import free_vars, name_list_option
+from .utils import free_vars, name_list_option, with_body
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def remove_unused_bindings(func: Function) -> Function:
     if not changed:
         return func
     body = SeqExpr([b for b in reversed(keep_blocks) if b.bindings], func.body.body)
-    return Function(func.params, body, func.ret_struct_info, func.attrs, func.is_pure, span=func.span)
+    return with_body(func, body)
 
 
 def _reachable(mod: IRModule, entries: Sequence[str]) -> set[str]:

@@ -48,7 +48,7 @@ from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
 from .pass_infra import Pass, PassContext
 from .canonicalize_bindings import CanonicalizeBindings
 from .dead_code_elimination import remove_unused_bindings, size_defining_casts
-from .utils import free_vars, substitute, substitute_with
+from .utils import free_vars, substitute, substitute_with, with_body
 
 
 class GradientError(ValueError):
@@ -457,7 +457,7 @@ def _fold_transpose_pairs(func: Function) -> Function:
             bindings.append(b)
         blocks.append(type(block)(bindings))
     body = SeqExpr(blocks, func.body.body)
-    return Function(func.params, body, func.ret_struct_info, func.attrs, func.is_pure, span=func.span)
+    return with_body(func, body)
 
 
 def _is_float_like(s: StructInfo) -> bool:

@@ -24,7 +24,7 @@ from ..ir.struct_info import substitute as substitute_struct_info
 from ..ir.sym import SizeVar
 from ..op.registry import substitute_attrs
 from .pass_infra import Pass, PassContext
-from .utils import name_list_option, substitute
+from .utils import name_list_option, rebind, substitute
 
 
 def inline_calls(func: Function, mod: IRModule, _stack: tuple[str, ...] = ()) -> Function:
@@ -47,8 +47,7 @@ def inline_calls(func: Function, mod: IRModule, _stack: tuple[str, ...] = ()) ->
                 out.append(VarBinding(b.var, result, span=b.span))
                 continue
             if value is not b.value:
-                b = MatchCast(b.var, value, b.struct_info, span=b.span) if isinstance(b, MatchCast) \
-                    else VarBinding(b.var, value, span=b.span)
+                b = rebind(b, value)
             out.append(b)
         blocks.append(DataflowBlock(out) if dataflow else BindingBlock(out))
     return Function(func.params, SeqExpr(blocks, substitute(func.body.body, remap)), func.ret_struct_info,

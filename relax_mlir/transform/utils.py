@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from ..ir.expr import Call, Expr, Tuple, TupleGetItem, Var
+
+if TYPE_CHECKING:
+    from ..ir.expr import Function
 
 
 def substitute_with(e: Expr, fn: Callable[[Var], Expr]) -> Expr:
@@ -24,6 +27,24 @@ def substitute_with(e: Expr, fn: Callable[[Var], Expr]) -> Expr:
             return e
         return Call(e.op, args, e.attrs, e.struct_info, span=e.span)
     return e
+
+
+def rebind(b: Any, value: Expr, var: Optional[Var] = None) -> Any:
+    """The binding ``b`` with a new value (and variable): a ``match_cast`` stays one, keeping its struct info."""
+    from ..ir.expr import MatchCast, VarBinding
+
+    var = b.var if var is None else var
+    if isinstance(b, MatchCast):
+        return MatchCast(var, value, b.struct_info, span=b.span)
+    return VarBinding(var, value, span=b.span)
+
+
+def with_body(func: "Function", body: Expr, params: Optional[list] = None) -> "Function":
+    """``func`` with a new body (and parameters); its return type, attributes, purity and span kept."""
+    from ..ir.expr import Function
+
+    return Function(func.params if params is None else params, body, func.ret_struct_info, func.attrs, func.is_pure,
+                    span=func.span)
 
 
 def substitute(e: Expr, remap: Mapping[Var, Expr]) -> Expr:
@@ -52,3 +73,47 @@ def name_list_option(where: str, value: Any) -> Optional[tuple[str, ...]]:
     if bad:
         raise TypeError(f"{where}: function names must be strings, got {', '.join(map(repr, bad))}")
     return names
+
+
+def bind_sizes(func: "Function", sizes: Mapping[str, Any], params: Optional[list] = None,
+               replace: Optional[Mapping[Var, Expr]] = None) -> "Function":
+    """``func`` with its size variables in ``sizes`` replaced (by ints or other dims) everywhere: parameters,
+    bindings' variables, calls' struct info and attributes, match_casts and the return type. ``params``: the new
+    parameter list (default: the old ones, rebuilt); ``replace``: variables replaced by expressions (a parameter
+    by a constant). Variables are new objects."""
+    from ..ir.expr import Function, MatchCast, SeqExpr, VarBinding
+    from ..ir.struct_info import substitute as substitute_struct_info
+    from ..op.registry import Op, substitute_attrs
+
+    sizes = dict(sizes)
+    remap: dict[Var, Expr] = dict(replace or {})
+
+    def renew(v: Var) -> Var:
+        new = type(v)(v.name_hint, substitute_struct_info(v.struct_info, sizes), span=v.span) \
+            if v.struct_info is not None else v
+        remap[v] = new
+        return new
+
+    def resize(e: Expr) -> Expr:
+        e = substitute(e, remap)
+        if isinstance(e, Call) and isinstance(e.op, Op):
+            return Call(e.op, e.args, substitute_attrs(e.attrs, sizes), substitute_struct_info(e.struct_info, sizes),
+                        span=e.span)
+        return e
+
+    new_params = [renew(p) for p in (func.params if params is None else params)]
+    blocks = []
+    for block in func.blocks:
+        bindings = []
+        for b in block.bindings:
+            value = resize(b.value)
+            var = renew(b.var)
+            if isinstance(b, MatchCast):
+                bindings.append(MatchCast(var, value, substitute_struct_info(b.struct_info, sizes), span=b.span))
+            else:
+                bindings.append(VarBinding(var, value, span=b.span))
+        blocks.append(type(block)(bindings))
+    ret = func.body.body if isinstance(func.body, SeqExpr) else func.body
+    body = SeqExpr(blocks, resize(ret))
+    return Function(new_params, body, substitute_struct_info(func.ret_struct_info, sizes), func.attrs, func.is_pure,
+                    span=func.span)

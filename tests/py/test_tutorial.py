@@ -112,7 +112,7 @@ def test_tvm_facade():
     mod = bb.get()
     assert isinstance(mod, relax.IRModule) and isinstance(mod["main"], relax.Function)
     for ex in (tvm.compile(mod, "llvm"), relax.build(mod, "llvm"), relax.vm.build(mod, target="llvm")):
-        vm = relax.VirtualMachine(ex, tvm.cpu(), profile=True)  # profile: accepted, ignored
+        vm = relax.VirtualMachine(ex, tvm.cpu())
         out = vm["main"](np.ones((2, 3), "float32"))
         assert isinstance(out, NDArray) and out.numpy().tolist() == [[2.0] * 3] * 2
     with pytest.raises(ValueError, match="unknown target"):

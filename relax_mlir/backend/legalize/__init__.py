@@ -29,6 +29,14 @@ __all__ = ["LegalizeContext", "LegalizeError", "legalize_module", "lowering_of",
 FAMILIES = ("elementwise", "grad", "index", "linalg", "nn", "random", "reduce", "shape", "sort")
 
 
+def __getattr__(name: str) -> Any:
+    """``relax_mlir.backend.legalize.nn`` (any family, and ``checks``/``core``) without importing it first, as a
+    LegalizeOps rule written ``relax_mlir.backend.legalize.elementwise.exp`` expects."""
+    if name in FAMILIES or name in ("checks", "core"):
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def resolve_reference(reference: str) -> Callable:
     """The function ``"family:name"`` names: ``name`` in ``relax_mlir.backend.legalize.<family>``."""
     family, sep, name = reference.partition(":")

@@ -83,4 +83,5 @@ def test_exported_sample_modules_pass_mlir_opt():
             functions[f"{op.short_name.replace('.', '_')}_{i}"] = mod["main"]
     text = export_module(IRModule(functions))
     mlir_opt_verify(text)
-    assert len(functions) > 400 and text.count("func.func") == len(functions)
+    # plus the runtime's accessor of the error slot (size checks of symbolic results): error_slot.py
+    assert len(functions) > 400 and text.count("func.func") == len(functions) + text.count("func.func @relax_mlir_error")

@@ -254,19 +254,14 @@ def _misaligned(shape):
 X, W = rand(64, 784), rand(784, 128)
 BAD_CALLS = {
     "count": ((X,), "main: expected 2 arguments (x, w), got 1"),
-    "not an array": ((X.tolist(), W), "main: parameter 'x' (#0): expected a numpy.ndarray, got list "
-                                      "(wrap it with numpy.asarray)"),
-    "dtype": ((X.astype(np.float64), W), "main: parameter 'x' (#0): expected dtype float32, got float64"),
-    "byte order": ((X.astype(">f4"), W), "main: parameter 'x' (#0): expected dtype float32, got >f4 "
-                                         "(float32 in non-native byte order)"),
     "ndim": ((X.reshape(64, 784, 1), W), "main: parameter 'x' (#0): expected shape (64, 784), got (64, 784, 1)"),
     "static dim": ((rand(32, 784), W), "main: parameter 'x' (#0): expected shape (64, 784), got (32, 784)"),
-    "non-contiguous": ((np.asfortranarray(X), W), "main: parameter 'x' (#0): expected a C-contiguous array, "
-                                                  "got strides (4, 256) (pass numpy.ascontiguousarray(...))"),
-    "misaligned": ((_misaligned((64, 784)), W), "main: parameter 'x' (#0): expected an array aligned to its "
-                                                "4-byte items"),
-    "scalar": ((np.float32(1), W), "main: parameter 'x' (#0): expected a numpy.ndarray, got float32 "
-                                   "(wrap it with numpy.asarray)"),
+    "scalar": ((np.float32(1), W), "main: parameter 'x' (#0): expected shape (64, 784), got ()"),
+    "complex": ((X.astype(np.complex64), W), "main: parameter 'x' (#0): expected dtype float32, got complex64"),
+    "strings": ((np.full((64, 784), "a"), W), "main: parameter 'x' (#0): expected dtype float32, got str32"),
+    "ragged": (([[1.0], [1.0, 2.0]], W), "main: parameter 'x' (#0): expected an array of float32, got a list NumPy "
+                                         "cannot convert"),
+    "objects": (([object()], W), "main: parameter 'x' (#0): expected an array of float32, got a list of object"),
 }
 
 
@@ -275,23 +270,40 @@ def test_bad_argument(kind):
     args, message = BAD_CALLS[kind]
     with pytest.raises(ArgumentError) as info:
         build(S.MATMUL, 2, MM_SIG).main(*args)
-    assert str(info.value) == message
+    assert str(info.value).startswith(message)
     assert isinstance(info.value, ValueError) and isinstance(info.value, TypeError)
+
+
+# Converted by one copy (docs/arguments.md): the call gives what the exact array gives, the argument is unchanged.
+CONVERTED = {
+    "list": lambda x: x.tolist(),
+    "float64": lambda x: x.astype(np.float64),
+    "float16": lambda x: x.astype(np.float16),
+    "byte order": lambda x: x.astype(">f4"),
+    "Fortran order": np.asfortranarray,
+    "strided view": lambda x: np.repeat(x, 2, axis=1)[:, ::2],
+    "misaligned": lambda x: _copy_into(_misaligned(x.shape), x),
+}
+
+
+def _copy_into(dst, src):
+    dst[...] = src
+    return dst
+
+
+@pytest.mark.parametrize("kind", list(CONVERTED))
+def test_convertible_arguments_are_converted_once(kind):
+    f = build(S.MATMUL, 2, MM_SIG).main
+    x = CONVERTED[kind](X)
+    before = np.array(x, copy=True)
+    want = f(np.asarray(x, dtype=np.float32), W)  # the exact array: NumPy's own cast is the oracle
+    np.testing.assert_array_equal(f(x, W), want)
+    np.testing.assert_array_equal(np.asarray(x), before)
 
 
 def test_every_bad_parameter_is_reported_at_once():
     with pytest.raises(ArgumentError, match=r"parameter 'x' \(#0\).*; main: parameter 'w' \(#1\): expected dtype"):
-        build(S.MATMUL, 2, MM_SIG).main(rand(32, 784), W.astype(np.float16))
-
-
-def test_symbols_must_agree_across_parameters():
-    sig = FunctionSignature("main", (TensorSpec(("n",), "float32", "a"), TensorSpec(("n",), "float32", "b")),
-                            (TensorSpec(("2 * n",), "float32"),))
-    mod = build(S.CONCAT, 2, sig)
-    np.testing.assert_array_equal(mod.main(np.ones(3, np.float32), np.zeros(3, np.float32)), [1, 1, 1, 0, 0, 0])
-    with pytest.raises(ArgumentError, match=r"^main: parameter 'b' \(#1\): dimension 0 is 'n' = 3 \(bound by "
-                                            r"parameter 'a' \(#0\)\), got 4 in shape \(4,\)$"):
-        mod.main(np.ones(3, np.float32), np.zeros(4, np.float32))
+        build(S.MATMUL, 2, MM_SIG).main(rand(32, 784), W.astype(np.complex64))
 
 
 def _read_only(x):

@@ -76,14 +76,14 @@ def _trainer(target: str):
 
 
 @lru_cache(maxsize=None)
-def _take():
+def _take(index_dtype: str = "int64"):
     from relax_mlir.backend import VirtualMachine, compile
     from relax_mlir.ir import IRModule
     from relax_mlir.script import from_source
 
-    text = '''
+    text = f'''
 @R.function
-def take(x: R.Tensor((4, 3), "float32"), i: R.Tensor((3,), "int64")) -> R.Tensor((3, 3), "float32"):
+def take(x: R.Tensor((4, 3), "float32"), i: R.Tensor((3,), "{index_dtype}")) -> R.Tensor((3, 3), "float32"):
     with R.dataflow():
         y = R.take(x, i, axis=0)
         R.output(y)
@@ -195,15 +195,20 @@ CASES: dict[str, tuple[str, Callable[[], object], str, str]] = {
     "trainer: unknown target": ("Trainer", lambda: __import__("relax_mlir.training", fromlist=["x"]).Trainer(
         _mlp(), 4, _setup()).build("gpu"), "ValueError", r"unknown target 'gpu'"),
     "trainer: float labels": ("Trainer", lambda: _trainer("cpu").update_params(
-        np.zeros((4, 6), np.float32), np.zeros(4, np.float32)), "ValueError", r"'targets' must be int64, got float32"),
+        np.zeros((4, 6), np.float32), np.zeros(4, np.float32)), "ValueError",
+        r"'targets': expected dtype int64, got float32 \(an integer parameter takes no floats"),
     "trainer: labels out of range": ("Trainer", lambda: _trainer("cpu").update_params(
         np.zeros((4, 6), np.float32), np.array([0, 1, 2, 10**8])), "ValueError",
         r"labels outside the 3 classes \[0, 3\): \[100000000\]"),
     "trainer: NaN in the batch": ("Trainer", _nan_batch, "NonFiniteError",
                                   r"step 0 produced a non-finite loss \(nan\); input 'x' holds nan at \[2, 0\]: batch "
                                   r"index 2"),
-    "compiled: float64 argument": ("compiled calls", lambda: _take()(np.zeros((4, 3)), np.zeros(3, np.int64)),
-                                   "ArgumentError", r"take: parameter 'x' \(#0\): expected dtype float32, got float64"),
+    "compiled: float indices": ("compiled calls", lambda: _take()(np.zeros((4, 3), np.float32), np.zeros(3)),
+                                "ArgumentError", r"take: parameter 'i' \(#1\): expected dtype int64, got float64 "
+                                                 r"\(an integer parameter takes no floats"),
+    "compiled: int64 index too wide for int32": ("compiled calls", lambda: _take("int32")(
+        np.zeros((4, 3), np.float32), np.array([0, 2**40, 1])), "ArgumentError",
+        r"take: parameter 'i' \(#1\): expected int32; the int64 value 1099511627776 at flat position 1 does not fit"),
     "compiled: index 10**11": ("compiled calls", lambda: _take()(np.zeros((4, 3), np.float32),
                                                                  np.array([0, 1, 10**11])), "IndexError",
                                r"100000000000"),

@@ -217,3 +217,15 @@ def test_module_interface():
     with pytest.raises(TypeError, match="expected a relax Function"):
         mod2["bad"] = 3
     assert isinstance(R.Object, ObjectStructInfo)
+
+
+@pytest.mark.parametrize("expr, message", [
+    ("R.add(x, " + "1" + "0" * 40 + ")", r"<string>:4:18: R.const: the integer 1000+ does not fit int64"),
+    ("(" * 300 + "x" + ")" * 300, r"<string>:4:\d+: invalid syntax: too many nested parentheses"),
+    ("-" * 200000 + "x", r"<string>:1:1: the text nests too deeply for Python's parser \(MemoryError\)"),
+])
+def test_literals_and_nesting_beyond_limits_are_parse_errors(expr, message):
+    """Found by scripts/fuzz_parser.py: a literal no dtype holds, and brackets nested beyond CPython's parser."""
+    text = f'\n@R.function\ndef f(x: R.Tensor((2,), "float32")):\n    y = {expr}\n    return y\n'
+    with pytest.raises(ParseError, match=message):
+        from_source(text)

@@ -1,0 +1,99 @@
+"""The one argument policy of compiled functions, ``VirtualMachine``, ``load_module`` and ``Trainer``
+(``docs/arguments.md``).
+
+An argument that already is what the function takes (a NumPy array of the parameter's dtype, C-contiguous,
+aligned, native byte order) is passed by pointer: never copied, never written, read-only ones included. Anything
+else that converts *without changing a value the program would see* is converted once, by a copy:
+
+* lists, tuples, Python and NumPy scalars and other array-likes (``numpy.asarray``);
+* non-contiguous, Fortran-ordered, misaligned or byte-swapped arrays (a C-contiguous native copy);
+* dtype casts NumPy calls ``same_kind`` -- int32 labels for int64, uint8 images for float32, float16 for float32,
+  **float64 data for a float32 model** (rounded to nearest, as JAX does with 64-bit off and as a float32 model
+  computes anyway) -- except an integer narrowing that would change a value (int64 ``2**40`` for int32 is
+  refused, not wrapped).
+
+Refused with an ``ArgumentError`` naming the function, the parameter, what was expected and what came: a float
+or complex array where integers are expected (float labels), any cast to ``bool``, object and string arrays,
+ragged lists, wrong rank or shape. An array too large to convert raises ``MemoryError`` (NumPy's), before native
+code runs. ``out=`` arrays are never converted: they must already be exact and writeable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+class ArgumentError(ValueError, TypeError):
+    """A bad argument to a compiled function; names the function, the parameter, what was expected and got.
+
+    Both a ValueError and a TypeError, so callers may catch either."""
+
+
+_NUMERIC = "biuf"  # bool, signed, unsigned, float: the kinds a parameter's dtype may come from
+
+
+def _is_exact(a: np.ndarray, dtype: np.dtype) -> bool:
+    flags = a.flags
+    return a.dtype == dtype and flags.c_contiguous and flags.aligned
+
+
+def conform(a: Any, dtype: np.dtype) -> tuple[np.ndarray | None, str]:
+    """``a`` as a C-contiguous, aligned array of ``dtype`` under the policy above: ``(array, "")``, or
+    ``(None, what is wrong)``. The array is ``a`` itself when it already fits (no copy)."""
+    if isinstance(a, np.ndarray) and _is_exact(a, dtype):
+        return a, ""
+    if not isinstance(a, np.ndarray):
+        kind = type(a).__name__
+        try:
+            a = np.asarray(a)
+        except ValueError as exc:  # a ragged list
+            return None, f"expected an array of {dtype.name}, got a {kind} NumPy cannot convert ({exc})"
+        if a.dtype.kind not in _NUMERIC:
+            return None, f"expected an array of {dtype.name}, got a {kind} of {a.dtype}"
+    if a.dtype.newbyteorder("=") == dtype and a.dtype != dtype:  # only the byte order differs
+        return np.ascontiguousarray(a, dtype=dtype), ""
+    if a.dtype != dtype:
+        problem = _cast_problem(a, dtype)
+        if problem:
+            return None, problem
+        if dtype.kind in "iu" and a.dtype.kind in "iu" and not np.can_cast(a.dtype, dtype, "safe"):
+            info, flat = np.iinfo(dtype), a.ravel()
+            outside = np.flatnonzero((flat < info.min) | (flat > info.max))
+            if outside.size:
+                return None, (f"expected {dtype.name}; the {a.dtype.name} value {flat[outside[0]]} at flat "
+                              f"position {outside[0]} does not fit")
+        return a.astype(dtype, order="C"), ""
+    return np.array(a, dtype=dtype, order="C", copy=True), ""  # non-contiguous, Fortran-ordered or misaligned
+
+
+def _cast_problem(a: np.ndarray, dtype: np.dtype) -> str:
+    """Why ``a``'s dtype may not be cast to ``dtype`` (empty if it may)."""
+    got = a.dtype.name if a.dtype.isnative else f"{a.dtype.str} ({a.dtype.name} in non-native byte order)"
+    if a.dtype.kind not in _NUMERIC or dtype.kind == "b" or not np.can_cast(a.dtype, dtype, "same_kind"):
+        hint = (" (an integer parameter takes no floats: cast with .astype if the values are whole)"
+                if dtype.kind in "iu" and a.dtype.kind == "f" else "")
+        return f"expected dtype {dtype.name}, got {got}{hint}"
+    return ""
+
+
+def out_problem(o: Any, shape: tuple[int, ...], dtype: np.dtype) -> str:
+    """What is wrong with ``o`` as an ``out=`` array of this shape and dtype (never converted)."""
+    if not isinstance(o, np.ndarray):
+        return f"expected a numpy.ndarray, got {type(o).__name__}"
+    problems = []
+    if o.dtype != dtype:
+        problems.append(f"expected dtype {dtype.name}, got {o.dtype.str if not o.dtype.isnative else o.dtype.name}")
+    if o.shape != tuple(shape):
+        problems.append(f"expected shape {_shape_text(shape)}, got {_shape_text(o.shape)}")
+    if not o.flags.c_contiguous:
+        problems.append(f"expected a C-contiguous array, got strides {o.strides}")
+    elif not o.flags.aligned:
+        problems.append(f"expected an array aligned to its {o.itemsize}-byte items")
+    if not o.flags.writeable:
+        problems.append("expected a writeable array")
+    return "; ".join(problems)
+
+
+def _shape_text(shape: Any) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"

@@ -1,0 +1,238 @@
+"""Runtime checks of the sizes an op's inference assumed equal.
+
+Relax infers ``matmul((2,), (2 * n,))`` or a channel count given statically on one operand and symbolically on
+another as valid, assuming the sizes agree (as TVM does); the interpreter raises when they do not. In compiled
+code the op's loops would take their bounds from one operand and read the other out of bounds. So after
+legalization every linalg op with ``indexing_maps`` is checked: for each loop dimension, the operand dimensions it
+indexes must be equal. Where one may differ at run time, the op is guarded::
+
+    %bad = arith.cmpi ne, %k_of_b, %k_of_a        (tagged relax_mlir.size_check)
+    <report %bad in the error slot: ValueError after the call>
+    %r = scf.if %bad { scf.yield %outs } else { %op = linalg...; scf.yield %op }
+
+so the op never runs on inconsistent sizes (its ``outs`` stand in; the call raises). Most checks compare a value
+with itself once canonicalization and CSE have run and fold away; :func:`drop_proven` then removes those whose
+two sizes are the same size variable of the function's parameters (the runtime binds each once, checking every
+parameter: ``relax_mlir.arg_sizes``, written by the export). What is left is a real run-time check.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from mlir import ir
+from mlir.dialects import arith, scf, tensor
+
+from ..error_slot import SHAPE_CHECK_PREFIX
+from .checks import report_if, where
+
+TAG = "relax_mlir.size_check"
+#: Function attribute written by the export: per parameter, its dims as text (``["n", "4"]``).
+ARG_SIZES = "relax_mlir.arg_sizes"
+
+
+def insert_size_checks(module: ir.Module) -> int:
+    """Guard every linalg op whose loop dimensions index operand sizes that may differ; returns how many."""
+    ops: list[ir.Operation] = []
+
+    casts: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name.startswith("linalg.") and ("indexing_maps" in op.attributes or op.name in _DEFAULT_MAPS) \
+                and len(op.results):
+            ops.append(op)
+        elif op.name == "tensor.cast" and _narrowed_axes(op):
+            casts.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return sum(_guard(op) for op in ops) + sum(_guard_cast(op) for op in casts)
+
+
+def _narrowed_axes(op: ir.Operation) -> list[int]:
+    """The axes a ``tensor.cast`` makes static from dynamic: sizes a lowering asserted (``?`` to ``2``)."""
+    src, dst = op.operands[0].type, op.results[0].type
+    if not (isinstance(src, ir.RankedTensorType) and isinstance(dst, ir.RankedTensorType)) or src.rank != dst.rank:
+        return []
+    src, dst = ir.RankedTensorType(src), ir.RankedTensorType(dst)
+    return [a for a in range(src.rank) if src.is_dynamic_dim(a) and not dst.is_dynamic_dim(a)]
+
+
+def _guard_cast(op: ir.Operation) -> int:
+    """A cast to a static size checks it; on a mismatch an empty tensor of the cast's type stands in."""
+    idx, i64 = ir.IndexType.get(), ir.IntegerType.get_signless(64)
+    source, target = op.operands[0], ir.RankedTensorType(op.results[0].type)
+    with ir.InsertionPoint(op), op.location:
+        mismatch: Optional[ir.Value] = None
+        for axis in _narrowed_axes(op):
+            got = tensor.dim(source, arith.constant(idx, axis))
+            bad = arith.cmpi(arith.CmpIPredicate.ne, got, arith.constant(idx, target.shape[axis]))
+            bad.owner.attributes[TAG] = ir.UnitAttr.get()
+            report_if(op, bad, arith.index_cast(i64, got), arith.constant(idx, axis),
+                      f"{SHAPE_CHECK_PREFIX}{where(op)}: dimension {{position}} is {{value}}, expected "
+                      f"{target.shape[axis]} (a size the op's inference assumed equal to a static one)")
+            mismatch = bad if mismatch is None else arith.ori(mismatch, bad)
+        choose = scf.IfOp(mismatch, [target], has_else=True)
+        with ir.InsertionPoint(choose.then_block):
+            sizes = [tensor.dim(source, arith.constant(idx, a)) if target.is_dynamic_dim(a) else target.shape[a]
+                     for a in range(target.rank)]
+            scf.YieldOp([tensor.EmptyOp(sizes, target.element_type).result])
+    op.results[0].replace_all_uses_with(choose.results[0])
+    with ir.InsertionPoint(choose.else_block), op.location:
+        yield_op = scf.YieldOp([op.results[0]])
+    op.move_before(yield_op.operation)
+    return 1
+
+
+# Named ops built from Python carry no indexing_maps attribute (the default is implied): theirs, as MLIR defines.
+_DEFAULT_MAPS = {
+    "linalg.matmul": ("(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"),
+    "linalg.batch_matmul": ("(d0, d1, d2, d3) -> (d0, d1, d3)", "(d0, d1, d2, d3) -> (d0, d3, d2)",
+                            "(d0, d1, d2, d3) -> (d0, d1, d2)"),
+}
+
+
+def _indexing_maps(op: ir.Operation) -> list:
+    if "indexing_maps" in op.attributes:
+        return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    return [ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{m}>")).value for m in _DEFAULT_MAPS.get(op.name, ())]
+
+
+def _pairs(op: ir.Operation) -> list[tuple[tuple[ir.Value, int], tuple[ir.Value, int]]]:
+    """(reference, other) operand dimensions that one loop dimension indexes and that may differ."""
+    maps = _indexing_maps(op)
+    operands = list(op.operands)
+    if len(maps) != len(operands):
+        return []
+    loops: dict[int, list[tuple[ir.Value, int]]] = {}
+    for value, amap in zip(operands, maps):
+        if not isinstance(value.type, ir.RankedTensorType):
+            continue
+        for axis, expr in enumerate(amap.results):
+            if isinstance(expr, ir.AffineDimExpr):
+                loops.setdefault(expr.position, []).append((value, axis))
+    pairs = []
+    for entries in loops.values():
+        static = [e for e in entries if not e[0].type.is_dynamic_dim(e[1])]
+        if len(entries) < 2 or len(static) == len(entries):
+            continue
+        ref = static[0] if static else entries[0]
+        pairs += [(ref, e) for e in entries if e is not ref and e[0].type.is_dynamic_dim(e[1])]
+    return pairs
+
+
+def _guard(op: ir.Operation) -> int:
+    pairs = _pairs(op)
+    if not pairs:
+        return 0
+    idx, i64 = ir.IndexType.get(), ir.IntegerType.get_signless(64)
+    n_ins = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[0] \
+        if "operandSegmentSizes" in op.attributes else len(op.operands) - len(op.results)
+    outs = list(op.operands)[n_ins:]
+    with ir.InsertionPoint(op), op.location:
+        mismatch: Optional[ir.Value] = None
+        for (ref, ref_axis), (value, axis) in pairs:
+            want = arith.constant(idx, ref.type.shape[ref_axis]) if not ref.type.is_dynamic_dim(ref_axis) \
+                else tensor.dim(ref, arith.constant(idx, ref_axis))
+            got = tensor.dim(value, arith.constant(idx, axis))
+            bad = arith.cmpi(arith.CmpIPredicate.ne, got, want)
+            bad.owner.attributes[TAG] = ir.UnitAttr.get()
+            report_if(op, bad, arith.index_cast(i64, got), arith.constant(idx, axis),
+                      f"{SHAPE_CHECK_PREFIX}{where(op)}: {op.name.split('.', 1)[1]}: an operand's dimension "
+                      "{position} is {value}, "
+                      "but another operand of the same loop dimension has another size (sizes the op's inference "
+                      "assumed equal)")
+            mismatch = bad if mismatch is None else arith.ori(mismatch, bad)
+        choose = scf.IfOp(mismatch, [r.type for r in op.results], has_else=True)
+        with ir.InsertionPoint(choose.then_block):
+            scf.YieldOp(outs)
+    for old, new in zip(op.results, choose.results):
+        old.replace_all_uses_with(new)
+    with ir.InsertionPoint(choose.else_block), op.location:
+        yield_op = scf.YieldOp(list(op.results))
+    op.move_before(yield_op.operation)
+    return 1
+
+
+def drop_proven(module: ir.Module) -> int:
+    """Replace size checks whose two sizes are the same parameter size variable by ``false`` (canonicalization
+    then removes the guard); returns how many."""
+    proven: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "arith.cmpi" and TAG in op.attributes:
+            a, b = (_size_key(v) for v in op.operands)
+            if a is not None and a == b:
+                proven.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    for op in proven:
+        with ir.InsertionPoint(op), op.location:
+            false = arith.constant(ir.IntegerType.get_signless(1), 0)
+        op.results[0].replace_all_uses_with(false)
+        op.erase()
+    return len(proven)
+
+
+def _size_key(value: ir.Value) -> Optional[str]:
+    """A size (an ``index`` value) as the parameters name it (``"n"``, ``"4"``), when it can be traced to a
+    constant or a parameter's dimension; None otherwise."""
+    op = _defining_op(value)
+    if op is None:
+        return None
+    if op.name == "arith.constant":
+        return str(ir.IntegerAttr(op.attributes["value"]).value)
+    if op.name == "tensor.dim":
+        axis = _size_key(op.operands[1])
+        return None if axis is None else _dim_key(op.operands[0], int(axis))
+    return None
+
+
+def _dim_key(t: ir.Value, axis: int, depth: int = 0) -> Optional[str]:
+    """Dimension ``axis`` of tensor ``t`` as the parameters name it, followed back through the ops whose result
+    sizes are their operands' (destination-passing linalg ops, casts, empties, reshapes, guards)."""
+    ttype = ir.RankedTensorType(t.type)
+    if not ttype.is_dynamic_dim(axis):
+        return str(ttype.shape[axis])
+    if depth > 64:
+        return None
+    if isinstance(t.owner, ir.Block):
+        func = t.owner.owner
+        func = func.operation if not isinstance(func, ir.Operation) else func
+        if func.name != "func.func" or ARG_SIZES not in func.attributes:
+            return None
+        dims = ir.ArrayAttr(ir.ArrayAttr(func.attributes[ARG_SIZES])[ir.BlockArgument(t).arg_number])
+        return ir.StringAttr(dims[axis]).value if axis < len(dims) else None
+    op = _defining_op(t)
+    number = ir.OpResult(t).result_number
+    if op.name in ("tensor.empty", "tensor.expand_shape"):
+        first = 0 if op.name == "tensor.empty" else 1  # expand_shape: the source, then the dynamic output sizes
+        dynamic = sum(ttype.is_dynamic_dim(a) for a in range(axis))
+        return _size_key(op.operands[first + dynamic])
+    if op.name == "tensor.cast":
+        return _dim_key(op.operands[0], axis, depth + 1)
+    if op.name == "tensor.collapse_shape":  # a result dim that is one source dim, times static 1s
+        group = [ir.IntegerAttr(i).value for i in ir.ArrayAttr(ir.ArrayAttr(op.attributes["reassociation"])[axis])]
+        source = ir.RankedTensorType(op.operands[0].type)
+        dynamic = [g for g in group if source.is_dynamic_dim(g)]
+        if len(dynamic) == 1 and all(source.shape[g] == 1 for g in group if g != dynamic[0]):
+            return _dim_key(op.operands[0], dynamic[0], depth + 1)
+        return None
+    if op.name == "tensor.insert_slice":
+        return _dim_key(op.operands[1], axis, depth + 1)
+    if op.name.startswith("linalg.") and "operandSegmentSizes" in op.attributes:
+        n_ins = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[0]
+        return _dim_key(op.operands[n_ins + number], axis, depth + 1)
+    if op.name == "scf.if":
+        keys = {_dim_key(list(region.blocks[0].operations)[-1].operands[number], axis, depth + 1)
+                for region in op.regions}
+        return keys.pop() if len(keys) == 1 else None
+    return None
+
+
+def _defining_op(value: ir.Value) -> Optional[ir.Operation]:
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    return owner if isinstance(owner, ir.Operation) else owner.operation

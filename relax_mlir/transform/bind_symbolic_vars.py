@@ -1,0 +1,97 @@
+"""``BindSymbolicVars(binding_map, func_name=None)``: size variables become the values given.
+
+    def main(x: R.Tensor(("n", 4)))   ->   def main(x: R.Tensor((8, 4)))      (binding_map={"n": 8})
+
+Keys are size-variable names; values ints or dims over other size variables (``{"n": "2 * m"}`` as text, or a
+SizeVar expression). Every struct info, attribute and match_cast of the function follows. A name no function
+uses is an error (a typo would otherwise bind nothing), as is a negative size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from ..ir import sym
+from ..ir.expr import Function
+from ..ir.struct_info import free_vars as struct_free_vars
+from .pass_infra import Pass
+from .utils import bind_sizes
+
+
+@dataclass(frozen=True)
+class BindSymbolicVars(Pass):
+    """Replace size variables by the values ``binding_map`` gives, in ``func_name`` or every function.
+
+    Example, applied as ``BindSymbolicVars({"n": 8})``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor(("n", 4), "float32")):
+                y = R.reshape(x, ("n", 2, 2))
+                return y
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((8, 4), dtype="float32")) -> R.Tensor((8, 2, 2), dtype="float32"):
+                y: R.Tensor((8, 2, 2), dtype="float32") = R.reshape(x, (8, 2, 2))
+                return y
+    """
+
+    binding_map: Mapping[str, Any]
+    func_name: Optional[str] = None
+    name = "BindSymbolicVars"
+
+    def transform_module(self, mod, ctx):
+        sizes = _sizes(self.binding_map)
+        names = list(mod) if self.func_name is None else [self.func_name]
+        missing = [n for n in names if n not in mod]
+        if missing:
+            raise ValueError(f"BindSymbolicVars: the module has no function {missing[0]!r} (it has: {', '.join(mod)})")
+        used: set[str] = set()
+        out = mod.copy()
+        for name in names:
+            func = mod[name]
+            if isinstance(func, Function):
+                used |= _size_names(func)
+                out[name] = bind_sizes(func, sizes)
+        unknown = sorted(set(sizes) - used)
+        if unknown:
+            raise ValueError(f"BindSymbolicVars: no size variable {', '.join(map(repr, unknown))} in "
+                             f"{'function ' + repr(self.func_name) if self.func_name else 'the module'} "
+                             f"(its size variables: {', '.join(sorted(used)) or 'none'})")
+        return out
+
+
+def _sizes(binding_map: Mapping[Any, Any]) -> dict[str, Any]:
+    if not isinstance(binding_map, Mapping):
+        raise TypeError(f"BindSymbolicVars: binding_map must be a dict of size variable to value, "
+                        f"got {type(binding_map).__name__}")
+    sizes: dict[str, Any] = {}
+    for key, value in binding_map.items():
+        name = key.name if isinstance(key, sym.SymDim) and key.is_var() else key
+        if not isinstance(name, str):
+            raise TypeError(f"BindSymbolicVars: keys are size-variable names, got {key!r}")
+        if isinstance(value, str):
+            value = sym.parse_dim(value)
+        if isinstance(value, bool) or not isinstance(value, (int, sym.SymDim)):
+            raise TypeError(f"BindSymbolicVars: {name!r} must be bound to an int or a dim, got {value!r}")
+        if isinstance(value, int) and value < 0:
+            raise ValueError(f"BindSymbolicVars: {name!r} = {value} is negative")
+        sizes[name] = value
+    return sizes
+
+
+def _size_names(func: Function) -> set[str]:
+    names: set[str] = set()
+    for p in func.params:
+        names |= struct_free_vars(p.struct_info) if p.struct_info is not None else set()
+    for block in func.blocks:
+        for b in block.bindings:
+            if b.var.struct_info is not None:
+                names |= struct_free_vars(b.var.struct_info)
+    return names

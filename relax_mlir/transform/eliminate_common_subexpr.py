@@ -1,0 +1,123 @@
+"""``EliminateCommonSubexpr(call_only=False)``: a binding whose value was computed before reuses that variable.
+
+    lv0 = R.add(x, y)           lv0 = R.add(x, y)
+    lv1 = R.add(x, y)    ->     gv = R.multiply(lv0, lv0)
+    gv = R.multiply(lv0, lv1)
+
+Values are compared structurally (same op, attributes and operands). Only op calls of pure ops, tuples and tuple
+items are candidates (``call_only``: op calls only); calls of functions are left alone. A value computed in a
+dataflow block into a dataflow variable is reused only inside that block; when a block's output would be
+replaced by one of the block's dataflow variables, it becomes an alias of it instead (``CanonicalizeBindings``
+keeps such aliases too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..ir.expr import Call, DataflowVar, Expr, Function, SeqExpr, Tuple, TupleGetItem, Var, VarBinding
+from ..ir.structural_equal import structural_equal, structural_hash
+from ..op.registry import Op
+from .pass_infra import Pass
+from .utils import rebind, substitute, with_body
+
+
+@dataclass(frozen=True)
+class EliminateCommonSubexpr(Pass):
+    """Reuse the first variable bound to each repeated value (TVM's ``EliminateCommonSubexpr``).
+
+    Example, applied as ``EliminateCommonSubexpr()``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((3,), "float32"), y: R.Tensor((3,), "float32")):
+                with R.dataflow():
+                    lv0 = R.add(x, y)
+                    lv1 = R.add(x, y)
+                    gv = R.multiply(lv0, lv1)
+                    R.output(gv)
+                return gv
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(
+                x: R.Tensor((3,), dtype="float32"),
+                y: R.Tensor((3,), dtype="float32"),
+            ) -> R.Tensor((3,), dtype="float32"):
+                with R.dataflow():
+                    lv0: R.Tensor((3,), dtype="float32") = R.add(x, y)
+                    gv: R.Tensor((3,), dtype="float32") = R.multiply(lv0, lv0)
+                    R.output(gv)
+                return gv
+    """
+
+    call_only: bool = False
+    name = "EliminateCommonSubexpr"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.call_only, bool):
+            raise TypeError(f"EliminateCommonSubexpr: call_only must be True or False, got {self.call_only!r}")
+
+    def transform_module(self, mod, ctx):
+        out = mod.copy()
+        for name, func in mod.items():
+            if isinstance(func, Function):
+                out[name] = self.transform_function(func)
+        return out
+
+    def candidate(self, value: Expr) -> bool:
+        if isinstance(value, Call):
+            return isinstance(value.op, Op) and value.op.pure
+        return not self.call_only and isinstance(value, (Tuple, TupleGetItem))
+
+    def transform_function(self, func: Function) -> Function:
+        if not isinstance(func.body, SeqExpr):
+            return func
+        remap: dict[Var, Expr] = {}
+        seen = _Table()  # values bound to plain variables: visible from then on
+        blocks, changed = [], False
+        for block in func.body.blocks:
+            local = _Table()  # values bound to this block's dataflow variables
+            kept = []
+            for b in block.bindings:
+                value = substitute(b.value, remap)
+                if isinstance(b, VarBinding) and self.candidate(value):
+                    prior = local.find(value) or seen.find(value)
+                    if prior is not None:
+                        changed = True
+                        if isinstance(prior, DataflowVar) and not isinstance(b.var, DataflowVar):
+                            kept.append(VarBinding(b.var, prior, span=b.span))  # a block output stays a variable
+                        else:
+                            remap[b.var] = prior
+                        continue
+                    (local if isinstance(b.var, DataflowVar) else seen).add(value, b.var)
+                if value is not b.value:
+                    changed = True
+                    b = rebind(b, value)
+                kept.append(b)
+            blocks.append(type(block)(kept))
+        if not changed:
+            return func
+        body = SeqExpr([b for b in blocks if b.bindings], substitute(func.body.body, remap))
+        return with_body(func, body)
+
+
+class _Table:
+    """Values seen so far, by structural hash, each with the variable first bound to it."""
+
+    def __init__(self) -> None:
+        self.entries: dict[int, list[tuple[Expr, Var]]] = {}
+
+    def find(self, value: Expr) -> Optional[Var]:
+        for seen, var in self.entries.get(structural_hash(value), ()):
+            if structural_equal(seen, value):
+                return var
+        return None
+
+    def add(self, value: Expr, var: Var) -> None:
+        self.entries.setdefault(structural_hash(value), []).append((value, var))

@@ -1,0 +1,124 @@
+"""``FoldConstant``: an op call whose operands are all constants is computed now, with the op's NumPy reference
+(the interpreter's), and becomes a constant.
+
+    with R.dataflow():                                   with R.dataflow():
+        a = R.add(R.const(1.0), R.const(2.0))    ->          a = R.const(3.0)
+        b = R.multiply(x, a)                                 b = R.multiply(x, R.const(3.0))
+
+Folding follows chains (a folded variable counts as a constant further on) inside dataflow blocks, as TVM's does;
+the folded bindings stay for ``DeadCodeElimination`` to remove. Calls of impure ops, of functions, and calls
+whose evaluation fails or gives a non-tensor are left as they are.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ..ir.dtype import to_numpy
+from ..ir.expr import Call, Constant, DataflowBlock, Expr, Function, SeqExpr, Tuple, Var, VarBinding
+from ..ir.struct_info import TensorStructInfo
+from ..op.registry import Op
+from .pass_infra import FunctionPass
+from .utils import rebind, substitute, with_body
+
+
+@dataclass(frozen=True)
+class FoldConstant(FunctionPass):
+    """Compute op calls on constants at compile time (inside dataflow blocks).
+
+    Example, applied as ``FoldConstant()``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2,), "float32")):
+                with R.dataflow():
+                    a = R.add(R.const([1.0, 2.0], "float32"), R.const([10.0, 20.0], "float32"))
+                    b = R.multiply(a, R.const(2.0, "float32"))
+                    c = R.multiply(x, b)
+                    R.output(c)
+                return c
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+                with R.dataflow():
+                    a: R.Tensor((2,), dtype="float32") = R.const([11.0, 22.0], "float32")
+                    b: R.Tensor((2,), dtype="float32") = R.const([22.0, 44.0], "float32")
+                    c: R.Tensor((2,), dtype="float32") = R.multiply(x, R.const([22.0, 44.0], "float32"))
+                    R.output(c)
+                return c
+    """
+
+    name = "FoldConstant"
+
+    def transform_function(self, func: Function, mod, ctx) -> Function:
+        if not isinstance(func.body, SeqExpr):
+            return func
+        remap: dict[Var, Expr] = {}
+        blocks, changed = [], False
+        for block in func.body.blocks:
+            if not isinstance(block, DataflowBlock):
+                kept = [_keep_or_rebind(b, substitute(b.value, remap)) for b in block.bindings]
+                changed |= any(a is not b for a, b in zip(kept, block.bindings))
+                blocks.append(type(block)(kept))
+                continue
+            kept = []
+            for b in block.bindings:
+                value = substitute(b.value, remap)
+                folded = _fold(value) if isinstance(b, VarBinding) else None
+                if folded is not None:
+                    value = remap[b.var] = folded
+                if value is not b.value:
+                    changed = True
+                kept.append(_keep_or_rebind(b, value))
+            blocks.append(type(block)(kept))
+        if not changed:
+            return func
+        body = SeqExpr(blocks, substitute(func.body.body, remap))
+        return with_body(func, body)
+
+
+
+
+def _keep_or_rebind(b, value: Expr):
+    return b if value is b.value else rebind(b, value)
+
+
+def _fold(value: Expr) -> Optional[Constant]:
+    """``value`` computed, if it is a pure op's call on constants giving a tensor of a known dtype."""
+    if not (isinstance(value, Call) and isinstance(value.op, Op) and value.op.pure and value.op.reference):
+        return None
+    if not isinstance(value.struct_info, TensorStructInfo) or value.struct_info.shape is None:
+        return None
+    args = [_constant_value(a) for a in value.args]
+    if any(a is None for a in args):
+        return None
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            out = value.op.reference(*args, **value.attrs)
+    except Exception:  # noqa: BLE001 - a call the reference cannot evaluate is left for run time
+        return None
+    if isinstance(out, tuple):
+        return None
+    out = np.asarray(out, dtype=to_numpy(value.struct_info.dtype))
+    if out.shape != tuple(value.struct_info.shape):
+        return None
+    return Constant(out)
+
+
+def _constant_value(e: Expr) -> Any:
+    if isinstance(e, Constant):
+        return e.data
+    if isinstance(e, Tuple):
+        fields = [_constant_value(f) for f in e.fields]
+        return None if any(f is None for f in fields) else tuple(fields)
+    return None

@@ -1,0 +1,157 @@
+"""``TopologicalSort(order="depth-first", direction="from-inputs")``: reorder the bindings of each block.
+
+Within a block, a binding may move anywhere after the bindings it uses; the pass picks one such order:
+
+* ``from-inputs``: start from what the block receives (parameters, earlier blocks); ``depth-first`` follows a
+  new value's users as far as they can go before the next input's, ``breadth-first`` emits level by level.
+* ``from-outputs``: start from what leaves the block (the function's result, later blocks' uses, a dataflow
+  block's outputs); ``depth-first`` emits each output's operands (recursively, first operand first) just before
+  it, ``breadth-first`` emits the bindings in order of their distance to the outputs, farthest first.
+
+Ties keep the original order. The values are unchanged; only the order moves (TVM uses it to put bindings next
+to their uses before a pattern rewrite).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from ..ir.expr import Function, SeqExpr
+from .pass_infra import Pass
+from .utils import free_vars
+
+ORDERS = ("depth-first", "breadth-first")
+DIRECTIONS = ("from-inputs", "from-outputs")
+
+
+@dataclass(frozen=True)
+class TopologicalSort(Pass):
+    """Reorder each block's bindings in a topological order (see the module docstring).
+
+    Example, applied as ``TopologicalSort(order="depth-first", direction="from-outputs")``::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((3,), "float32")):
+                a = R.exp(x)
+                b = R.negative(x)
+                c = R.log(a)
+                d = R.add(c, b)
+                return d
+
+    becomes::
+
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((3,), dtype="float32")) -> R.Tensor((3,), dtype="float32"):
+                a: R.Tensor((3,), dtype="float32") = R.exp(x)
+                c: R.Tensor((3,), dtype="float32") = R.log(a)
+                b: R.Tensor((3,), dtype="float32") = R.negative(x)
+                d: R.Tensor((3,), dtype="float32") = R.add(c, b)
+                return d
+    """
+
+    order: str = "depth-first"
+    direction: str = "from-inputs"
+    name = "TopologicalSort"
+
+    def __post_init__(self) -> None:
+        if self.order not in ORDERS:
+            raise ValueError(f"TopologicalSort: order must be one of {', '.join(ORDERS)}, got {self.order!r}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"TopologicalSort: direction must be one of {', '.join(DIRECTIONS)}, "
+                             f"got {self.direction!r}")
+
+    def transform_module(self, mod, ctx):
+        out = mod.copy()
+        for name, func in mod.items():
+            if isinstance(func, Function):
+                out[name] = self.transform_function(func)
+        return out
+
+    def transform_function(self, func: Function) -> Function:
+        if not isinstance(func.body, SeqExpr):
+            return func
+        blocks, changed = [], False
+        later_uses: list[set] = []
+        uses: set = set(free_vars(func.body.body))
+        for block in reversed(func.body.blocks):
+            later_uses.append(set(uses))
+            for b in block.bindings:
+                uses.update(free_vars(b.value))
+        later_uses.reverse()
+        for block, after in zip(func.body.blocks, later_uses):
+            order = self._order(list(block.bindings), after)
+            changed |= any(a is not b for a, b in zip(order, block.bindings))
+            blocks.append(type(block)(order))
+        if not changed:
+            return func
+        return Function(func.params, SeqExpr(blocks, func.body.body), func.ret_struct_info, func.attrs,
+                        func.is_pure, span=func.span)
+
+    def _order(self, bindings: list, used_after: set) -> list:
+        index = {b.var: i for i, b in enumerate(bindings)}
+        deps = [[index[v] for v in dict.fromkeys(free_vars(b.value)) if v in index] for b in bindings]
+        users: list[list[int]] = [[] for _ in bindings]
+        for i, ds in enumerate(deps):
+            for d in ds:
+                users[d].append(i)
+        if self.direction == "from-inputs":
+            return [bindings[i] for i in self._from_inputs(deps, users)]
+        outputs = [i for i, b in enumerate(bindings) if b.var in used_after or not users[i]]
+        return [bindings[i] for i in self._from_outputs(deps, users, outputs)]
+
+    def _from_inputs(self, deps: list[list[int]], users: list[list[int]]) -> list[int]:
+        waiting = [len(set(ds)) for ds in deps]
+        ready = [i for i, w in enumerate(waiting) if w == 0]
+        out: list[int] = []
+        if self.order == "breadth-first":
+            queue = deque(ready)
+            while queue:
+                i = queue.popleft()
+                out.append(i)
+                for u in dict.fromkeys(users[i]):
+                    waiting[u] -= 1
+                    if waiting[u] == 0:
+                        queue.append(u)
+            return out
+        stack = list(reversed(ready))
+        while stack:
+            i = stack.pop()
+            out.append(i)
+            for u in reversed(list(dict.fromkeys(users[i]))):
+                waiting[u] -= 1
+                if waiting[u] == 0:
+                    stack.append(u)
+        return out
+
+    def _from_outputs(self, deps: list[list[int]], users: list[list[int]], outputs: list[int]) -> list[int]:
+        if self.order == "breadth-first":
+            depth = [0] * len(deps)
+            for i in reversed(range(len(deps))):  # users come after: their depths are known
+                depth[i] = max((depth[u] + 1 for u in users[i]), default=0)
+            return sorted(range(len(deps)), key=lambda i: (-depth[i], i))
+        out: list[int] = []
+        done: set[int] = set()
+
+        def emit(i: int) -> None:
+            stack = [(i, iter(deps[i]))]
+            while stack:
+                node, pending = stack[-1]
+                nxt = next((d for d in pending if d not in done), None)
+                if nxt is None:
+                    stack.pop()
+                    if node not in done:
+                        done.add(node)
+                        out.append(node)
+                else:
+                    stack.append((nxt, iter(deps[nxt])))
+
+        for i in outputs:
+            emit(i)
+        for i in range(len(deps)):  # anything no output reaches keeps its place at the end
+            emit(i)
+        return out

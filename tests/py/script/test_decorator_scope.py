@@ -1,0 +1,83 @@
+"""Decorator mode evaluates Python where TVM's parser does, in the scope the module was defined in;
+``from_source`` never evaluates anything. Expected values computed with NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relax_mlir as rm
+from relax_mlir.script import ParseError, from_source
+from relax_mlir.script import ir as I
+from relax_mlir.script import relax as R
+
+N = 3
+W = np.arange(6, dtype="float32").reshape(2, 3)
+X = np.linspace(-1, 1, 6, dtype="float32").reshape(2, 3)
+
+
+def _run(mod, *args):
+    return rm.interpret(mod, "main", *args)
+
+
+def test_arrays_and_numbers_from_the_defining_scope():
+    k = 2
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((2, N), "float32")):
+            a = R.add(x, R.const(np.ones((2, 3), "float32")))
+            b = R.add(a, R.const(W * 2 + 1))
+            c = R.multiply(b, R.const(float(k), "float32"))
+            d = R.add(c, W)
+            return d
+
+    np.testing.assert_allclose(_run(Module, X), ((X + 1) + (W * 2 + 1)) * 2 + W, rtol=1e-6)
+    assert Module["main"].params[0].struct_info.shape == (2, 3)  # N from the module's globals
+
+
+def test_shape_and_prim_value_arguments_and_computed_attributes():
+    axes = [i for i in range(1, 2)]
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((2, 3), "float32")):
+            r = R.reshape(x, R.shape([3, 2]))
+            s = R.strided_slice(x, axes=axes, begin=[R.prim_value(0)], end=[R.prim_value(N - 1)])
+            f = R.full(R.shape([2, N]), R.const(1.5, "float32"), "float32")
+            t = R.sum(x, axis=[i for i in range(2)])
+            return (r, s, f, t)
+
+    r, s, f, t = _run(Module, X)
+    np.testing.assert_array_equal(r, X.reshape(3, 2))
+    np.testing.assert_array_equal(s, X[:, 0:2])
+    np.testing.assert_array_equal(f, np.full((2, 3), 1.5, np.float32))
+    np.testing.assert_allclose(t, X.sum(), rtol=1e-6)
+    compiled = rm.VirtualMachine(rm.compile(Module))["main"](X)
+    np.testing.assert_array_equal(compiled[0], r)
+
+
+def test_an_evaluation_error_names_the_expression():
+    with pytest.raises(ParseError, match=r"evaluating `np\.ones\(\(2, 3\), 'no-such-dtype'\)` in the defining "
+                                         r"scope failed: TypeError"):
+        @R.function
+        def main(x: R.Tensor((2, 3), "float32")):
+            y = R.add(x, R.const(np.ones((2, 3), "no-such-dtype")))
+            return y
+
+
+def test_from_source_never_evaluates_code():
+    ran = []
+    text = '''
+@R.function
+def main(x: R.Tensor((2, 3), "float32")):
+    y = R.add(x, R.const(np.array(ran.append(1) or [1.0], "float32")))
+    return y
+'''
+    with pytest.raises(ParseError, match=r"unsupported attribute value `np\.array"):
+        from_source(text, env={"np": np, "ran": ran})
+    assert ran == []  # the text's Python did not run, even with the names it wanted given
+    with pytest.raises(ParseError, match="unsupported expression"):
+        from_source(text.replace("R.const(np.array(ran.append(1) or [1.0], \"float32\"))", "W * 2"), env={"W": W})

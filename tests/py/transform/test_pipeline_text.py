@@ -1,0 +1,31 @@
+"""Pipelines written as text (``relax-mlir opt --passes``): names, options, literal values only."""
+
+from __future__ import annotations
+
+import pytest
+
+from relax_mlir.transform import DeadCodeElimination, Gradient, PipelineError, parse_pipeline
+
+
+def test_names_and_options_build_the_passes():
+    passes = parse_pipeline('CanonicalizeBindings , Gradient(main, require_grads=None, target_index=0),'
+                            'DeadCodeElimination(entry_functions=["main", "f"])')
+    assert [p.name for p in passes] == ["CanonicalizeBindings", "Gradient", "DeadCodeElimination"]
+    assert passes[1] == Gradient("main", None, 0)  # positional options in field order; frozen passes compare
+    assert passes[2] == DeadCodeElimination(entry_functions=["main", "f"])
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "expected pass names"),
+    ("Gradient(func_name=main", "unclosed parenthesis"),
+    ("Gradient)", r"unbalanced '\)'"),
+    ("Nope", "unknown pass 'Nope'; passes: AppendLoss"),
+    ("Gradient(oops=1)", "Gradient has no option 'oops'; its options: func_name, require_grads, target_index"),
+    ("Gradient(1, 2, 3, 4)", "Gradient has no option beyond 3"),
+    ("Gradient(func_name=__import__('os').getcwd())", "is not a literal"),
+    ("gradient.Gradient", "cannot read 'gradient.Gradient'"),
+    ("DeadCodeElimination(entry_functions='main')", r"DeadCodeElimination: .*string 'main' \(write \['main'\]\)"),
+])
+def test_bad_pipelines_say_what_is_allowed(text, message):
+    with pytest.raises(PipelineError, match=message):
+        parse_pipeline(text)
