@@ -367,6 +367,27 @@ def from_exported_program(exported_program, keep_params_as_input: bool = True, *
     return ImportedModel(mod, graph.values(graph.params), graph.values(graph.states))
 
 
+def from_fx(module, input_info: Sequence[tuple[Sequence[int], str]], keep_params_as_input: bool = True, *,
+            func_name: str = "main") -> ImportedModel:
+    """TVM's ``from_fx(graph_module, [(shape, dtype), ...])``: the module (a ``torch.fx.GraphModule`` or any
+    ``nn.Module``) is exported with ``torch.export`` on zero inputs of those shapes and dtypes, then imported by
+    :func:`from_exported_program` (the same result)."""
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"from_fx: expected a torch.fx.GraphModule (or an nn.Module), got {type(module).__name__}")
+    examples = []
+    for i, info in enumerate(input_info):
+        try:
+            shape, dtype = info
+            examples.append(torch.zeros(tuple(shape), dtype=getattr(torch, dtype)))
+        except (TypeError, ValueError, AttributeError):
+            raise ValueError(f"from_fx: input_info[{i}] must be (shape, dtype) such as ((8, 3), 'float32'), "
+                             f"got {info!r}") from None
+    return from_exported_program(torch.export.export(module, tuple(examples)), keep_params_as_input,
+                                 func_name=func_name)
+
+
 def _decompose(ep):
     """Core ATen, except the ops Relax has whole (attention)."""
     import torch

@@ -123,3 +123,19 @@ def test_cli_imports_a_pt2_program(tmp_path, capsys):
     saved = np.load(tmp_path / "cnn.npz")
     np.testing.assert_array_equal(saved["param/fc_weight"], params["fc_weight"])
     np.testing.assert_array_equal(saved["state/bn2_running_var"], states["bn2_running_var"])
+
+
+def test_from_fx_is_from_exported_program_on_zero_inputs():
+    from relax_mlir.frontend.torch import from_fx
+    from relax_mlir.ir import structural_equal
+
+    model = make("encoder").eval()
+    traced = torch.fx.symbolic_trace(model)
+    mod, params, _ = from_fx(traced, [((3, 6), "int64")])
+    expected, _, _ = from_exported_program(torch.export.export(model, (torch.zeros(3, 6, dtype=torch.int64),)))
+    assert structural_equal(mod, expected)
+    tokens = torch.randint(0, 20, (3, 6))
+    np.testing.assert_allclose(relax_mlir.interpret(mod, "main", tokens.numpy(), *params.values()),
+                               model(tokens).detach().numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"input_info\[0\] must be \(shape, dtype\) .* got \(3, 6\)"):
+        from_fx(traced, [(3, 6)])
