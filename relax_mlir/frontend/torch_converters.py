@@ -1,0 +1,317 @@
+"""The ATen op table of :mod:`relax_mlir.frontend.torch`: ``CONVERTERS`` maps each core ATen op
+(``aten.addmm.default``) to ``convert(node, args, kwargs)``, which gets the node's arguments with graph nodes
+replaced by Relax values and returns a Relax expression, a list of them (an op with several results; None for
+a result it does not produce) or :class:`~.common.Updates` (an op that also updates states: batch norm)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .. import op
+from ..ir.expr import Expr, const
+from .common import Updates, dtype_of, ndim_of, scalar_like
+
+FRONTEND = "from_exported_program"
+
+
+class TorchImportError(ValueError):
+    """A node the importer knows but cannot convert as it stands (an argument value it does not support)."""
+
+
+def node_error(node, what: str) -> TorchImportError:
+    return TorchImportError(f"{FRONTEND}: node {node.name} ({node.target}): {what}")
+
+
+# -- helpers for converters --------------------------------------------------------------------------------------
+
+def _operand(value, like: Expr) -> Expr:
+    return value if isinstance(value, Expr) else scalar_like(value, like)
+
+
+def _out_shape(node) -> tuple[int, ...]:
+    """The static shape of a node's (first) result, from the fake tensor torch.export recorded."""
+    val = node.meta["val"]
+    val = val[0] if isinstance(val, (tuple, list)) else val
+    return static_shape(val.shape, node)
+
+
+def static_shape(shape, node) -> tuple[int, ...]:
+    try:
+        return tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise node_error(node, f"dynamic shape {tuple(shape)}; only static shapes are supported "
+                          "(export without dynamic_shapes)") from None
+
+
+def _binary(fn: Callable) -> Callable:
+    """``aten.<op>.Tensor`` / ``.Scalar``: either operand may be a Python number (the tensor's dtype)."""
+    def convert(node, args, kwargs):
+        a, b = args[0], args[1]
+        alpha = kwargs.get("alpha", 1)
+        if alpha != 1:
+            b = op.multiply(_operand(b, a), scalar_like(alpha, a))
+        if not isinstance(a, Expr):
+            a = scalar_like(a, b)
+        return fn(a, _operand(b, a))
+    return convert
+
+
+def _unary(fn: Callable) -> Callable:
+    return lambda node, args, kwargs: fn(args[0])
+
+
+def _identity(node, args, kwargs):
+    return args[0]
+
+
+def _reshape(node, args, kwargs):
+    return op.reshape(args[0], _out_shape(node))
+
+
+def _axes(dims, ndim: int) -> list[int]:
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    return [d % ndim for d in dims]
+
+
+# -- converters, one per ATen op ----------------------------------------------------------------------------------
+
+def _addmm(node, args, kwargs):
+    bias, a, b = args[:3]
+    if kwargs.get("beta", 1) != 1 or kwargs.get("alpha", 1) != 1:
+        raise node_error(node, "beta and alpha other than 1 are not supported")
+    return op.add(op.matmul(a, b), bias)
+
+
+def _permute(node, args, kwargs):
+    return op.permute_dims(args[0], axes=_axes(args[1], ndim_of(args[0])))
+
+
+def _transpose(node, args, kwargs):
+    x = args[0]
+    axes = list(range(ndim_of(x)))
+    i, j = _axes([args[1], args[2]], ndim_of(x))
+    axes[i], axes[j] = axes[j], axes[i]
+    return op.permute_dims(x, axes=axes)
+
+
+def _t(node, args, kwargs):
+    return op.permute_dims(args[0], axes=list(range(ndim_of(args[0])))[::-1])
+
+
+def _pair(v, n: int) -> tuple[int, ...]:
+    v = [v] if isinstance(v, int) else list(v)
+    return tuple(v * n) if len(v) == 1 else tuple(v)
+
+
+def _convolution(node, args, kwargs):
+    x, w, bias, stride, padding, dilation, transposed, output_padding, groups = args[:9]
+    nd = ndim_of(x) - 2
+    if nd not in (1, 2):
+        raise node_error(node, f"{nd}-D convolution; only 1-D and 2-D are supported")
+    pad = _pair(padding, nd)
+    attrs = dict(strides=_pair(stride, nd), padding=pad + pad, dilation=_pair(dilation, nd), groups=groups)
+    if transposed:
+        if nd != 2:
+            raise node_error(node, "only 2-D transposed convolution is supported")
+        y = op.nn.conv2d_transpose(x, w, output_padding=_pair(output_padding, 2), **attrs)
+    else:
+        y = (op.nn.conv2d if nd == 2 else op.nn.conv1d)(x, w, **attrs)
+    if bias is None:
+        return y
+    return op.add(y, op.reshape(bias, (1, -1) + (1,) * nd))
+
+
+def _batch_norm(training_arg: bool):
+    """``_native_batch_norm_legit_functional(x, w, b, mean, var, training, momentum, eps)`` (5 results, the last
+    two the new running statistics) and ``_native_batch_norm_legit_no_training(x, w, b, mean, var, momentum, eps)``
+    (3 results): both become ``R.nn.batch_norm`` in its inference form (SetupTrainer switches it)."""
+    def convert(node, args, kwargs):
+        x, w, b, mean, var = args[:5]
+        momentum, eps = (args[6], args[7]) if training_arg else (args[5], args[6])
+        if not isinstance(momentum, (int, float)) or mean is None or var is None:
+            raise node_error(node, "batch norm needs running statistics and a fixed momentum "
+                              "(track_running_stats=True, momentum not None)")
+        if w is None or b is None:
+            raise node_error(node, "batch norm without affine weight and bias (affine=False) is not supported")
+        bn = op.nn.batch_norm(x, w, b, mean, var, axis=1, epsilon=float(eps), momentum=float(momentum))
+        results = (0, None, None, 1, 2) if training_arg else (0, None, None)
+        return Updates(bn, results, {mean: 1, var: 2})
+    return convert
+
+
+def _max_pool2d(node, args, kwargs):
+    x, kernel = args[0], _pair(args[1], 2)
+    stride = _pair(args[2], 2) if len(args) > 2 and args[2] else kernel
+    padding = _pair(args[3], 2) if len(args) > 3 else (0, 0)
+    dilation = _pair(args[4], 2) if len(args) > 4 else (1, 1)
+    ceil_mode = bool(args[5]) if len(args) > 5 else False
+    y = op.nn.max_pool2d(x, pool_size=kernel, strides=stride, padding=padding + padding, dilation=dilation,
+                         ceil_mode=ceil_mode)
+    return [y, None]  # the indices are not produced
+
+
+def _avg_pool2d(node, args, kwargs):
+    x, kernel = args[0], _pair(args[1], 2)
+    stride = _pair(args[2], 2) if len(args) > 2 and args[2] else kernel
+    padding = _pair(args[3], 2) if len(args) > 3 else (0, 0)
+    ceil_mode = bool(args[4]) if len(args) > 4 else False
+    count_include_pad = bool(args[5]) if len(args) > 5 else True
+    if len(args) > 6 and args[6] is not None:
+        raise node_error(node, "divisor_override is not supported")
+    return op.nn.avg_pool2d(x, pool_size=kernel, strides=stride, padding=padding + padding, ceil_mode=ceil_mode,
+                            count_include_pad=count_include_pad)
+
+
+def _layer_norm(node, args, kwargs):
+    x, normalized_shape, w, b, eps = args[:5]
+    n = len(normalized_shape)
+    axes = list(range(ndim_of(x) - n, ndim_of(x)))
+    shape = tuple(normalized_shape)
+    w = w if w is not None else const(np.ones(shape, np.dtype(dtype_of(x))))
+    b = b if b is not None else const(np.zeros(shape, np.dtype(dtype_of(x))))
+    return [op.nn.layer_norm(x, w, b, axes=axes, epsilon=float(eps)), None, None]
+
+
+def _gelu(node, args, kwargs):
+    approximate = kwargs.get("approximate", "none")
+    return (op.nn.gelu_tanh if approximate == "tanh" else op.nn.gelu)(args[0])
+
+
+def _softmax(fn):
+    return lambda node, args, kwargs: fn(args[0], axis=args[1])
+
+
+def _reduce(fn):
+    def convert(node, args, kwargs):
+        x = args[0]
+        dims = args[1] if len(args) > 1 else None
+        keep = bool(args[2]) if len(args) > 2 else bool(kwargs.get("keepdim", False))
+        if kwargs.get("dtype") is not None:
+            raise node_error(node, "a reduction with a dtype argument is not supported")
+        return fn(x, axis=None if dims is None else _axes(dims, ndim_of(x)), keepdims=keep)
+    return convert
+
+
+def _select(node, args, kwargs):
+    x, dim, index = args
+    dim = dim % ndim_of(x)
+    index = index % x.struct_info.shape[dim]
+    sliced = op.strided_slice(x, axes=[dim], begin=[index], end=[index + 1])
+    return op.reshape(sliced, _out_shape(node))
+
+
+def _slice(node, args, kwargs):
+    x = args[0]
+    dim = (args[1] if len(args) > 1 else 0) % ndim_of(x)
+    start = args[2] if len(args) > 2 and args[2] is not None else 0
+    end = args[3] if len(args) > 3 and args[3] is not None else 2**63 - 1
+    step = args[4] if len(args) > 4 else 1
+    size = x.struct_info.shape[dim]
+    return op.strided_slice(x, axes=[dim], begin=[max(min(start, size), -size)], end=[max(min(end, size), -size)],
+                            strides=[step])
+
+
+def _embedding(node, args, kwargs):
+    return op.take(args[0], args[1], axis=0)
+
+
+def _sdpa(node, args, kwargs):
+    """``scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale)`` on (B, H, S, D):
+    ``R.nn.attention`` works on (B, S, H, D), so transpose in and out."""
+    q, k, v = args[:3]
+    get = lambda i, name, default: args[i] if len(args) > i else kwargs.get(name, default)  # noqa: E731
+    mask, dropout_p, causal, scale = get(3, "attn_mask", None), get(4, "dropout_p", 0.0), \
+        get(5, "is_causal", False), get(6, "scale", None)
+    if ndim_of(q) != 4:
+        raise node_error(node, f"attention on rank-{ndim_of(q)} tensors; only (batch, heads, seq, dim) is supported")
+    if dropout_p:
+        raise node_error(node, f"attention dropout ({dropout_p}) is not supported")
+    if kwargs.get("enable_gqa"):
+        raise node_error(node, "grouped-query attention is not supported")
+    if mask is not None and dtype_of(mask) == "bool":
+        mask = op.where(mask, scalar_like(0.0, q), scalar_like(float("-inf"), q))
+    bsnh = [0, 2, 1, 3]
+    out = op.nn.attention(*(op.permute_dims(t, axes=bsnh) for t in (q, k, v)), mask, scale=scale,
+                          causal_mask="TopLeft" if causal else None)
+    return op.permute_dims(out, axes=bsnh)
+
+
+def _full_like(node, args, kwargs):
+    return op.full_like(args[0], fill_value=args[1])
+
+
+def _clamp(node, args, kwargs):
+    lo = args[1] if len(args) > 1 and args[1] is not None else -np.inf
+    hi = args[2] if len(args) > 2 and args[2] is not None else np.inf
+    return op.clip(args[0], min=lo, max=hi)
+
+
+def _cat(node, args, kwargs):
+    tensors = args[0]
+    dim = args[1] if len(args) > 1 else 0
+    return op.concat(list(tensors), axis=dim % ndim_of(tensors[0]))
+
+
+def _to_copy(node, args, kwargs):
+    """``_to_copy(x, dtype=...)`` (``x.float()``, ``x.to(dtype)``): a cast; device and layout are ignored."""
+    dtype = kwargs.get("dtype")
+    return args[0] if dtype is None else op.astype(args[0], torch_dtype(dtype))
+
+
+def _no_value(node, args, kwargs):
+    """Checks PyTorch inserts (``_assert_tensor_metadata``): they hold for the traced shapes, nothing to emit."""
+    return None
+
+
+def _dropout(node, args, kwargs):
+    """``native_dropout(x, p, train)``: Relax's dropout (its own random numbers, not PyTorch's)."""
+    return [op.nn.dropout(args[0], rate=float(args[1])), None]
+
+
+CONVERTERS: dict[str, Callable] = {
+    "aten.add.Tensor": _binary(op.add), "aten.add.Scalar": _binary(op.add),
+    "aten.sub.Tensor": _binary(op.subtract), "aten.sub.Scalar": _binary(op.subtract),
+    "aten.rsub.Scalar": lambda n, a, k: op.subtract(_operand(a[1], a[0]), a[0]),
+    "aten.mul.Tensor": _binary(op.multiply), "aten.mul.Scalar": _binary(op.multiply),
+    "aten.div.Tensor": _binary(op.divide), "aten.div.Scalar": _binary(op.divide),
+    "aten.pow.Tensor_Scalar": _binary(op.power), "aten.pow.Tensor_Tensor": _binary(op.power),
+    "aten.maximum.default": _binary(op.maximum), "aten.minimum.default": _binary(op.minimum),
+    "aten.where.self": lambda n, a, k: op.where(a[0], a[1], _operand(a[2], a[1])),
+    "aten.relu.default": _unary(op.nn.relu), "aten.sigmoid.default": _unary(op.sigmoid),
+    "aten.tanh.default": _unary(op.tanh), "aten.exp.default": _unary(op.exp), "aten.log.default": _unary(op.log),
+    "aten.sqrt.default": _unary(op.sqrt), "aten.rsqrt.default": _unary(op.rsqrt),
+    "aten.neg.default": _unary(op.negative), "aten.abs.default": _unary(op.abs), "aten.erf.default": _unary(op.erf),
+    "aten.silu.default": _unary(op.nn.silu), "aten.gelu.default": _gelu,
+    "aten.clamp.default": _clamp, "aten.hardtanh.default": _clamp,
+    "aten.leaky_relu.default": lambda n, a, k: op.nn.leakyrelu(a[0], alpha=a[1] if len(a) > 1 else 0.01),
+    "aten._softmax.default": _softmax(op.nn.softmax), "aten._log_softmax.default": _softmax(op.nn.log_softmax),
+    "aten.addmm.default": _addmm, "aten.mm.default": _binary(op.matmul), "aten.bmm.default": _binary(op.matmul),
+    "aten.matmul.default": _binary(op.matmul),
+    "aten.permute.default": _permute, "aten.transpose.int": _transpose, "aten.t.default": _t,
+    "aten.view.default": _reshape, "aten._unsafe_view.default": _reshape, "aten.reshape.default": _reshape,
+    "aten.squeeze.dims": _reshape, "aten.squeeze.dim": _reshape, "aten.squeeze.default": _reshape,
+    "aten.unsqueeze.default": _reshape, "aten.flatten.using_ints": _reshape,
+    "aten.expand.default": lambda n, a, k: op.broadcast_to(a[0], _out_shape(n)),
+    "aten.clone.default": _identity, "aten.alias.default": _identity, "aten.detach.default": _identity,
+    "aten.lift_fresh_copy.default": _identity,
+    "aten.convolution.default": _convolution,
+    "aten.max_pool2d_with_indices.default": _max_pool2d, "aten.avg_pool2d.default": _avg_pool2d,
+    "aten.native_layer_norm.default": _layer_norm,
+    "aten._native_batch_norm_legit_functional.default": _batch_norm(True),
+    "aten._native_batch_norm_legit_no_training.default": _batch_norm(False),
+    "aten.mean.dim": _reduce(op.mean), "aten.sum.dim_IntList": _reduce(op.sum),
+    "aten.amax.default": _reduce(op.max), "aten.amin.default": _reduce(op.min),
+    "aten.select.int": _select, "aten.slice.Tensor": _slice, "aten.cat.default": _cat,
+    "aten.embedding.default": _embedding,
+    "aten.scaled_dot_product_attention.default": _sdpa,
+    "aten.full_like.default": _full_like,
+    "aten.native_dropout.default": _dropout,
+    "aten._to_copy.default": _to_copy, "aten._assert_tensor_metadata.default": _no_value,
+}
+
+
+
+def torch_dtype(dtype) -> str:
+    return str(dtype).replace("torch.", "")
