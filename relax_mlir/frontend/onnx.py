@@ -375,7 +375,8 @@ def _load(model):
         except Exception as exc:  # protobuf's DecodeError and kin: the file is not an ONNX model
             raise ValueError(f"{FRONTEND}: {path}: not an ONNX model ({type(exc).__name__}: {exc})") from None
     if not isinstance(model, onnx.ModelProto):
-        raise TypeError(f"{FRONTEND}: expected an onnx.ModelProto or a path to a .onnx file, got {type(model).__name__}")
+        raise TypeError(f"{FRONTEND}: expected an onnx.ModelProto or a path to a .onnx file, "
+                        f"got {type(model).__name__}")
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None or opset < MIN_OPSET:
         raise ValueError(f"{FRONTEND}: the model uses ONNX opset {opset}; opset {MIN_OPSET} or later is supported "
