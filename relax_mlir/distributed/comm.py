@@ -28,15 +28,15 @@ def world():
 
 
 def allreduce_in_place(comm, flat: np.ndarray, bucket_elems: int) -> None:
-    """Sum ``flat`` over every rank, in place, in buckets of at most ``bucket_elems`` elements; every bucket is
-    started before any is waited for, so the library may pipeline them. Each bucket is a view of ``flat``."""
+    """Sum ``flat`` over every rank, in place, in buckets of at most ``bucket_elems`` elements (views of
+    ``flat``). Blocking calls, one bucket after another: Open MPI's non-blocking all-reduce (libnbc) took
+    7.8 ms where the blocking one takes 1.3 ms for 8.4 MB between two ranks here."""
     MPI = mpi()
     if not (flat.ndim == 1 and flat.flags.c_contiguous and flat.flags.writeable):
         raise ValueError(f"allreduce_in_place: needs a writable contiguous 1-D buffer, got {flat.shape} "
                          f"(contiguous={flat.flags.c_contiguous}, writable={flat.flags.writeable})")
-    requests = [comm.Iallreduce(MPI.IN_PLACE, flat[start:start + bucket_elems], MPI.SUM)
-                for start in range(0, len(flat), bucket_elems)]
-    MPI.Request.Waitall(requests)
+    for start in range(0, len(flat), bucket_elems):
+        comm.Allreduce(MPI.IN_PLACE, flat[start:start + bucket_elems], MPI.SUM)
 
 
 def any_rank(comm, flag: bool) -> bool:

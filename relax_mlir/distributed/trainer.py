@@ -17,8 +17,10 @@ rank runs the same compiled ``apply_flat`` (the optimizer) on the same sums, so 
   and whenever any rank has set new ones (``xavier_uniform_init_params``, ``load``, ...), checked by one 4-byte
   all-reduce per step. ``check_sync()`` compares a CRC of every rank's arrays (``sync_check_every`` runs it
   every N steps).
-* Batch norm: each rank normalises with the statistics of its own shard (as PyTorch DDP); the running
-  statistics are averaged over the ranks after each step, so every rank predicts alike.
+* Batch norm: by default each rank normalises with the statistics of its own shard (as PyTorch DDP); the
+  running statistics are averaged over the ranks after each step, so every rank predicts alike.
+  ``sync_batch_norm=True`` normalises with the global batch's statistics, exactly (``sync_bn.py``: B forward
+  and B + 1 backward passes for B batch-norm layers), so K ranks train as one process would.
 * Dropout: rank 0 uses the one-process key ``fold_in(seed, step)``, rank r > 0 ``fold_in(fold_in(seed, step),
   r)``: streams differ per rank and are reproducible for a given K.
 * Failure: with more than one rank, an uncaught exception on any rank aborts the whole job (``MPI_Abort``);
@@ -37,20 +39,22 @@ from ..op.random import fold_in
 from ..training.trainer import NDArray, Trainer
 from . import comm as C
 from .flat import APPLY_FLAT, GRAD_FLAT, add_flat_functions, layout_of
+from .sync_bn import SYNC_ADJOINT_STATS, SYNC_GRAD_FLAT, SYNC_STATS, add_sync_functions
 
 
 class DistributedTrainer(Trainer):
     """A :class:`Trainer` whose step is data-parallel over ``comm`` (default ``MPI.COMM_WORLD``).
 
     Takes Trainer's arguments; ``setup_trainer``'s ``loss_args`` give the *per-rank* batch (the global batch
-    divided by the number of ranks). ``bucket_bytes`` bounds one all-reduce message; ``sync_check_every``
+    divided by the number of ranks). ``bucket_bytes`` bounds one all-reduce message (default 25 MiB, PyTorch
+    DDP's bucket: one message for the models here, which is fastest when compute and communication do not overlap); ``sync_check_every``
     runs :meth:`check_sync` every that many steps (0: only when called); ``abort_on_error`` makes an uncaught
     exception on one rank end every rank.
     """
 
     def __init__(self, mod: IRModule, param_num: Optional[int] = None, setup_trainer=None, seed: int = 0,
-                 nan_policy: str = "raise", *, comm=None, bucket_bytes: int = 4 << 20, sync_check_every: int = 0,
-                 abort_on_error: bool = True):
+                 nan_policy: str = "raise", *, comm=None, bucket_bytes: int = 25 << 20, sync_check_every: int = 0,
+                 sync_batch_norm: bool = False, abort_on_error: bool = True):
         super().__init__(mod, param_num, setup_trainer, seed, nan_policy)
         self.comm = comm if comm is not None else C.world()
         self.rank, self.world_size = self.comm.Get_rank(), self.comm.Get_size()
@@ -64,6 +68,9 @@ class DistributedTrainer(Trainer):
                              f"{bucket_bytes} and {sync_check_every}")
         self.mod = add_flat_functions(self.mod)
         self.layout = layout_of(self.mod)
+        self.sync = None
+        if sync_batch_norm:
+            self.mod, self.sync = add_sync_functions(self.mod, setup_trainer, self.layout, self.world_size)
         self.bucket_elems = max(1, bucket_bytes // np.dtype(self.layout.dtype).itemsize)
         self.sync_check_every = sync_check_every
         self._synced: Optional[list] = None  # the parameter list last broadcast or stepped in lockstep
@@ -73,7 +80,8 @@ class DistributedTrainer(Trainer):
     def _used_functions(self) -> IRModule:
         from ..backend.export import reachable
 
-        names = {n for f in (GRAD_FLAT, APPLY_FLAT, "predict") for n in reachable(self.mod, f)}
+        step = (SYNC_STATS, SYNC_ADJOINT_STATS, SYNC_GRAD_FLAT) if self.sync else (GRAD_FLAT,)
+        names = {n for f in (*step, APPLY_FLAT, "predict") for n in reachable(self.mod, f)}
         return IRModule({name: self.mod[name] for name in self.mod if name in names}, self.mod.attrs)
 
     # -- the step ---------------------------------------------------------------------------------
@@ -83,8 +91,12 @@ class DistributedTrainer(Trainer):
         vm = self._require_vm("update_params")
         inputs, targets = self._training_batch(batch)
         self._broadcast_if_changed()
-        flat = vm[GRAD_FLAT](*inputs, *self.params, *self.states, *targets, *self._rng_keys())
-        self._reduce(flat, targets)
+        if self.sync:
+            flat, weight = self._synced_gradients(vm, inputs, targets)
+            self._reduce(flat, targets, weight)
+        else:
+            flat = vm[GRAD_FLAT](*inputs, *self.params, *self.states, *targets, *self._rng_keys())
+            self._reduce(flat, targets)
         params, optim = vm[APPLY_FLAT](*self.params, flat, *self.optim_state)
         loss = np.array(flat[self.layout.loss_index])
         out = self._finish_step(loss, params, self.layout.states(flat), optim, inputs)
@@ -99,10 +111,32 @@ class DistributedTrainer(Trainer):
         keys = super()._rng_keys()
         return [fold_in(k, self.rank) for k in keys] if self.rank else keys
 
-    def _reduce(self, flat: np.ndarray, targets: list[np.ndarray]) -> None:
-        """Sum the ranks' gradients and losses (weighted for a mean), average their states, in place."""
+    def _synced_gradients(self, vm, inputs, targets) -> tuple[np.ndarray, float]:
+        """``grad_flat``'s vector with global batch-norm statistics (see sync_bn.py), its gradients and loss
+        already weighted by this rank's share of a mean; returns it and that weight."""
+        weight = self._local_weight(targets) if self.reduction == "mean" else 1.0
+        scale = np.array(weight, self.sync.dtype)
+        totals, adjoints = np.zeros(self.sync.size, self.sync.dtype), np.zeros(self.sync.size, self.sync.dtype)
+
+        def call(name: str) -> np.ndarray:
+            return vm[name](*inputs, *self.params, *self.states, *targets, *self.sync.views(totals),
+                            *self.sync.views(adjoints), scale)
+
+        for _ in range(self.sync.layers):  # round k makes layer k's sums global
+            totals = call(SYNC_STATS)
+            C.allreduce_in_place(self.comm, totals, self.bucket_elems)
+        for _ in range(self.sync.layers):  # round k makes the adjoint of layer B-k's sums exact
+            adjoints = call(SYNC_ADJOINT_STATS)
+            C.allreduce_in_place(self.comm, adjoints, self.bucket_elems)
+        return call(SYNC_GRAD_FLAT), weight
+
+    def _reduce(self, flat: np.ndarray, targets: list[np.ndarray], weighted: Optional[float] = None) -> None:
+        """Sum the ranks' gradients and losses (weighted for a mean), average their states, in place.
+        ``weighted``: the gradients and loss already carry this rank's weight ``weighted``."""
         end = self.layout.loss_index + 1
-        if self.reduction == "mean":
+        if self.reduction == "mean" and weighted is not None:
+            flat[-1] = weighted
+        elif self.reduction == "mean":
             w = self._local_weight(targets)
             if w:
                 flat[:end] *= w

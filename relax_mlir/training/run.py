@@ -58,7 +58,7 @@ def make_trainer(cfg: TrainConfig, data: Dataset, ckpt: Optional[Checkpoint] = N
         from ..distributed import DistributedTrainer
 
         trainer = DistributedTrainer(backbone, int(backbone.attrs["param_num"]), setup, seed=cfg.seed,
-                                     comm=ranks.comm)
+                                     comm=ranks.comm, sync_batch_norm=cfg.sync_batch_norm and cfg.model == "cnn")
     else:
         trainer = Trainer(backbone, int(backbone.attrs["param_num"]), setup, seed=cfg.seed)
     if ckpt is not None:

@@ -1,7 +1,7 @@
 """Run by the tests under ``mpiexec -n K`` (not a test module): data-parallel training of a small model on
 fixed random batches, or a job in which one rank fails.
 
-    python mpi_worker.py train --model mlp|cnn --optimizer sgd|adam --reduction sum|mean --out params.npz
+    python mpi_worker.py train --model mlp|cnn --optimizer sgd|adam --reduction sum|mean [--sync-bn] --out params.npz
     python mpi_worker.py fail --how kill|raise
 
 ``train`` runs ``STEPS`` steps on a global batch of ``GLOBAL_BATCH`` split over the ranks; rank 0 writes the
@@ -74,15 +74,16 @@ def main() -> None:
     t.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
     t.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
     t.add_argument("--reduction", choices=["sum", "mean"], default="sum")
+    t.add_argument("--sync-bn", action="store_true", help="synchronized batch-norm statistics")
     t.add_argument("--out", required=True)
     f = sub.add_parser("fail")
     f.add_argument("--how", choices=["kill", "raise"], required=True)
     args = parser.parse_args()
     if args.command == "fail":
-        args.model, args.optimizer, args.reduction = "mlp", "sgd", "sum"
+        args.model, args.optimizer, args.reduction, args.sync_bn = "mlp", "sgd", "sum", False
     from relax_mlir.distributed import DistributedTrainer
 
-    trainer, loss = train(args, DistributedTrainer)
+    trainer, loss = train(args, DistributedTrainer, sync_batch_norm=args.sync_bn)
     trainer.check_sync()
     if trainer.rank == 0:
         arrays = {f"param/{k}": v for k, v in trainer.export_params().items()}
