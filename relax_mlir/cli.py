@@ -224,7 +224,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                       dampening=args.dampening, nesterov=args.nesterov, betas=tuple(args.betas), eps=args.eps,
                       reduction=args.reduction, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
                       data=args.data, target=args.target, opt_level=args.opt_level, save=args.save,
-                      resume=args.resume)
+                      resume=args.resume, sync_batch_norm=args.sync_batch_norm)
     check_output_path(args.plot, "--plot")
     show_progress = args.progress if args.progress is not None else sys.stderr.isatty()
     try:
@@ -233,6 +233,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         saved = f"; the last checkpoint is {cfg.save}" if cfg.save else ""
         print(f"relax-mlir train: interrupted{saved}", file=sys.stderr)
         return 130
+    if not _is_root():
+        return 0  # rank 0 plots and reports for an MPI job
     if args.plot:
         data = os.path.basename(os.path.normpath(cfg.data)) if cfg.data else "digits"
         shape = "-".join(map(str, cfg.hidden if cfg.model == "mlp" else cfg.channels))
@@ -267,7 +269,13 @@ def _add_train(sub) -> None:
     g.add_argument("--eps", type=float, default=1e-8, help="adam/adamw epsilon (default 1e-8)")
     p.add_argument("--reduction", choices=["sum", "mean"], default="sum", help="cross-entropy reduction")
     p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--global-batch", "--batch-size", dest="batch_size", type=int, default=64, metavar="N",
+                   help="examples per step over all MPI ranks (default 64, the tutorial's batch); each of K ranks "
+                        "takes N/K. Fixed whatever K is, so the trajectory, the learning rate and checkpoints "
+                        "do not depend on how many ranks run it")
+    p.add_argument("--sync-batch-norm", action="store_true",
+                   help="under mpiexec, the CNN's batch norm uses the global batch's statistics (as one process "
+                        "would; about 3x the compute for two layers) instead of each rank's own")
     p.add_argument("--seed", type=int, default=0, help="initial parameters and batch order (default 0)")
     p.add_argument("--data", metavar="PATH",
                    help="a directory of MNIST/Fashion-MNIST IDX files (gzip or not) or an .npz (x_train, "
@@ -357,7 +365,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return args.run(args)
     except (ValueError, OSError, FloatingPointError) as exc:  # user errors (bad text, ill-formed IR, missing file): no traceback
         print(f"relax-mlir {args.command}: error: {exc}", file=sys.stderr)
+        _abort_mpi_job()
         return 1
+
+
+def _is_root() -> bool:
+    """False on the ranks but 0 of an MPI job (mpi4py is imported only when one runs)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    return mpi is None or not mpi.Is_initialized() or mpi.COMM_WORLD.Get_rank() == 0
+
+
+def _abort_mpi_job() -> None:
+    """On an error in one rank of an MPI job, end every rank now: the others would wait in their next
+    collective forever."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and mpi.COMM_WORLD.Get_size() > 1:
+        sys.stderr.flush()
+        mpi.COMM_WORLD.Abort(1)
 
 
 if __name__ == "__main__":

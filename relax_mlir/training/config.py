@@ -36,6 +36,7 @@ class TrainConfig:
     opt_level: int = 2
     save: Optional[str] = None
     resume: Optional[str] = None
+    sync_batch_norm: bool = False  # under MPI: batch norm with the global batch's statistics (exact, slower)
 
     def problems(self) -> list[str]:
         """Every bad setting, phrased as the CLI option it comes from."""

@@ -19,6 +19,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ..distributed.launch import Ranks, from_environment
 from .checkpoint_io import Checkpoint, CheckpointError, read_checkpoint
 from .config import MODELS, TrainConfig, check_output_path, make_optimizer
 from .data import Dataset, batches, load_data
@@ -34,16 +35,17 @@ class History:
     step_loss: list[float] = field(default_factory=list)
 
 
-def make_trainer(cfg: TrainConfig, data: Dataset, ckpt: Optional[Checkpoint] = None):
+def make_trainer(cfg: TrainConfig, data: Dataset, ckpt: Optional[Checkpoint] = None, ranks: Ranks = Ranks()):
     """The backbone for ``cfg.model``, set up with softmax cross-entropy and the optimizer, initialised (or
-    restored from ``ckpt``, checked against the model before compiling), built."""
+    restored from ``ckpt``, checked against the model before compiling), built. Under MPI (``ranks.size`` > 1)
+    the model takes this rank's part of the global batch and the trainer is data-parallel."""
     from ..ir.struct_info import TensorStructInfo
     from ..models import cnn, mlp
     from .loss import CrossEntropyLoss
     from .setup_trainer import SetupTrainer
     from .trainer import Trainer
 
-    classes, b = data.num_classes, cfg.batch_size
+    classes, b = data.num_classes, cfg.batch_size // ranks.size
     if cfg.model == "mlp":
         backbone = mlp(b, (int(np.prod(data.image_shape)), *cfg.hidden, classes))
     elif cfg.model == "cnn":
@@ -52,7 +54,13 @@ def make_trainer(cfg: TrainConfig, data: Dataset, ckpt: Optional[Checkpoint] = N
         raise ValueError(f"unknown model {cfg.model!r}; expected {', '.join(MODELS)}")
     setup = SetupTrainer(CrossEntropyLoss(reduction=cfg.reduction), make_optimizer(cfg),
                          [TensorStructInfo((b, classes), "float32"), TensorStructInfo((b,), "int64")])
-    trainer = Trainer(backbone, int(backbone.attrs["param_num"]), setup, seed=cfg.seed)
+    if ranks.comm is not None:
+        from ..distributed import DistributedTrainer
+
+        trainer = DistributedTrainer(backbone, int(backbone.attrs["param_num"]), setup, seed=cfg.seed,
+                                     comm=ranks.comm, sync_batch_norm=cfg.sync_batch_norm and cfg.model == "cnn")
+    else:
+        trainer = Trainer(backbone, int(backbone.attrs["param_num"]), setup, seed=cfg.seed)
     if ckpt is not None:
         trainer.restore(ckpt, f"--resume {ckpt.path}")  # a checkpoint of another model is refused before compiling
     else:
@@ -64,17 +72,18 @@ def _inputs(cfg: TrainConfig, x: np.ndarray) -> np.ndarray:
     return x.reshape(len(x), -1) if cfg.model == "mlp" else x
 
 
-def evaluate(trainer, cfg: TrainConfig, x: np.ndarray, y: np.ndarray) -> float:
-    """Test accuracy over every example; the last partial batch is padded (the model's batch is static)."""
-    correct, b = 0, cfg.batch_size
-    for start in range(0, len(x), b):
+def evaluate(trainer, cfg: TrainConfig, x: np.ndarray, y: np.ndarray, ranks: Ranks = Ranks()) -> float:
+    """Test accuracy over every example; the last partial batch is padded (the model's batch is static).
+    Under MPI each rank predicts every K-th chunk of its batch size and the counts are summed."""
+    correct, b = 0, cfg.batch_size // ranks.size
+    for start in range(ranks.rank * b, len(x), ranks.size * b):
         chunk = x[start:start + b]
         n = len(chunk)
         if n < b:
             chunk = np.concatenate([chunk, np.zeros((b - n,) + chunk.shape[1:], chunk.dtype)])
         pred = trainer.predict(_inputs(cfg, chunk)).numpy()[:n]
         correct += int(np.sum(pred.argmax(1) == y[start:start + n]))
-    return correct / len(x)
+    return ranks.sum(correct) / len(x)
 
 
 def data_fingerprint(data: Dataset) -> str:
@@ -117,7 +126,13 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool =
 
     Raises ``ValueError`` (bad settings, data or checkpoint) or ``NonFiniteError`` (a step diverged: the
     checkpoint of the last whole epoch is kept)."""
+    ranks = from_environment()
     problems = cfg.problems()
+    if cfg.batch_size % ranks.size:
+        problems.append(f"--global-batch {cfg.batch_size}: must be a multiple of the {ranks.size} MPI ranks "
+                        "(each rank takes an equal part)")
+    if not ranks.root:
+        log, progress = (lambda line: None), False  # rank 0 speaks for the job
     if problems:
         raise ValueError("; ".join(problems))
     check_output_path(cfg.save, "--save")
@@ -135,17 +150,18 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool =
             log(f"nothing to train: {cfg.resume} holds {first_epoch} epochs, --epochs is {cfg.epochs}")
             return history
     start_compile = time.perf_counter()
-    trainer = make_trainer(cfg, data, ckpt)
+    trainer = make_trainer(cfg, data, ckpt, ranks)
+    on = f" on {ranks.size} MPI ranks of {cfg.batch_size // ranks.size} examples" if ranks.size > 1 else ""
     log(f"{data.name}: {len(data.x_train)} training / {len(data.x_test)} test examples, "
         f"{'x'.join(map(str, data.image_shape))} images, {data.num_classes} classes; {cfg.model} compiled for "
-        f"{cfg.target} in {time.perf_counter() - start_compile:.2f} s")
+        f"{cfg.target} in {time.perf_counter() - start_compile:.2f} s{on}")
     if extra is not None:
         log(f"resumed from {cfg.resume} after epoch {first_epoch} (step {trainer.step})")
     resaved = cfg.resume and cfg.save and os.path.exists(cfg.save) and os.path.samefile(cfg.resume, cfg.save)
     saved = first_epoch if resaved else 0  # whole epochs in the file --save names
     for epoch in range(first_epoch, cfg.epochs):
         try:
-            _run_epoch(trainer, cfg, data, epoch, history, log, progress)
+            _run_epoch(trainer, cfg, data, epoch, history, log, progress, ranks)
         except NonFiniteError as exc:
             raise _diverged(exc, cfg, epoch, saved) from None
         if cfg.save:
@@ -173,18 +189,20 @@ def _save(trainer, cfg: TrainConfig, epoch: int, fingerprint: str, history: Hist
 
 
 def _run_epoch(trainer, cfg: TrainConfig, data: Dataset, epoch: int, history: History,
-               log: Callable[[str], None], progress: bool) -> None:
-    """One pass over the training set in the (seed, epoch) order, then the test accuracy."""
+               log: Callable[[str], None], progress: bool, ranks: Ranks) -> None:
+    """One pass over the training set in the (seed, epoch) order, each global batch split over the ranks,
+    then the test accuracy."""
     t0, losses = time.perf_counter(), []
     order = list(batches(len(data.x_train), cfg.batch_size, cfg.seed, epoch))
     steps = _progress(order, f"epoch {epoch + 1}/{cfg.epochs}", progress)
     for idx in steps:
+        idx = ranks.shard(idx)
         loss = float(trainer.update_params(_inputs(cfg, data.x_train[idx]), data.y_train[idx]).numpy())
         losses.append(loss)  # finite: the Trainer (nan_policy="raise") refuses a non-finite step
         if progress:
             steps.set_postfix(loss=f"{loss:.3f}", refresh=False)
     seconds = time.perf_counter() - t0
-    accuracy = evaluate(trainer, cfg, data.x_test, data.y_test)
+    accuracy = evaluate(trainer, cfg, data.x_test, data.y_test, ranks)
     history.epoch_loss.append(float(np.mean(losses)))
     history.accuracy.append(accuracy)
     history.seconds.append(seconds)

@@ -14,8 +14,8 @@ name it) returning the prediction, or
   ``-> (loss, (params...), (states...), (optim_states...))``: one whole training step (forward, loss, gradient,
   optimizer update) in one function, with the calls inlined, so it compiles to one native function.
 
-and the module attributes ``input_num``, ``param_num``, ``state_num`` and ``optim_state`` (the optimizer's
-initial state, a tuple of NumPy arrays).
+and the module attributes ``input_num``, ``param_num``, ``state_num``, ``optim_state`` (the optimizer's
+initial state, a tuple of NumPy arrays), ``rng_key_num`` and ``loss_reduction``.
 """
 
 from __future__ import annotations
@@ -125,7 +125,8 @@ class SetupTrainer:
         out["optimizer"] = self.optimizer.get_function().with_attr("global_symbol", "optimizer")
         out["update_params"] = self._update_params(out, input_num, param_num, state_num)
         out.attrs.update({"input_num": input_num, "param_num": param_num, "state_num": state_num,
-                          "optim_state": tuple(self.optimizer.state), "rng_key_num": rng_key_num})
+                          "optim_state": tuple(self.optimizer.state), "rng_key_num": rng_key_num,
+                          "loss_reduction": self.loss.reduction})  # a data-parallel step reduces by it
         if self.loss.ignore_index is not None:
             out.attrs["ignore_index"] = self.loss.ignore_index
         if self.legalize:

@@ -190,6 +190,13 @@ class Trainer:
     def update_params(self, *batch) -> NDArray:
         """One training step on ``(inputs..., targets...)``; returns the loss (a 0-d array with ``.numpy()``)."""
         vm = self._require_vm("update_params")
+        inputs, targets = self._training_batch(batch)
+        loss, params, states, optim = vm["update_params"](*inputs, *self.params, *self.states, *targets,
+                                                          *self._rng_keys(), *self.optim_state)
+        return self._finish_step(loss, params, states, optim, inputs)
+
+    def _training_batch(self, batch) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """``(inputs, targets)`` of ``update_params``'s arguments, checked (count, shapes, dtypes, labels)."""
         n_in, n_tg = len(self.input_vars), len(self.target_vars)
         if len(batch) != n_in + n_tg:
             raise ValueError(f"Trainer.update_params: expected {n_in} input(s) and {n_tg} target(s) "
@@ -198,9 +205,14 @@ class Trainer:
         inputs = self._batch(batch[:n_in], self.input_vars, "update_params")
         targets = self._batch(batch[n_in:], self.target_vars, "update_params")
         self._check_labels(targets)
-        key = [fold_in(self.seed, self.step)] if self.has_rng_key else []
-        loss, params, states, optim = vm["update_params"](*inputs, *self.params, *self.states, *targets, *key,
-                                                          *self.optim_state)
+        return inputs, targets
+
+    def _rng_keys(self) -> list[np.ndarray]:
+        """The dropout key of this step (none for a model without random ops)."""
+        return [fold_in(self.seed, self.step)] if self.has_rng_key else []
+
+    def _finish_step(self, loss, params, states, optim, inputs) -> NDArray:
+        """Adopt a step's outputs, or refuse them as ``nan_policy`` says; returns the loss."""
         # The outputs are fresh buffers: a refused step is one whose outputs are not adopted.
         if self.nan_policy != "ignore" and not self._finite.all_finite([loss, *params, *states, *optim]):
             self._refuse(loss, params, states, optim, inputs)
