@@ -285,3 +285,37 @@ def test_max_pool_vector_loops_match_the_interpreter_with_ties_and_nans(threads,
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
     assert np.isnan(got[0]).any() and np.count_nonzero(got[1]) == g.size
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_stride_one_convolutions_take_shifted_rows_and_match_the_interpreter(threads):
+    """A stride-1 convolution narrow enough becomes shifted-row im2col (output rows as wide as the padded input:
+    one contiguous copy per channel and kernel offset, no floordiv) + a contraction; its padding and crop are copied by loops, not by
+    the runtime's element-at-a-time memrefCopy. A kernel as wide as the image (a weight gradient) keeps MLIR's
+    im2col. Values as the NumPy reference."""
+    import relax_mlir
+    from relax_mlir.script import ir as I, relax as R  # noqa: E741
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((4, 3, 9, 20), "float32"), w: R.Tensor((5, 3, 3, 4), "float32"),
+                 v: R.Tensor((2, 3, 9, 20), "float32")):
+            with R.dataflow():
+                y = R.nn.conv2d(x, w, padding=(1, 2, 0, 1))
+                k = R.nn.conv2d(x, v, padding=(1, 1, 1, 1))
+                out = (y, k)
+                R.output(out)
+            return out
+
+    scheduled = relax_mlir.to_mlir(Module, "scheduled", options=PipelineOptions(num_threads=threads))
+    assert "tensor<4x3x11x23xf32>" in scheduled  # x padded, one more row for the last shifted copy
+    assert "tensor<4x5x184xf32>" in scheduled  # the wide output: 8 rows of 23 columns, 20 of them kept
+    assert "floordiv" in scheduled  # the second convolution: MLIR's im2col
+    assert "memrefCopy" not in relax_mlir.to_mlir(Module, "llvm", options=PipelineOptions(num_threads=threads))
+    rng = np.random.default_rng(4)
+    args = [rng.standard_normal(s, dtype=np.float32) for s in ((4, 3, 9, 20), (5, 3, 3, 4), (2, 3, 9, 20))]
+    got = relax_mlir.VirtualMachine(relax_mlir.compile(Module, num_threads=threads))["main"](*args)
+    want = relax_mlir.interpret(Module, "main", *args)
+    for g, w_ in zip(got, want):
+        np.testing.assert_allclose(g, w_, rtol=1e-4, atol=1e-4)
