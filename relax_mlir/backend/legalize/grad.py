@@ -20,7 +20,9 @@ from mlir.dialects import arith, scf, tensor
 from .core import (Size, as_index, cast_elements, compute_type, convert, dim, elem, emap, empty, filled, generic,
                    identity, index, insert_strided, is_float, loop_index, map_elementwise, reshape, scalar, sizes_of, sprod,
                    tensor_type)
-from .nn import _pool_geometry, _window_count, class_target_message, class_weight, pad
+from .nn import (_pool_geometry, _window_count, class_target_message, class_weight, pad, tiles_exactly, window_maps,
+                 window_view)
+from ..schedule.pooling import POOL_TAG, beats, first_max
 from .checks import linear_position, report_if, where
 from .shape import _shape_text, _slice_bounds, checked_indices, extract_slice, insert_slice
 
@@ -190,24 +192,23 @@ def max_pool2d_backward(lc, op):
     t, ct = elem(data), compute_type(elem(data))
     (kh, kw), (sh, sw), (dh, dw) = a["pool_size"], a["strides"], a["dilation"]
     sizes, low, high = _pool_geometry(lc, data)
+    if tiles_exactly(lc, data, sizes):
+        return _tiled_pool_backward(g, data, (kh, kw))
     padded = pad(data, low, high, float("-inf"))
     i64 = ir.IntegerType.get_signless(64)
     d = [ir.AffineDimExpr.get(k) for k in range(6)]
     read = emap(6, [0, 1, d[2] * sh + d[4] * dh, d[3] * sw + d[5] * dw])
     out_map = emap(6, [0, 1, 2, 3])
 
-    def first_max(v, b, bi):
-        better = arith.ori(arith.cmpf(arith.CmpFPredicate.OGT, v, b),
-                           arith.andi(arith.cmpf(arith.CmpFPredicate.UNO, v, v), arith.cmpf(arith.CmpFPredicate.ORD, b, b)))
+    def running_max(v, b, bi):
+        better = beats(v, b)
         here = convert(arith.addi(arith.muli(loop_index(4), index(kw)), loop_index(5)), i64)
         return arith.select(better, v, b), arith.select(better, here, bi)
 
     window = empty([kh, kw], t)
     _, arg = generic([padded, window], [filled(sizes, t, float("-inf")), filled(sizes, i64, 0)],
                      [read, emap(6, [4, 5]), out_map, out_map], ["parallel"] * 4 + ["reduction"] * 2,
-                     lambda v, _w, b, bi: first_max(v, b, bi))
-    if _tiles_exactly(lc, data, sizes):
-        return _tiled_pool_backward(g, data, arg, (kh, kw), ct)
+                     lambda v, _w, b, bi: running_max(v, b, bi))
 
     def contribution(coords, i, j):
         k = convert(arith.addi(arith.muli(i, index(kw)), j), i64)
@@ -232,33 +233,24 @@ def avg_pool2d_backward(lc, op):
     return _pool_backward(lc, g, data, contribution)
 
 
-def _tiles_exactly(lc, data: ir.Value, out_sizes: Sequence[Size]) -> bool:
-    """Whether the windows tile the input exactly: stride = pool size, no padding or dilation, and the output
-    covers every input row and column (each input element lies in exactly one window)."""
-    a = lc.attrs
-    (kh, kw), (sh, sw), (dh, dw) = a["pool_size"], a["strides"], a["dilation"]
-    _, _, h, w = sizes_of(data)
-    _, _, oh, ow = out_sizes
-    static = all(isinstance(v, int) for v in (h, w, oh, ow))
-    return (static and (kh, kw) == (sh, sw) and (dh, dw) == (1, 1) and not any(a["padding"])
-            and h == oh * kh and w == ow * kw)
-
-
-def _tiled_pool_backward(g: ir.Value, data: ir.Value, arg: ir.Value, kernel: tuple[int, int], ct: ir.Type) -> ir.Value:
+def _tiled_pool_backward(g: ir.Value, data: ir.Value, kernel: tuple[int, int]) -> ir.Value:
     """Max-pool gradient when windows tile the input: written as ``[n, c, oh, i, ow, j]`` (the input's layout,
-    reshaped for free), ``out = g[n, c, oh, ow]`` where ``(i, j)`` is its window's first maximum, else 0. No loop
-    over kernel offsets and no division per element."""
+    reshaped for free), ``out = g[n, c, oh, ow]`` where ``(i, j)`` is its window's first maximum, else 0. Each
+    iteration reads its whole window (``window_maps``) and finds the first maximum again: no argmax tensor
+    between two passes, no loop over kernel offsets; ``schedule/pooling.py`` turns it into vector code."""
     kh, kw = kernel
     t = elem(data)
     n, c, h, w = sizes_of(data)
-    i64 = ir.IntegerType.get_signless(64)
-    window = emap(6, [0, 1, 2, 4])
+    i32 = ir.IntegerType.get_signless(32)
+    maps = window_maps(6, 2, 4, kernel)
 
-    def body(gv, av, _o):
-        here = convert(arith.addi(arith.muli(loop_index(3), index(kw)), loop_index(5)), i64)
-        hit = arith.cmpi(arith.CmpIPredicate.eq, av, here)
-        return convert(arith.select(hit, convert(gv, ct), scalar(0, ct)), t)
+    def body(gv, *args):
+        _, at = first_max(args[:len(maps)])
+        here = convert(arith.addi(arith.muli(loop_index(3), index(kw)), loop_index(5)), i32)
+        return arith.select(arith.cmpi(arith.CmpIPredicate.eq, at, here), gv, scalar(0, t))
 
     six = [n, c, h // kh, kh, w // kw, kw]
-    (res,) = generic([g, arg], [empty(six, t)], [window, window, identity(6)], ["parallel"] * 6, body)
+    (res,) = generic([g] + [window_view(data, kernel)] * len(maps), [empty(six, t)],
+                     [emap(6, [0, 1, 2, 4])] + maps + [identity(6)], ["parallel"] * 6, body)
+    res.owner.attributes[POOL_TAG] = ir.StringAttr.get("max_backward")  # schedule/pooling.py vectorizes it
     return tensor.collapse_shape(tensor_type([n, c, h, w], t), res, [[0], [1], [2, 3], [4, 5]])

@@ -26,6 +26,7 @@ from .core import (amap, as_index, cast_elements, compute_type, convert, dim, el
 from .reduce import mean_and_variance
 from .checks import guarded_extract, linear_position, report_if, where
 from .shape import extract_slice
+from ..schedule.pooling import POOL_TAG
 
 
 def _map(inputs: Sequence[ir.Value], maps: Sequence[ir.AffineMap], sizes: Sequence[Size], t: ir.Type, fn) -> ir.Value:
@@ -197,10 +198,58 @@ def _pool_geometry(lc, x: ir.Value):
     return [n, c, oh, ow], [0, 0, pt, pl], high
 
 
+def tiles_exactly(lc, data: ir.Value, out_sizes: Sequence[Size]) -> bool:
+    """Whether the pooling windows tile the input exactly: stride = pool size, no padding or dilation, and the
+    output covers every input row and column (each input element lies in exactly one window)."""
+    a = lc.attrs
+    (kh, kw), (sh, sw), (dh, dw) = a["pool_size"], a["strides"], a["dilation"]
+    _, _, h, w = sizes_of(data)
+    _, _, oh, ow = out_sizes
+    static = all(isinstance(v, int) for v in (h, w, oh, ow))
+    return (static and (kh, kw) == (sh, sw) and (dh, dw) == (1, 1) and not any(a["padding"])
+            and h == oh * kh and w == ow * kw)
+
+
+def window_view(x: ir.Value, kernel: tuple[int, int]) -> ir.Value:
+    """``x`` (N, C, H, W) seen as ``[n, c, oh, i, ow, j]`` (a free reshape) for windows that tile it exactly."""
+    (kh, kw), (n, c, h, w) = kernel, sizes_of(x)
+    six = [n, c, h // kh, kh, w // kw, kw]  # h and w are static (tiles_exactly); a batch or channel may not be
+    out_t = tensor_type(six, elem(x))
+    dynamic = [s for s in six if not isinstance(s, int)]
+    return tensor.expand_shape(out_t, x, [[0], [1], [2, 3], [4, 5]], dynamic, list(out_t.shape))
+
+
+def window_maps(ndims: int, oh: int, ow: int, kernel: tuple[int, int]) -> list[ir.AffineMap]:
+    """For loops ``(n, c, ..., oh at ``oh``, ..., ow at ``ow``, ...)``, the maps reading element ``(a, b)`` of each
+    window of a ``window_view``, row-major: the whole window is read in one iteration, so that the loop over
+    ``ow`` is innermost and LLVM vectorizes it (a loop over the 2 x 2 window inside would not be)."""
+    const = ir.AffineConstantExpr.get
+    return [emap(ndims, [0, 1, oh, const(a), ow, const(b)]) for a in range(kernel[0]) for b in range(kernel[1])]
+
+
+def _tiled_max_pool(x: ir.Value, kernel: tuple[int, int], sizes: Sequence[Size]) -> ir.Value:
+    """Max pooling whose windows tile the input: one parallel generic over the output reading the whole window
+    (``window_maps``): NaN-propagating ``maximumf`` as ``linalg.pooling_nchw_max``."""
+    view = window_view(x, kernel)
+    maps = window_maps(4, 2, 3, kernel)
+
+    def body(*args):
+        best = args[0]
+        for v in args[1:len(maps)]:
+            best = arith.maximumf(best, v)
+        return best
+
+    (res,) = generic([view] * len(maps), [empty(sizes, elem(x))], maps + [identity(4)], ["parallel"] * 4, body)
+    res.owner.attributes[POOL_TAG] = ir.StringAttr.get("max")  # schedule/pooling.py vectorizes it
+    return res
+
+
 def max_pool2d(lc, op):
     x = lc.inputs[0]
     t = elem(x)
     sizes, low, high = _pool_geometry(lc, x)
+    if is_float(t) and tiles_exactly(lc, x, sizes):
+        return _tiled_max_pool(x, tuple(lc.attrs["pool_size"]), sizes)
     lo = float("-inf") if is_float(t) else -(1 << (t.width - 1))
     padded = pad(x, low, high, lo)
     window = empty(list(lc.attrs["pool_size"]), t)

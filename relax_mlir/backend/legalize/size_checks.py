@@ -200,9 +200,12 @@ def _dim_key(t: ir.Value, axis: int, depth: int = 0) -> Optional[str]:
     if isinstance(t.owner, ir.Block):
         func = t.owner.owner
         func = func.operation if not isinstance(func, ir.Operation) else func
-        if func.name != "func.func" or ARG_SIZES not in func.attributes:
+        if func.name != "func.func":
             return None
-        dims = ir.ArrayAttr(ir.ArrayAttr(func.attributes[ARG_SIZES])[ir.BlockArgument(t).arg_number])
+        number = ir.BlockArgument(t).arg_number
+        if ARG_SIZES not in func.attributes:  # no size variable shared between parameters: the dim is its own name
+            return f"%arg{number}[{axis}]"
+        dims = ir.ArrayAttr(ir.ArrayAttr(func.attributes[ARG_SIZES])[number])
         return ir.StringAttr(dims[axis]).value if axis < len(dims) else None
     op = _defining_op(t)
     number = ir.OpResult(t).result_number

@@ -24,11 +24,17 @@ rewrite in MLIR and keep the naive loops.
 from __future__ import annotations
 
 from mlir import ir
+from mlir.dialects import arith, linalg, tensor
+
+from ..legalize.core import generic
 
 from .common import ANY, apply, ops_named, script
 from .matmul import CONTRACTION
 
 CONV_OPS = {"linalg.conv_2d_nchw_fchw"}
+#: A convolution takes the shifted-row im2col when its padded width is at most this many times its output
+#: width (the contraction computes ``KW - 1`` unused columns per output row).
+MAX_WIDE_WASTE = 1.5
 _TAG = "relax_mlir.conv"
 
 
@@ -49,9 +55,83 @@ def _is_contraction(op: ir.Operation) -> bool:
     return len(kinds) == 4 and all("parallel" in k for k in kinds[:3]) and "reduction" in kinds[3]
 
 
+def _zero_init(op: ir.Operation) -> bool:
+    """Whether the convolution accumulates into a ``linalg.fill`` of 0 (what the lowering writes)."""
+    owner = op.operands[2].owner
+    owner = getattr(owner, "operation", owner)
+    if getattr(owner, "name", "") != "linalg.fill":
+        return False
+    value = owner.operands[0].owner
+    value = getattr(value, "operation", value)
+    return (getattr(value, "name", "") == "arith.constant"
+            and ir.FloatAttr(value.attributes["value"]).value == 0.0)
+
+
+def _shift_plan(op: ir.Operation) -> tuple[int, ...] | None:
+    """(N, C, Hp, Wp, F, KH, KW, OH, OW) of a stride-1 convolution whose shifted-row im2col wastes at most
+    ``MAX_WIDE_WASTE`` of its work on the ``KW - 1`` extra columns per output row, or None."""
+    if not (_convertible(op) and _zero_init(op)):
+        return None
+    if len({str(ir.ShapedType(v.type).element_type) for v in list(op.operands) + list(op.results)}) != 1:
+        return None  # a wider accumulator (f16 data, f32 sums): MLIR's im2col keeps the casts
+    strides = op.attributes["strides"] if "strides" in op.attributes else None
+    if strides is not None and any(int(s) != 1 for s in ir.DenseIntElementsAttr(strides)):
+        return None
+    n, c, hp, wp = ir.RankedTensorType(op.operands[0].type).shape
+    f, _, kh, kw = ir.RankedTensorType(op.operands[1].type).shape
+    oh, ow = hp - kh + 1, wp - kw + 1
+    if wp > MAX_WIDE_WASTE * ow:
+        return None
+    return n, c, hp, wp, f, kh, kw, oh, ow
+
+
+def _shifted_im2col(op: ir.Operation, plan: tuple[int, ...]) -> None:
+    """Replace a stride-1 convolution by shifted-row im2col + a tagged contraction (see the module doc)."""
+    n, c, hp, wp, f, kh, kw, oh, ow = plan
+    x, w = op.operands[0], op.operands[1]
+    t = ir.RankedTensorType(x.type).element_type
+    d = [ir.AffineDimExpr.get(k) for k in range(5)]
+    rows = oh * wp
+    with ir.InsertionPoint(op), op.location:
+        zero = arith.constant(t, 0.0)
+        # one more input row: the last shifted copy runs KW - 1 elements past the padded input
+        padded = tensor.PadOp(ir.RankedTensorType.get([n, c, hp + 1, wp], t), x, [], [], [0, 0, 0, 0],
+                              [0, 0, 1, 0])
+        block = padded.region.blocks.append(*[ir.IndexType.get()] * 4)
+        with ir.InsertionPoint(block):
+            tensor.YieldOp(zero)
+        flat = tensor.collapse_shape(ir.RankedTensorType.get([n, c, (hp + 1) * wp], t), padded.result,
+                                     [[0], [1], [2, 3]])
+        shift = ir.AffineMap.get(5, 0, [d[0], d[1], d[2] * wp + d[3] + d[4]])
+        (col,) = generic([flat], [tensor.empty([n, c, kh, kw, rows], t)], [shift, ir.AffineMap.get_identity(5)],
+                         ["parallel"] * 5, lambda v, _o: v)
+        col = tensor.collapse_shape(ir.RankedTensorType.get([n, c * kh * kw, rows], t), col, [[0], [1, 2, 3], [4]])
+        wmat = tensor.collapse_shape(ir.RankedTensorType.get([f, c * kh * kw], t), w, [[0], [1, 2, 3]])
+        acc = linalg.fill(zero, outs=[tensor.empty([n, f, rows], t)])
+        e = [ir.AffineDimExpr.get(k) for k in range(4)]
+        maps = [ir.AffineMap.get(4, 0, [e[1], e[3]]), ir.AffineMap.get(4, 0, [e[0], e[3], e[2]]),
+                ir.AffineMap.get(4, 0, [e[0], e[1], e[2]])]
+        (wide,) = generic([wmat, col], [acc], maps, ["parallel"] * 3 + ["reduction"],
+                          lambda a, b, o: arith.addf(o, arith.mulf(a, b)))
+        wide.owner.attributes[CONTRACTION] = ir.UnitAttr.get()
+        wide = tensor.expand_shape(ir.RankedTensorType.get([n, f, oh, wp], t), wide, [[0], [1], [2, 3]], [],
+                                   [n, f, oh, wp])
+        out = tensor.extract_slice(op.results[0].type, wide, [], [], [], [0, 0, 0, 0], [n, f, oh, ow], [1, 1, 1, 1])
+    op.results[0].replace_all_uses_with(out)
+    op.erase()
+
+
 def im2col_convs(module: ir.Module, print_ir: bool = False) -> int:
     """Rewrite every static NCHW convolution as im2col + a tagged contraction; returns how many."""
+    shifted = 0
+    for op in ops_named(module.operation, CONV_OPS):
+        plan = _shift_plan(op)
+        if plan is not None:
+            _shifted_im2col(op, plan)
+            shifted += 1
     convs = [op for op in ops_named(module.operation, CONV_OPS) if _convertible(op)]
+    if not convs:
+        return shifted
     if not convs:
         return 0
     for op in convs:
@@ -63,7 +143,7 @@ def im2col_convs(module: ir.Module, print_ir: bool = False) -> int:
     for op in ops_named(module.operation, {"linalg.generic"}):
         if _is_contraction(op) and _reads_im2col(op):
             op.attributes[CONTRACTION] = ir.UnitAttr.get()
-    return len(convs)
+    return shifted + len(convs)
 
 
 def _reads_im2col(op: ir.Operation) -> bool:

@@ -246,3 +246,94 @@ def test_max_pool_gradient_of_tiling_windows_matches_the_interpreter(threads):
     got = relax_mlir.VirtualMachine(relax_mlir.compile(Module, num_threads=threads))["main"](g, x)
     np.testing.assert_array_equal(got, relax_mlir.interpret(Module, "main", g, x))
     assert np.count_nonzero(got) == g.size  # exactly one element of each window gets its gradient
+
+
+def _pool_module(n: int, c: int, h: int, w: int, kernel: tuple[int, int]):
+    """max_pool2d and its gradient on windows that tile an (n, c, h, w) input."""
+    from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var
+    from relax_mlir.op import grad, nn
+
+    oh, ow = h // kernel[0], w // kernel[1]
+    x = Var("x", TensorStructInfo((n, c, h, w), "float32"))
+    g = Var("g", TensorStructInfo((n, c, oh, ow), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x, g]):
+        with bb.dataflow():
+            y = bb.emit_output(nn.max_pool2d(x, pool_size=kernel, strides=kernel))
+            dx = bb.emit_output(grad.max_pool2d_backward(g, x, pool_size=kernel, strides=kernel))
+        bb.emit_func_output([y, dx])
+    return bb.get()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape, kernel", [((2, 3, 4, 74), (2, 2)), ((1, 2, 9, 6), (3, 2)), ((2, 1, 4, 9), (2, 3))])
+def test_max_pool_vector_loops_match_the_interpreter_with_ties_and_nans(threads, shape, kernel):
+    """Tiling max pooling and its gradient become vector loops (rows longer than one vector register: 37
+    windows are 16 + 16 + 5 lanes with AVX-512); values, ties (to the window's first maximum) and NaNs (a NaN
+    is the maximum; the first NaN gets the gradient) as the NumPy reference."""
+    import relax_mlir
+
+    mod = _pool_module(*shape, kernel)
+    text = relax_mlir.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=threads))
+    assert "vector.shuffle" in text and "relax_mlir.pool" not in text
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 3, shape).astype(np.float32)  # few values: many ties inside a window
+    x.flat[rng.choice(x.size, x.size // 9, replace=False)] = np.nan
+    g = rng.standard_normal((shape[0], shape[1], shape[2] // kernel[0], shape[3] // kernel[1]), dtype=np.float32)
+    got = relax_mlir.VirtualMachine(relax_mlir.compile(mod, num_threads=threads))["main"](x, g)
+    want = relax_mlir.interpret(mod, "main", x, g)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert np.isnan(got[0]).any() and np.count_nonzero(got[1]) == g.size
+
+
+def test_max_pool_of_tiling_windows_with_a_symbolic_batch_matches_the_interpreter():
+    """A symbolic batch keeps the one-pass window generic (the vector loop needs static sizes): it compiles and
+    its values, for two batch sizes, are the NumPy reference's."""
+    import relax_mlir
+    from relax_mlir.ir import SizeVar
+
+    mod = _pool_module(SizeVar("n"), 3, 4, 6, (2, 2))
+    assert "relax_mlir.pool" in relax_mlir.to_mlir(mod, "linalg")  # the tiling lowering was taken
+    vm = relax_mlir.VirtualMachine(relax_mlir.compile(mod))
+    rng = np.random.default_rng(4)
+    for n in (1, 5):
+        x = rng.integers(0, 3, (n, 3, 4, 6)).astype(np.float32)
+        g = rng.standard_normal((n, 3, 2, 3), dtype=np.float32)
+        got, want = vm["main"](x, g), relax_mlir.interpret(mod, "main", x, g)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_stride_one_convolutions_take_shifted_rows_and_match_the_interpreter(threads):
+    """A stride-1 convolution narrow enough becomes shifted-row im2col (output rows as wide as the padded input:
+    one contiguous copy per channel and kernel offset, no floordiv) + a contraction; its padding and crop are copied by loops, not by
+    the runtime's element-at-a-time memrefCopy. A kernel as wide as the image (a weight gradient) keeps MLIR's
+    im2col. Values as the NumPy reference."""
+    import relax_mlir
+    from relax_mlir.script import ir as I, relax as R  # noqa: E741
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((4, 3, 9, 20), "float32"), w: R.Tensor((5, 3, 3, 4), "float32"),
+                 v: R.Tensor((2, 3, 9, 20), "float32")):
+            with R.dataflow():
+                y = R.nn.conv2d(x, w, padding=(1, 2, 0, 1))
+                k = R.nn.conv2d(x, v, padding=(1, 1, 1, 1))
+                out = (y, k)
+                R.output(out)
+            return out
+
+    scheduled = relax_mlir.to_mlir(Module, "scheduled", options=PipelineOptions(num_threads=threads))
+    assert "tensor<4x3x11x23xf32>" in scheduled  # x padded, one more row for the last shifted copy
+    assert "tensor<4x5x184xf32>" in scheduled  # the wide output: 8 rows of 23 columns, 20 of them kept
+    assert "floordiv" in scheduled  # the second convolution: MLIR's im2col
+    assert "memrefCopy" not in relax_mlir.to_mlir(Module, "llvm", options=PipelineOptions(num_threads=threads))
+    rng = np.random.default_rng(4)
+    args = [rng.standard_normal(s, dtype=np.float32) for s in ((4, 3, 9, 20), (5, 3, 3, 4), (2, 3, 9, 20))]
+    got = relax_mlir.VirtualMachine(relax_mlir.compile(Module, num_threads=threads))["main"](*args)
+    want = relax_mlir.interpret(Module, "main", *args)
+    for g, w_ in zip(got, want):
+        np.testing.assert_allclose(g, w_, rtol=1e-4, atol=1e-4)
