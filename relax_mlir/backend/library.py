@@ -35,6 +35,7 @@ import tempfile
 from typing import Any, Mapping, Optional, Sequence
 
 from .error_slot import find_slot
+from .heap import keep_freed_memory
 from .nesting import callable_for
 from .runtime import CompiledFunction, CompiledModule
 
@@ -250,6 +251,7 @@ class LoadedModule(CompiledModule):
 
     def __init__(self, library: SharedLibrary, signatures: Mapping[str, Any], check_messages: Sequence[str] = (),
                  structures: Optional[Mapping[str, Mapping[str, Any]]] = None, metadata: Optional[dict] = None):
+        keep_freed_memory()  # a module from the disk cache or an exported library never went through compile
         self.engine = library  # the owner CompiledFunction keeps alive
         self.path, self.metadata = library.path, dict(metadata or {})
         self.check_messages = list(check_messages)

@@ -4,6 +4,7 @@
   ``vector.contract``;
 * ``conv.py``: NCHW convolutions as im2col plus a contraction the matmul schedule tiles;
 * ``pooling.py``: max pooling whose windows tile the input, and its gradient, as vector loops over rows;
+* ``coalesce.py``: adjacent loops every operand reads contiguously merged into one (short rows vectorize);
 * ``elementwise.py``: large ``linalg.generic`` ops (elementwise, reductions) split across threads;
 * ``math_approx.py``: float32 ``exp``/``log`` as polynomials LLVM vectorizes (instead of libm calls);
 * ``reduction.py``: float sums marked reassociable, so that LLVM vectorizes them;
@@ -21,6 +22,7 @@ from mlir import ir
 
 from .host import HostCPU, host_cpu
 from .matmul import MATMUL_LIKE, PARALLEL_MIN_FLOPS, MatmulPlan, plan_matmul, schedule_matmuls
+from .coalesce import coalesce_loops
 from .conv import im2col_convs
 from .elementwise import PARALLEL_MIN_POINTS, plan_parallel_generic, schedule_elementwise
 from .math_approx import approximate_math
@@ -28,7 +30,7 @@ from .pooling import vectorize_pools
 from .reduction import reassociate_reductions
 from .transpose import TransposePlan, plan_transpose, schedule_transposes
 
-__all__ = ["approximate_math", "vectorize_pools", "im2col_convs", "reassociate_reductions", "HostCPU", "host_cpu", "MATMUL_LIKE", "PARALLEL_MIN_FLOPS", "MatmulPlan", "plan_matmul",
+__all__ = ["approximate_math", "coalesce_loops", "vectorize_pools", "im2col_convs", "reassociate_reductions", "HostCPU", "host_cpu", "MATMUL_LIKE", "PARALLEL_MIN_FLOPS", "MatmulPlan", "plan_matmul",
            "schedule_matmuls", "schedule_module", "TransposePlan", "plan_transpose", "schedule_transposes",
            "PARALLEL_MIN_POINTS", "plan_parallel_generic", "schedule_elementwise"]
 
@@ -38,6 +40,7 @@ def schedule_module(module: ir.Module, threads: int = 1, print_ir: bool = False)
     approximate_math(module)
     vectorize_pools(module)  # before the elementwise split: the tagged generics become vector loops
     im2col_convs(module, print_ir=print_ir)  # its contractions are scheduled as matmuls below
+    coalesce_loops(module)  # before the elementwise split, which cuts the outermost (merged) loop
     count = schedule_elementwise(module, threads=threads, print_ir=print_ir)
     count += schedule_transposes(module, threads=threads, print_ir=print_ir)
     reassociate_reductions(module)

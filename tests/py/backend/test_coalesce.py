@@ -1,0 +1,68 @@
+"""Loop coalescing (``backend/schedule/coalesce.py``): which loops merge, and values as the NumPy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relax_mlir as rm
+from relax_mlir.backend.pipeline import PipelineOptions
+from relax_mlir.script import from_source
+
+BATCH_NORM_LIKE = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(({n}, 16, 14, 14), "float32"), scale: R.Tensor((1, 16, 1, 1), "float32"),
+             shift: R.Tensor((16, 1, 1), "float32")):
+        with R.dataflow():
+            y = R.add(R.multiply(x, scale), shift)
+            z = R.nn.relu(y)
+            s = R.sum(z, axis=[0, 2, 3])
+            t = R.permute_dims(z, [0, 1, 3, 2])
+            R.output(z, s, t)
+        return (z, s, t)
+"""
+
+
+def _module(n):
+    return from_source(BATCH_NORM_LIKE.format(n=n))
+
+
+@pytest.mark.parametrize("n", [64, "n"])
+def test_coalesced_loops_match_the_interpreter(n):
+    """Broadcasts from (1, C, 1, 1) and (C, 1, 1), a reduction over (n, h, w), and a transpose of (h, w) (which
+    must not merge them): the values are the interpreter's, for a static and a symbolic batch."""
+    mod = _module(n)
+    text = rm.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=1))
+    assert "x16x196xf32" in text  # h and w merged
+    vm = rm.VirtualMachine(rm.compile(mod, num_threads=1))
+    rng = np.random.default_rng(0)
+    for batch in ([64] if n == 64 else [1, 7]):
+        args = (rng.standard_normal((batch, 16, 14, 14), dtype=np.float32),
+                rng.standard_normal((1, 16, 1, 1), dtype=np.float32), rng.standard_normal((16, 1, 1), dtype=np.float32))
+        got, want = vm["main"](*args), rm.interpret(mod, "main", *args)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[2], want[2])
+        # a float32 sum of 196 * batch values in another order: a few ulps of the sum of magnitudes
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5 * np.abs(want[0]).sum(axis=(0, 2, 3)).max())
+
+
+def test_what_merges():
+    """loop_groups on the fused generics: runs read contiguously by every operand merge; a loop one operand
+    reads and another does not (a broadcast of it) stays apart; reduction and parallel loops never merge."""
+    from mlir import ir
+
+    from relax_mlir.backend.build import lower_to
+    from relax_mlir.backend.schedule.coalesce import loop_groups
+
+    module = lower_to(_module(64), "fused", options=PipelineOptions(num_threads=1))
+    found = []
+    with module.context:
+        def visit(op):
+            if op.name == "linalg.generic":
+                found.append(loop_groups(op))
+            return ir.WalkResult.ADVANCE
+        module.operation.walk(visit)
+    assert [[0], [1], [2, 3]] in found  # the fused multiply-add-relu and the sum over (n, h, w)
+    assert all(g is None or [2, 3] in g for g in found)  # nothing else merges (the transpose stays 4-D)
