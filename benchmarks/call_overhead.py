@@ -6,7 +6,7 @@ The function takes k float32 vectors of 4 elements and returns the first doubled
 nanoseconds and the time is the call path's: argument checks, descriptor writing, the output's allocation and
 the ctypes call. Rows, each the median over ``repeats`` samples of enough back-to-back calls to last ~5 ms:
 
-    compiled f(*args)           the call a user makes (the generated fast path, falling back to the general one)
+    compiled f(*args)           the call a user makes (the signature's plan, callpath.py, falling back to the general route)
     compiled f(*args, out=y)    the same into a preallocated output (outputs checked: writeable, no overlap)
     general path                the path that converts or refuses arguments (docs/arguments.md), timed on
                                 arguments that fit, as if it were the only path
@@ -14,7 +14,11 @@ the ctypes call. Rows, each the median over ``repeats`` samples of enough back-t
     torch.add(a, b)             PyTorch's eager dispatch of a trivial op on 4-element tensors (not per argument)
     jax jit f(*args)            a jitted function of the same k arguments returning the first doubled
 
-The issue's target: under 3 us for 10 arguments.
+The issue's target: under 3 us for 10 arguments. Measured (2-core AMD EPYC, 2026-11-24): 2.6 / 7.3 / 16.7 us
+for 1 / 10 / 30 arguments with the data pointer read through the buffer protocol (``ctypes.c_char.from_buffer``,
+about 0.3 us an array, most of the cost), against 1.4 / 3.6 / 9.0 us when it was read from CPython's object
+layout (``id(a) + object.__basicsize__``), which a NumPy or CPython change would have made read the wrong word.
+A native helper that reads the buffers in one call would reach the target; not written yet.
 """
 
 from __future__ import annotations

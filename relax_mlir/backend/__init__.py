@@ -5,7 +5,7 @@
 * ``legalize``: TVM's LegalizeOps on the MLIR side: every relax op to linalg/tensor/arith/math by the rule its
   record names (``op.lowering``), families in ``legalize/*.py``;
 * ``pipeline`` (named stages down to LLVM), ``schedule`` (matmul transform scripts);
-* ``runtime``, ``signature``, ``fastpath``, ``bool_storage``: the ExecutionEngine and its calling convention;
+* ``runtime``, ``callpath``, ``signature``, ``arguments``, ``bool_storage``: the ExecutionEngine and its calling convention;
   ``arguments``: the one argument policy (what is passed as is, converted once, or refused; no MLIR);
 * ``build``: ``to_mlir``, ``compile`` (cached), ``Executable`` and ``VirtualMachine`` (``relax_mlir.compile``);
 * ``disk_cache`` (the on-disk compile cache), ``library`` (linking and loading shared libraries, no MLIR),

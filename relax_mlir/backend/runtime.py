@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from .arguments import ArgumentError, conform, out_problem
-from .fastpath import DATA_OFFSET, FAST_POINTER, any_overlap, data_ptr, fast_path_source
+from .callpath import CallPlan, data_address, write_layout
 from .heap import keep_freed_memory
 from .error_slot import ERROR_ADDRESS_FN, check_messages, find_slot, take_error
 from .signature import FunctionSignature, TensorSpec, is_symbol, shape_evaluator, signature_from_func
@@ -91,14 +91,6 @@ def find_shared_libs(llvm_module: ir.Module) -> list[str]:
 
 
 # --- one compiled function -----------------------------------------------------------------------------------
-def _c_strides(shape: Sequence[int]) -> list[int]:
-    strides, acc = [], 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= d
-    return strides[::-1]
-
-
 def _shape_text(shape: Sequence[Any]) -> str:
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
@@ -110,10 +102,9 @@ class CompiledFunction:
     inputs, and not allowed to overlap them). Calls of one function are serialized by a lock: the descriptor
     buffer is shared, and ctypes releases the GIL during the call.
 
-    The common call is a Python function generated for this signature (see ``fast_path_source``): the same
-    checks as the general path, unrolled, with every constant bound; any failed check falls through to the
-    general path, which raises the full error. Each instance gets its own subclass whose ``__call__`` is that
-    function: Python's call protocol ignores an instance attribute, and delegating to one costs 0.3 µs.
+    The common call, arrays that need nothing, goes through the signature's ``CallPlan`` (``callpath.py``: one
+    writer per parameter, made once, the data pointer through the buffer protocol); anything else, and every
+    error, through the general route, which applies the argument policy. Both write the same descriptors.
     """
 
     def __init__(self, signature: FunctionSignature, address: int, owner: Any) -> None:
@@ -127,29 +118,21 @@ class CompiledFunction:
             n += 3 + 2 * len(spec.shape)
         self._buf = (ctypes.c_int64 * max(n, 1))()
         buf_addr = ctypes.addressof(self._buf)
-        # argv[i] points at descriptor field i. With the fast pointer route, the two pointer fields of each
-        # memref are instead pointed, per call, at the `data` field inside the ndarray object itself: no
-        # pointer is copied, and argv is only meaningful while the arrays of the last call are alive.
-        self._argv = (ctypes.c_void_p * max(n, 1))(*[buf_addr + 8 * i for i in range(n)])
+        # argv[i] points at descriptor field i, except that a memref's allocated-pointer field is read from its
+        # aligned-pointer slot: one store sets both (the callee never frees an argument or a result).
+        fields = list(range(n))
+        for base in self._bases:
+            fields[base] = base + 1
+        self._argv = (ctypes.c_void_p * max(n, 1))(*[buf_addr + 8 * i for i in fields])
         self._lock = threading.Lock()
         self._static = signature.is_static
         self._result_shapes = [shape_evaluator(r.shape) for r in signature.results]
         self._param_checks = [shape_evaluator(p.shape) for p in signature.params]
         for spec, base in zip(specs, self._bases):
-            self._write_layout(base, [d if isinstance(d, int) else 0 for d in spec.shape])
+            write_layout(self._buf, base, [d if isinstance(d, int) else 0 for d in spec.shape])
         self._error_slot = getattr(owner, "error_slot", None)
-        self.fast_path_source = fast_path_source(signature, self._bases, self._error_slot is not None)
-        namespace = {
-            "err": self._error_slot, "fail": self._raise_check,
-            "nd": np.ndarray, "empty": np.empty, "lock": self._lock, "argv": self._argv, "buf": self._buf,
-            "fn": self._fn, "OFF": DATA_OFFSET, "dp": data_ptr, "general": self._call_general,
-            "overlap": any_overlap,
-            **{f"d{i}": p.dtype for i, p in enumerate(signature.params)},
-            **{f"r{i}": r.dtype for i, r in enumerate(signature.results)},
-        }
-        exec(compile(self.fast_path_source, f"<fast path of {signature.name}>", "exec"), namespace)  # noqa: S102
-        self.__class__ = type(f"CompiledFunction[{signature.name}]", (CompiledFunction,),
-                              {"__call__": staticmethod(namespace["call"]), "__slots__": ()})
+        self._plan = CallPlan(signature, self._bases, self._buf)
+        self._fast = self._plan.usable
 
     def __repr__(self) -> str:
         sig = self.signature
@@ -158,21 +141,15 @@ class CompiledFunction:
         return f"<CompiledFunction {sig.name}({params}) -> ({results})>"
 
     def __call__(self, *args: Any, out: Sequence[np.ndarray] | np.ndarray | None = None) -> Any:
-        """Replaced per instance by the generated fast path (which has the same behaviour)."""
+        if self._fast and len(args) == self._plan.n_params:
+            with self._lock:
+                outs = self._plan.run(args, out)
+                if outs is not None:
+                    self._fn(self._argv)
+                    if self._error_slot is not None and self._error_slot[0]:
+                        self._raise_check()
+                    return outs[0] if len(outs) == 1 else tuple(outs) if outs else None
         return self._call_general(args, out)
-
-    def _write_layout(self, base: int, shape: Sequence[int]) -> None:
-        buf, r = self._buf, len(shape)
-        buf[base + 2] = 0
-        for i, (d, s) in enumerate(zip(shape, _c_strides(shape))):
-            buf[base + 3 + i] = d
-            buf[base + 3 + r + i] = s
-
-    def _set_pointer(self, base: int, a: np.ndarray) -> None:
-        if FAST_POINTER:
-            self._argv[base] = self._argv[base + 1] = id(a) + DATA_OFFSET
-        else:
-            self._buf[base] = self._buf[base + 1] = data_ptr(a)
 
     def _pack(self, outs: list[np.ndarray]) -> Any:
         if len(outs) == 1:
@@ -185,9 +162,9 @@ class CompiledFunction:
         arrays = list(args) + outs
         with self._lock:
             for a, base in zip(arrays, self._bases):
-                self._set_pointer(base, a)
+                self._buf[base + 1] = data_address(a)
                 if not self._static:
-                    self._write_layout(base, a.shape)
+                    write_layout(self._buf, base, a.shape)
             self._fn(self._argv)
             if self._error_slot is not None and self._error_slot[0]:
                 self._raise_check()
@@ -274,7 +251,7 @@ def _shape_problem(a: np.ndarray, shape: tuple[Any, ...]) -> str:
 def _overlaps(sig: FunctionSignature, args: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> list[str]:
     """Outputs written while inputs are read must not share memory with them or with each other."""
     def span(a: np.ndarray) -> tuple[int, int]:
-        start = data_ptr(a)
+        start = data_address(a)
         return start, start + a.nbytes
 
     named = [(f"parameter {p.name!r}", a) for p, a in zip(sig.params, args)]

@@ -59,10 +59,10 @@ def test_matmul_plans():
     tiles = [(p.tile_sizes, p.peel) for p in plans]
     assert tiles == [
         ((8, 32, 1), (1, 0)),  # 100x70: both loops uneven, peeled (N first)
-        ((3, 10, 1), ()),  # smaller than a tile: one tile
+        ((3, 8, 1), (1,)),  # smaller than a tile: all rows, 8 of the 10 columns (a power of two), 2 peeled
         ((8, 32, 1), ()),  # 784x128 even
         ((1, 8, 16, 1), (2, 1)),  # f64: 16 columns fill two 512-bit registers
-        ((8, 10, 1), (0,)),  # dynamic batch: peeled, remainder rows left scalar
+        ((8, 8, 1), (1, 0)),  # dynamic batch: peeled, remainder rows left scalar; 8 + 2 columns
     ]
 
 

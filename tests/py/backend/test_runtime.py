@@ -363,3 +363,37 @@ def test_module_lookup_errors_name_the_functions():
     with pytest.raises(AttributeError, match="no public function 'main'; functions: uneven, small"):
         mod.main
     assert "uneven(arg0: (100, 50) float32, arg1: (50, 70) float32)" in repr(mod.uneven)
+
+
+def test_exact_arrays_take_the_plan_and_the_rest_the_general_route(monkeypatch):
+    """The one call path (callpath.py): arrays that need nothing are checked and written by the signature's
+    plan, with no generated code; a read-only, strided, misaligned or wrongly typed one goes to the general
+    route (the argument policy), and both give NumPy's values."""
+    import relax_mlir.backend.callpath as callpath
+
+    sig = FunctionSignature("main", (TensorSpec(("n", 128), "float32", "x"), TensorSpec((128, 10), "float32", "w")),
+                            (TensorSpec(("n", 10), "float32"),))
+    f = build(S.DYNAMIC_MATMUL, 2, sig)["main"]
+    x, w = rand(5, 128), rand(128, 10)
+    general = f._call_general
+    taken = []
+    monkeypatch.setattr(f, "_call_general", lambda args, out: taken.append(1) or general(args, out))
+    close32(f(x, w), x.astype(np.float64) @ w)
+    out = np.empty((5, 10), np.float32)
+    f(x, w, out=out)
+    close32(out, x.astype(np.float64) @ w)
+    assert taken == []  # both through the plan
+    readonly = x.copy()
+    readonly.flags.writeable = False
+    strided = np.repeat(x, 2, axis=0)[::2]
+    raw = np.empty(x.nbytes + 1, np.uint8)
+    misaligned = raw[1:].view(np.float32).reshape(x.shape)
+    assert not misaligned.flags.aligned
+    misaligned[...] = x
+    for odd in (readonly, strided, misaligned, x.astype(np.float64), x.tolist()):
+        close32(f(odd, w), x.astype(np.float64) @ w)
+    assert len(taken) == 5
+    with pytest.raises(ArgumentError, match="overlaps"):
+        f(x, w, out=np.lib.stride_tricks.as_strided(x, (5, 10), (512, 4)))  # writes where x is read
+    assert callpath.data_address(readonly) == readonly.__array_interface__["data"][0]
+    assert not hasattr(callpath, "exec")  # nothing generated: there is no source to exec
