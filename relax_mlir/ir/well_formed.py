@@ -93,6 +93,9 @@ def _plain_size_vars(sinfo: Optional[StructInfo]) -> set[str]:
     return set()
 
 
+plain_size_vars = _plain_size_vars  # public: passes that drop parameters ask which sizes the others define
+
+
 def _size_uses(sinfo: Optional[StructInfo]) -> set[str]:
     if isinstance(sinfo, TensorStructInfo):
         return set().union(*(dim_free_vars(d) for d in sinfo.shape or ()))

@@ -5,11 +5,14 @@ imports every pass file, so ``list_passes()`` sees them all. A test checks each 
 """
 
 from .append_loss import AppendLoss, AppendLossError
+from .attach_global_symbol import AttachGlobalSymbol
+from .bundle_model_params import BundleModelParams
 from .canonicalize_bindings import CanonicalizeBindings
 from .dead_code_elimination import DeadCodeElimination
 from .decompose_ops import DecomposeOps, DecomposeOpsForInference, DecomposeOpsForTraining
 from .gradient import Gradient, GradientError
 from .inline_functions import InlineFunctions
+from .inline_private_functions import InlinePrivateFunctions
 from .legalize_ops import LegalizeOps
 from .mutate_ops_for_training import MutateOpsForInference, MutateOpsForTraining
 from .pipeline_text import PipelineError, parse_pipeline
@@ -17,10 +20,16 @@ from .bind_params import BindParams
 from .bind_symbolic_vars import BindSymbolicVars
 from .convert_to_dataflow import ConvertToDataflow
 from .eliminate_common_subexpr import EliminateCommonSubexpr
+from .expand_tuple_arguments import ExpandTupleArguments
 from .fold_constant import FoldConstant
+from .normalize import Normalize
+from .normalize_global_var import NormalizeGlobalVar
 from .remove_purity_checking import RemovePurityChecking
+from .remove_unused_outputs import RemoveUnusedOutputs
+from .remove_unused_parameters import RemoveUnusedParameters
 from .to_non_dataflow import ToNonDataflow
 from .topological_sort import TopologicalSort
+from .update_param_struct_info import UpdateParamStructInfo
 from .pass_infra import (PASSES, DataflowBlockPass, FunctionPass, Pass, PassContext, PassInfo, PassInstrument,
                          PassTimingInstrument, PrintAfterAll, PrintBeforeAll, Sequential, function_pass, module_pass)
 

@@ -57,7 +57,7 @@ class BindSymbolicVars(Pass):
         for name in names:
             func = mod[name]
             if isinstance(func, Function):
-                used |= _size_names(func)
+                used |= size_names(func)
                 out[name] = bind_sizes(func, sizes)
         unknown = sorted(set(sizes) - used)
         if unknown:
@@ -86,7 +86,7 @@ def _sizes(binding_map: Mapping[Any, Any]) -> dict[str, Any]:
     return sizes
 
 
-def _size_names(func: Function) -> set[str]:
+def size_names(func: Function) -> set[str]:
     names: set[str] = set()
     for p in func.params:
         names |= struct_free_vars(p.struct_info) if p.struct_info is not None else set()

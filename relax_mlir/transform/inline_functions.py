@@ -27,8 +27,9 @@ from .pass_infra import Pass, PassContext
 from .utils import name_list_option, rebind, substitute
 
 
-def inline_calls(func: Function, mod: IRModule, _stack: tuple[str, ...] = ()) -> Function:
-    """``func`` with every call to a function of ``mod`` replaced by the callee's body."""
+def inline_calls(func: Function, mod: IRModule, _stack: tuple[str, ...] = (),
+                 only: Optional[frozenset] = None) -> Function:
+    """``func`` with every call to a function of ``mod`` (of ``only``, if given) replaced by the callee's body."""
     if not isinstance(func.body, SeqExpr):
         return func
     remap: dict[Var, Expr] = {}
@@ -38,11 +39,12 @@ def inline_calls(func: Function, mod: IRModule, _stack: tuple[str, ...] = ()) ->
         out: list = []
         for b in block.bindings:
             value = substitute(b.value, remap)
-            if isinstance(b, VarBinding) and isinstance(value, Call) and isinstance(value.op, GlobalVar):
+            if isinstance(b, VarBinding) and isinstance(value, Call) and isinstance(value.op, GlobalVar) \
+                    and (only is None or value.op.name_hint in only):
                 name = value.op.name_hint
                 if name in _stack:
                     raise ValueError(f"InlineFunctions: {name} calls itself (through {' -> '.join(_stack)})")
-                callee = inline_calls(mod[name], mod, _stack + (name,))
+                callee = inline_calls(mod[name], mod, _stack + (name,), only)
                 result = _splice(callee, value.args, out, dataflow)
                 out.append(VarBinding(b.var, result, span=b.span))
                 continue

@@ -117,3 +117,45 @@ def bind_sizes(func: "Function", sizes: Mapping[str, Any], params: Optional[list
     body = SeqExpr(blocks, resize(ret))
     return Function(new_params, body, substitute_struct_info(func.ret_struct_info, sizes), func.attrs, func.is_pure,
                     span=func.span)
+
+
+def all_var_uses(e: Expr) -> set[Var]:
+    """Every variable used anywhere under ``e``, nested functions included (``free_vars`` stops at them)."""
+    from ..ir.visitor import post_order_visit
+
+    out: set[Var] = set()
+    post_order_visit(e, lambda x: out.add(x) if isinstance(x, Var) else None)
+    return out
+
+
+def rename_functions(mod, renames: Mapping[str, str]):
+    """``mod`` with functions renamed (old name -> new name) and every call to them following."""
+    from ..ir.expr import GlobalVar
+    from ..ir.module import IRModule
+    from ..ir.visitor import ExprMutator
+
+    class _Renamer(ExprMutator):
+        def visit_global_var_(self, gvar: GlobalVar) -> Expr:
+            new = renames.get(gvar.name_hint)
+            return gvar if new is None else GlobalVar(new, gvar.struct_info, span=gvar.span)
+
+    renamed = _Renamer(mod).mutate_module(mod)
+    return IRModule({renames.get(n, n): f for n, f in renamed.items()}, mod.attrs)
+
+
+def callees(func: "Function") -> set[str]:
+    """The names of the module functions ``func`` refers to (calls, or a function passed as a value)."""
+    from ..ir.expr import GlobalVar
+    from ..ir.visitor import post_order_visit
+
+    out: set[str] = set()
+    post_order_visit(func, lambda e: out.add(e.name_hint) if isinstance(e, GlobalVar) else None)
+    return out
+
+
+def private_functions(mod) -> set[str]:
+    """The functions of ``mod`` that are internal: no ``global_symbol`` attribute, and used by another function
+    of the module. (The text format does not keep ``private=True``; a function nothing in the module uses is an
+    entry point, as TVM's are, so passes that change signatures leave it alone.)"""
+    used = set().union(*(callees(f) - {n} for n, f in mod.items())) if len(mod) else set()
+    return {n for n, f in mod.items() if n in used and "global_symbol" not in f.attrs}
