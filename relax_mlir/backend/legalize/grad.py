@@ -12,7 +12,6 @@ Scatters are written as gathers, so that every result element is computed by one
 
 from __future__ import annotations
 
-from typing import Sequence
 
 from mlir import ir
 from mlir.dialects import arith, scf, tensor
