@@ -1,7 +1,8 @@
 """Schedules: how the ``scheduled`` stage makes each op family fast, one file per family.
 
 * ``matmul.py``: register, cache and parallel tiles for ``linalg.matmul``/``batch_matmul``, vectorized to
-  ``vector.contract``;
+  ``vector.contract``; a transposed left operand
+  (``x^T g``) read through its map instead of copied (``fold_transposed_lhs``);
 * ``conv.py``: NCHW convolutions as im2col plus a contraction the matmul schedule tiles;
 * ``pooling.py``: max pooling whose windows tile the input, and its gradient, as vector loops over rows;
 * ``coalesce.py``: adjacent loops every operand reads contiguously merged into one (short rows vectorize);
@@ -21,7 +22,7 @@ from __future__ import annotations
 from mlir import ir
 
 from .host import HostCPU, host_cpu
-from .matmul import MATMUL_LIKE, PARALLEL_MIN_FLOPS, MatmulPlan, plan_matmul, schedule_matmuls
+from .matmul import MATMUL_LIKE, PARALLEL_MIN_FLOPS, MatmulPlan, fold_transposed_lhs, plan_matmul, schedule_matmuls
 from .coalesce import coalesce_loops
 from .conv import im2col_convs
 from .elementwise import PARALLEL_MIN_POINTS, plan_parallel_generic, schedule_elementwise
@@ -31,7 +32,7 @@ from .reduction import reassociate_reductions
 from .transpose import TransposePlan, plan_transpose, schedule_transposes
 
 __all__ = ["approximate_math", "coalesce_loops", "vectorize_pools", "im2col_convs", "reassociate_reductions", "HostCPU", "host_cpu", "MATMUL_LIKE", "PARALLEL_MIN_FLOPS", "MatmulPlan", "plan_matmul",
-           "schedule_matmuls", "schedule_module", "TransposePlan", "plan_transpose", "schedule_transposes",
+           "schedule_matmuls", "schedule_module", "fold_transposed_lhs", "TransposePlan", "plan_transpose", "schedule_transposes",
            "PARALLEL_MIN_POINTS", "plan_parallel_generic", "schedule_elementwise"]
 
 
@@ -40,6 +41,7 @@ def schedule_module(module: ir.Module, threads: int = 1, print_ir: bool = False)
     approximate_math(module)
     vectorize_pools(module)  # before the elementwise split: the tagged generics become vector loops
     im2col_convs(module, print_ir=print_ir)  # its contractions are scheduled as matmuls below
+    fold_transposed_lhs(module)  # x^T g read through a map instead of a transposed copy
     coalesce_loops(module)  # before the elementwise split, which cuts the outermost (merged) loop
     count = schedule_elementwise(module, threads=threads, print_ir=print_ir)
     count += schedule_transposes(module, threads=threads, print_ir=print_ir)

@@ -156,8 +156,7 @@ def plan_matmul(op: ir.Operation, threads: int = 1, host: HostCPU | None = None)
             tiles[pos] = 1 << (dim.bit_length() - 1)
         if dynamic or dim % tiles[pos]:
             peel.append(pos)
-    k_type = op.operands[0].type
-    k = k_type.shape[-1] if isinstance(k_type, ir.RankedTensorType) else ir.ShapedType.get_dynamic_size()
+    k = _k_extent(op)
     mnk = (shape[m_pos], shape[n_pos], k)
     if any(ir.ShapedType.is_dynamic_size(d) for d in mnk):
         return MatmulPlan(op.name, tuple(tiles), tuple(peel))
@@ -173,6 +172,71 @@ def plan_matmul(op: ir.Operation, threads: int = 1, host: HostCPU | None = None)
         sizes[(m_pos, n_pos)[split[0]]] = split[1]
         parallel = tuple(sizes)
     return MatmulPlan(op.name, tuple(tiles), tuple(peel), cache_sizes, parallel)
+
+
+def _k_extent(op: ir.Operation) -> int:
+    """The reduction (last) loop's extent: the dimension of whichever operand reads that loop (A is read
+    transposed after ``fold_transposed_lhs``), else A's last dimension."""
+    dyn = ir.ShapedType.get_dynamic_size()
+    if "indexing_maps" in op.attributes:
+        maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        last = maps[0].n_dims - 1
+        for value, amap in zip(op.operands, maps):
+            for axis, expr in enumerate(amap.results):
+                if isinstance(expr, ir.AffineDimExpr) and expr.position == last:
+                    return ir.RankedTensorType(value.type).shape[axis]
+        return dyn
+    k_type = op.operands[0].type
+    return k_type.shape[-1] if isinstance(k_type, ir.RankedTensorType) else dyn
+
+
+_PLAIN_MAPS = ["affine_map<(d0, d1, d2) -> (d0, d2)>", "affine_map<(d0, d1, d2) -> (d2, d1)>",
+               "affine_map<(d0, d1, d2) -> (d0, d1)>"]
+
+
+def _plain_matmul(op: ir.Operation) -> bool:
+    """A ``linalg.matmul`` with the default maps (none given, or the default ones written out)."""
+    if "indexing_maps" not in op.attributes:
+        return True
+    return [str(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"])] == _PLAIN_MAPS
+
+
+def fold_transposed_lhs(module: ir.Module) -> int:
+    """``matmul(transpose(x), b)`` (the gradient ``x^T g`` of a dense layer's weight) becomes one contraction
+    reading ``x`` through the map ``(m, n, k) -> (k, m)`` (``linalg.matmul`` with ``indexing_maps``): no transposed copy of ``x`` is
+    written and read back. Each step of its K loop reads MR contiguous elements of ``x``'s row ``k``, the
+    layout the outer-product lowering wants. Float matmuls on static 2-D tensors of one element type only;
+    returns how many were rewritten. (A transposed B stays a transpose: its tile would be a strided gather.)"""
+    from mlir.dialects import linalg
+
+    count = 0
+    for op in ops_named(module.operation, {"linalg.matmul"}):
+        a, b, c = op.operands
+        source = a.owner
+        if isinstance(source, ir.Block):
+            continue
+        source = source.operation  # an OpView's, or the Operation's own
+        if source.name != "linalg.transpose" or not _plain_matmul(op):
+            continue
+        perm = list(ir.DenseI64ArrayAttr(source.attributes["permutation"]))
+        x = source.operands[0]
+        types = [v.type for v in (x, b, c)]
+        if perm != [1, 0] or not all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in types):
+            continue
+        elem = types[2].element_type
+        if not isinstance(elem, ir.FloatType) or any(t.element_type != elem for t in types):
+            continue
+        d = [ir.AffineDimExpr.get(i) for i in range(3)]
+        maps = [ir.AffineMap.get(3, 0, [d[2], d[0]]), ir.AffineMap.get(3, 0, [d[2], d[1]]),
+                ir.AffineMap.get(3, 0, [d[0], d[1]])]
+        with ir.InsertionPoint(op), op.location:
+            res = linalg.matmul(x, b, outs=[c], indexing_maps=maps)
+        op.results[0].replace_all_uses_with(res)
+        op.erase()
+        if not list(source.results[0].uses):
+            source.erase()
+        count += 1
+    return count
 
 
 def _tile_lines(i: int, plan: MatmulPlan) -> list[str]:
