@@ -7,7 +7,8 @@ Intel CPU with AMX one day and an AMD EPYC with AVX-512 another, and tile sizes 
     host = host_cpu()
     host.vector_bits, host.l1d_bytes, host.l2_bytes, host.cores    # 512, 32768, 1048576, 2
 
-``RELAX_MLIR_VECTOR_BITS`` overrides the vector width (for tests that show the schedule of another machine).
+``RELAX_MLIR_VECTOR_BITS`` overrides the vector width, ``RELAX_MLIR_L1D_BYTES`` and ``RELAX_MLIR_L2_BYTES`` the
+cache sizes (for tests that show the schedule of another machine: the same IR on every host).
 """
 
 from __future__ import annotations
@@ -66,7 +67,25 @@ def _size(text: str) -> int:
     return int(text.rstrip("KMG")) * scale
 
 
+def _forced_size(var: str) -> int | None:
+    forced = os.environ.get(var)
+    if not forced:
+        return None
+    try:
+        size = _size(forced)
+    except ValueError:
+        size = 0
+    if size <= 0:
+        raise ValueError(f"{var} must be a positive size in bytes (e.g. 32768 or 32K), got {forced!r}")
+    return size
+
+
 def _cache_sizes() -> tuple[int, int]:
+    l1d, l2 = _host_cache_sizes()
+    return _forced_size("RELAX_MLIR_L1D_BYTES") or l1d, _forced_size("RELAX_MLIR_L2_BYTES") or l2
+
+
+def _host_cache_sizes() -> tuple[int, int]:
     l1d, l2 = _DEFAULT_L1D, _DEFAULT_L2
     root = "/sys/devices/system/cpu/cpu0/cache"
     try:

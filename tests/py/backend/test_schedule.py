@@ -131,6 +131,26 @@ def test_host_facts(monkeypatch):
         host_module.host_cpu.cache_clear()
 
 
+def test_cache_size_overrides(monkeypatch):
+    """RELAX_MLIR_L1D_BYTES / RELAX_MLIR_L2_BYTES replace the host's cache sizes (lit tests pin a schedule's IR to
+    one machine with them); anything but a positive size is an error naming the variable."""
+    monkeypatch.setenv("RELAX_MLIR_L1D_BYTES", "48K")
+    monkeypatch.setenv("RELAX_MLIR_L2_BYTES", "3145728")
+    host_module.host_cpu.cache_clear()
+    try:
+        host = host_module.host_cpu()
+        assert (host.l1d_bytes, host.l2_bytes) == (48 * 1024, 3 * 1024 * 1024)
+        for bad in ("0", "lots"):
+            monkeypatch.setenv("RELAX_MLIR_L2_BYTES", bad)
+            host_module.host_cpu.cache_clear()
+            with pytest.raises(ValueError, match="RELAX_MLIR_L2_BYTES must be a positive size"):
+                host_module.host_cpu()
+    finally:
+        monkeypatch.delenv("RELAX_MLIR_L1D_BYTES")
+        monkeypatch.delenv("RELAX_MLIR_L2_BYTES")
+        host_module.host_cpu.cache_clear()
+
+
 TRANSPOSE = """
 func.func @main(%x: tensor<{m}x{n}xf32>) -> tensor<{n}x{m}xf32> {{
   %e = tensor.empty() : tensor<{n}x{m}xf32>
