@@ -31,7 +31,8 @@ from .to_non_dataflow import ToNonDataflow
 from .topological_sort import TopologicalSort
 from .update_param_struct_info import UpdateParamStructInfo
 from .pass_infra import (PASSES, DataflowBlockPass, FunctionPass, Pass, PassContext, PassInfo, PassInstrument,
-                         PassTimingInstrument, PrintAfterAll, PrintBeforeAll, Sequential, function_pass, module_pass)
+                         PassTimingInstrument, PrintAfterAll, PrintBeforeAll, Sequential, dataflowblock_pass,
+                         function_pass, module_pass)
 
 
 def list_passes() -> list[type]:

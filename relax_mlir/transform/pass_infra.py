@@ -221,39 +221,58 @@ class Sequential(Pass):
         return mod
 
 
-class _FunctionPassFromCallable(FunctionPass):
-    def __init__(self, fn, name: str, opt_level: int):
-        self._fn, self._name, self._level = fn, name, opt_level
+def _wrapped_pass(base: type, method: str, f, name: str, opt_level: int):
+    """A pass of kind ``base`` whose ``method`` is ``f`` (a callable: the pass itself is returned) or is the
+    method of the same name of an instance of ``f`` (a class: a pass class is returned, whose constructor
+    arguments go to ``f``), as TVM's pass decorators do. Not registered in ``PASSES``: it is the user's."""
 
-    @property
     def info(self) -> PassInfo:
-        return PassInfo(self._name, self._level)
+        return PassInfo(name, opt_level)
 
-    def transform_function(self, func, mod, ctx):
-        return self._fn(func, mod, ctx)
+    if isinstance(f, type):
+        if not callable(getattr(f, method, None)):
+            raise TypeError(f"{f.__name__}: a class decorated as a pass needs a {method}() method")
 
+        def __init__(self, *args, **kwargs):  # noqa: N807 - the generated class's constructor
+            self._inner = f(*args, **kwargs)
 
-class _ModulePassFromCallable(Pass):
-    def __init__(self, fn, name: str, opt_level: int):
-        self._fn, self._name, self._level = fn, name, opt_level
+        def run(self, *args):
+            return getattr(self._inner, method)(*args)
 
-    @property
-    def info(self) -> PassInfo:
-        return PassInfo(self._name, self._level)
+        return type(f.__name__, (base,), {"__init__": __init__, method: run, "info": property(info),
+                                          "__doc__": f.__doc__, "__module__": f.__module__})
 
-    def transform_module(self, mod, ctx):
-        return self._fn(mod, ctx)
+    if not callable(f):
+        raise TypeError(f"a pass decorator expects a function or a class, got {type(f).__name__}")
+    cls = type(f"{base.__name__}({name})", (base,), {method: lambda self, *args: f(*args), "info": property(info),
+                                                     "__doc__": f.__doc__})
+    return cls()
 
 
 def function_pass(fn=None, *, opt_level: int = 0, name: Optional[str] = None) -> Union[Pass, Callable]:
-    """Decorator: ``fn(func, mod, ctx) -> func`` becomes a pass over every function."""
+    """Decorator: ``fn(func, mod, ctx) -> func`` becomes a pass over every function (a class with a
+    ``transform_function`` method becomes a pass class)."""
     def wrap(f):
-        return _FunctionPassFromCallable(f, name or f.__name__, opt_level)
+        return _wrapped_pass(FunctionPass, "transform_function", f, name or getattr(f, "__name__", ""), opt_level)
     return wrap(fn) if fn is not None else wrap
 
 
 def module_pass(fn=None, *, opt_level: int = 0, name: Optional[str] = None) -> Union[Pass, Callable]:
-    """Decorator: ``fn(mod, ctx) -> mod`` becomes a pass."""
+    """Decorator: ``fn(mod, ctx) -> mod`` becomes a pass (a class with ``transform_module``, a pass class)."""
     def wrap(f):
-        return _ModulePassFromCallable(f, name or f.__name__, opt_level)
+        return _wrapped_pass(Pass, "transform_module", f, name or getattr(f, "__name__", ""), opt_level)
+    return wrap(fn) if fn is not None else wrap
+
+
+def dataflowblock_pass(fn=None, *, opt_level: int = 0, name: Optional[str] = None) -> Union[Pass, Callable]:
+    """Decorator (TVM's ``relax.transform.dataflowblock_pass``): ``fn(block, mod, ctx) -> block`` becomes a pass
+    over every dataflow block of every function; binding blocks outside dataflow are left alone (a class with
+    ``transform_dataflow_block``, a pass class).
+
+        @dataflowblock_pass(opt_level=0)
+        def drop_unused(block, mod, ctx):
+            return DataflowBlock([b for b in block.bindings if keep(b)])
+    """
+    def wrap(f):
+        return _wrapped_pass(DataflowBlockPass, "transform_dataflow_block", f, name or getattr(f, "__name__", ""), opt_level)
     return wrap(fn) if fn is not None else wrap
