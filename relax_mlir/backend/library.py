@@ -32,7 +32,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from .error_slot import find_slot
 from .heap import keep_freed_memory
@@ -90,15 +90,16 @@ def find_linker() -> Optional[str]:
     return None
 
 
-def link_shared(object_path: str, out_path: str, libraries: Sequence[str] = (), memref_copy: bool = False) -> None:
-    """Link ``object_path`` into the shared library ``out_path`` with ``libraries`` (paths, found at load time
-    through an rpath to their directories); ``memref_copy`` compiles :data:`MEMREF_COPY_C` in."""
+def link_shared(object_paths: Union[str, Sequence[str]], out_path: str, libraries: Sequence[str] = (),
+                memref_copy: bool = False) -> None:
+    """Link ``object_paths`` (one path or several) into the shared library ``out_path`` with ``libraries`` (paths,
+    found at load time through an rpath to their directories); ``memref_copy`` compiles :data:`MEMREF_COPY_C` in."""
     linker = find_linker()
     if linker is None:
         raise LinkError("no C compiler driver to link with (set $CC, or install cc/gcc/clang)")
+    objects = [object_paths] if isinstance(object_paths, str) else list(object_paths)
     with tempfile.TemporaryDirectory(prefix="relax-mlir-link-") as tmp:
-        command = [linker, "-shared", "-o", out_path, object_path, "-Wl,-z,notext", "-Wl,-Bsymbolic",
-                   "-Wl,--as-needed"]
+        command = [linker, "-shared", "-o", out_path, *objects, "-Wl,-z,notext", "-Wl,-Bsymbolic", "-Wl,--as-needed"]
         if memref_copy:
             source = os.path.join(tmp, "memref_copy.c")
             with open(source, "w", encoding="ascii") as f:
@@ -114,14 +115,14 @@ def link_shared(object_path: str, out_path: str, libraries: Sequence[str] = (), 
 _LIBC_NAMES = ("libc.so.6", "libm.so.6")
 
 
-def link_module(compiled: Any, out_path: str) -> None:
-    """Link a ``CompiledModule``'s object code (``dump_object``) into the shared library ``out_path``: with
-    ``memrefCopy`` compiled in if called, the runner libraries for any other external function, and the OpenMP
-    runtime (``--as-needed``: kept only if the code calls it, which saves walking the module to find out)."""
+def libraries_for(llvm_module: Any) -> tuple[list[str], bool]:
+    """What linking ``llvm_module``'s code needs: the libraries defining the functions it calls that libc/libm do
+    not (the runner libraries, and the OpenMP runtime, which ``--as-needed`` drops if unused), and whether
+    ``memrefCopy`` must be compiled in. Raises LinkError naming a function nothing defines."""
     from .openmp import openmp_library
     from .runtime import _RUNNER_LIBS, _external_symbols, runner_library_dir
 
-    external = set(_external_symbols(compiled._llvm_module))
+    external = set(_external_symbols(llvm_module))
     libc = [ctypes.CDLL(name) for name in _LIBC_NAMES]
     missing = {s for s in external - {"memrefCopy"} if not any(hasattr(c, s) for c in libc)}
     libraries = [lib for lib in [openmp_library()] if lib]
@@ -132,10 +133,37 @@ def link_module(compiled: Any, out_path: str) -> None:
             missing -= found
     if missing:
         raise LinkError(f"compiled code calls functions no library defines: {', '.join(sorted(missing))}")
+    return libraries, "memrefCopy" in external
+
+
+def link_objects(objects: Sequence[bytes], libraries: Sequence[str], memref_copy: bool) -> bytes:
+    """The shared library (ELF bytes) linked of ``objects`` (object files' bytes)."""
+    with tempfile.TemporaryDirectory(prefix="relax-mlir-obj-") as tmp:
+        paths = []
+        for i, data in enumerate(objects):
+            paths.append(os.path.join(tmp, f"part{i}.o"))
+            with open(paths[-1], "wb") as f:
+                f.write(data)
+        out = os.path.join(tmp, "module.so")
+        link_shared(paths, out, libraries, memref_copy)
+        with open(out, "rb") as f:
+            return f.read()
+
+
+def link_module(compiled: Any, out_path: str) -> None:
+    """Write a ``CompiledModule``'s code as the shared library ``out_path``: the library it runs from when
+    compiled natively (``native.py``), else its object code (``dump_object``) linked with ``memrefCopy`` compiled
+    in if called, the runner libraries for any other external function, and the OpenMP runtime."""
+    elf = getattr(compiled.engine, "elf", None)
+    if elf is not None:
+        with open(out_path, "wb") as f:
+            f.write(elf)
+        return
+    libraries, memref_copy = libraries_for(compiled._llvm_module)
     with tempfile.TemporaryDirectory(prefix="relax-mlir-obj-") as tmp:
         obj = os.path.join(tmp, "module.o")
         compiled.dump_object(obj)
-        link_shared(obj, out_path, libraries, memref_copy="memrefCopy" in external)
+        link_shared(obj, out_path, libraries, memref_copy)
 
 
 # --- the file format -------------------------------------------------------------------------------------------

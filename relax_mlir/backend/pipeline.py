@@ -32,6 +32,7 @@ from mlir import ir, passmanager
 from mlir.dialects import bufferization
 
 from .bool_storage import widen_bool_memrefs
+from .outline import mark_no_inline, outline_kernels
 from .openmp import resolve_threads
 from .schedule import schedule_module
 
@@ -101,6 +102,8 @@ class PipelineOptions:
     checks: the runtime index checks (``take``, ``nll_loss``, ...: an out-of-range index raises ``IndexError``).
         With ``False`` an out-of-range index reads a clamped (in-range) element or nothing, silently: memory stays
         safe, the result is unspecified, and no error slot is read after a call.
+    outline: move each top-level loop nest of a public function into a kernel function of its own before the
+        lowering to LLVM (``outline.py``): LLVM compiles smaller functions faster, and on several cores at once.
     """
 
     opt_level: int = 2
@@ -109,6 +112,7 @@ class PipelineOptions:
     fallback_on_schedule_failure: bool = True
     num_threads: int | None = None
     checks: bool = True
+    outline: bool = True
 
     def __post_init__(self) -> None:
         if self.opt_level not in (0, 1, 2, 3):
@@ -234,7 +238,11 @@ def _to_llvm(module: ir.Module, options: PipelineOptions) -> ir.Module:
     if widen_bool_memrefs(module) and options.print_after_all:
         sys.stderr.write(f"// -----// IR Dump After widen-bool-memrefs (relax_mlir) //----- //\n{module}\n")
         sys.stderr.flush()
+    if options.outline:
+        outline_kernels(module, options.print_after_all)
     run_passes(module, LLVM_PIPELINE, options)
+    if options.outline:
+        mark_no_inline(module)
     return module
 
 

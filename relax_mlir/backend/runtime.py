@@ -374,6 +374,8 @@ def compile_module(
     from mlir import ir
     from mlir.execution_engine import ExecutionEngine
 
+    from . import native
+    from .library import LinkError
     from .pipeline import lower_module, parse, public_funcs
 
     given = _normalize(signatures)
@@ -396,12 +398,20 @@ def compile_module(
         module = lower_module(module, "llvm", options, on_stage=after)
         libs = list(shared_libs) + find_shared_libs(module) + _openmp_libs(module)
         start = time.perf_counter()
-        try:
-            engine = ExecutionEngine(module, opt_level=llvm_opt_level, shared_libs=libs)
-        except RuntimeError as err:
-            raise RuntimeError(f"{err} (LLVM's reason, if any, was printed on stderr)") from None
+        engine, how = None, "ExecutionEngine"
+        if not shared_libs and native.enabled():
+            try:
+                engine = native.NativeEngine(module, list(sigs), llvm_opt_level)
+                how = f"native, {len(engine.objects)} part(s)"
+            except (native.NativeError, LinkError, OSError) as err:
+                native.warn_fallback(str(err))
+        if engine is None:
+            try:
+                engine = ExecutionEngine(module, opt_level=llvm_opt_level, shared_libs=libs)
+            except RuntimeError as err:
+                raise RuntimeError(f"{err} (LLVM's reason, if any, was printed on stderr)") from None
         if options is not None and options.timing:
-            sys.stderr.write(f"// relax_mlir: ExecutionEngine (LLVM -O{llvm_opt_level}): "
+            sys.stderr.write(f"// relax_mlir: LLVM -O{llvm_opt_level} and code generation ({how}): "
                              f"{time.perf_counter() - start:.4f} s\n")
             sys.stderr.flush()
     return CompiledModule(engine, module, sigs, messages)
