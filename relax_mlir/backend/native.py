@@ -12,15 +12,16 @@ code in the process that compiled it as in any process that loads it.
     compiled.raw_lookup("update_params")    # address of the packed wrapper _mlir_update_params(void **args)
 
 Each part keeps its functions' bodies and declares the others' (a call across parts is resolved by the linker);
-private functions and constant globals are copied into every part that uses them; the one mutable global, the
-runtime checks' error slot, is defined in part 0 and declared in the others. Every public function gets the packed
+private functions and constant globals are copied into every part that uses them; mutable globals (the runtime
+checks' error slot) are defined in part 0 and declared in the others. Every public function gets the packed
 wrapper ``_mlir_<name>`` the ExecutionEngine would have generated (``args[i]`` points to argument ``i``; a result
 is stored through ``args[n]``), so the call path is the same for both.
 
 Measured on the CNN's training module (Intel Xeon, AVX-512, 2 cores): LLVM -O2 and code generation 3.06 s in the
 ExecutionEngine, 2.22 s outlined on one core, 1.29 s outlined on two. Off with ``RELAX_MLIR_NATIVE=0`` (the
 ExecutionEngine compiles instead); unavailable without a C compiler driver to link with, or off x86-64/AArch64
-Linux, where the ExecutionEngine is used after one warning.
+Linux, where the ExecutionEngine is used after one warning. ``RELAX_MLIR_COMPILE_THREADS=N`` sets the number of
+parts and threads (default: the cores this process may run on).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import threading
@@ -36,7 +38,7 @@ from typing import Iterable, Optional, Sequence
 
 from mlir import ir
 
-from .error_slot import ERROR_ADDRESS_FN, ERROR_GLOBAL
+from .error_slot import ERROR_ADDRESS_FN
 
 #: LLVM's optimisation pipeline, as ``opt -passes=`` spells it, by ExecutionEngine opt level.
 PIPELINES = {0: "default<O0>", 1: "default<O1>", 2: "default<O2>", 3: "default<O3>"}
@@ -154,6 +156,19 @@ def _api() -> _API:
         return _API_INSTANCE
 
 
+def compile_threads() -> int:
+    """Threads (and parts) a compile uses: ``$RELAX_MLIR_COMPILE_THREADS``, else the cores of this process."""
+    forced = os.environ.get("RELAX_MLIR_COMPILE_THREADS")
+    if forced:
+        if not forced.isdigit() or int(forced) < 1:
+            raise ValueError(f"RELAX_MLIR_COMPILE_THREADS must be a positive integer, got {forced!r}")
+        return int(forced)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def enabled() -> bool:
     """Whether compiles take this path: not turned off (``RELAX_MLIR_NATIVE=0``) and a linker is there."""
     from .library import find_linker
@@ -222,12 +237,14 @@ def _declaration(op: ir.Operation, drop: Iterable[str] = ()) -> None:
 
 def _part(module: ir.Module, keep: set[str], first: bool) -> ir.Operation:
     """A detached copy of ``module`` (a ``builtin.module`` op) defining only the public functions in ``keep``
-    (and every private one); the error slot defined in the ``first`` part only."""
+    (and every private one, and every constant global); mutable globals are defined in the ``first`` part only
+    and declared in the others."""
     part = module.operation.clone()
     for op in [o.operation for o in part.regions[0].blocks[0].operations]:
         if _is_definition(op) and _name(op) not in keep and _linkage(op) not in _LOCAL:
             _declaration(op)
-        elif op.name == "llvm.mlir.global" and _name(op) == ERROR_GLOBAL:
+        elif op.name == "llvm.mlir.global" and "constant" not in op.attributes:
+            # mutable state (the error slot): one copy, in part 0, that every part refers to
             op.attributes["linkage"] = ir.Attribute.parse("#llvm.linkage<external>")
             if not first:
                 _declaration(op, drop=("value",))
@@ -299,15 +316,11 @@ def _compile_part(api: _API, llvm_module: int, opt_level: int, out: list, index:
 def compile_objects(module: ir.Module, functions: Sequence[str], opt_level: int = 2,
                     threads: Optional[int] = None) -> list[bytes]:
     """Object files (ELF bytes) for ``module`` (LLVM dialect, not modified), one per part, compiled on
-    ``threads`` threads (default: the cores this process may use). ``functions`` get packed wrappers."""
+    ``threads`` threads (default: :func:`compile_threads`). ``functions`` get packed wrappers."""
     api = _api()
     if opt_level not in PIPELINES:
         raise ValueError(f"native: opt_level must be 0-3, got {opt_level!r}")
-    if threads is None:
-        try:
-            threads = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            threads = os.cpu_count() or 1
+    threads = compile_threads() if threads is None else threads
     wrapped = list(functions) + [ERROR_ADDRESS_FN]
     groups = partition(module, threads)
     translated = []
@@ -374,8 +387,6 @@ class NativeEngine:
     def dump_to_object_file(self, path: str) -> None:
         """One relocatable object of every part (``cc -r``), as the ExecutionEngine's dump gives."""
         from .library import LinkError, find_linker
-
-        import subprocess
 
         with tempfile.TemporaryDirectory(prefix="relax-mlir-obj-") as tmp:
             paths = []

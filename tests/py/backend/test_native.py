@@ -1,0 +1,145 @@
+"""Native compilation (``native.py``) and kernel outlining (``outline.py``): the code is split over parts compiled
+in threads and linked into one library, and must compute exactly what the interpreter says, checks included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relax_mlir as rm
+from relax_mlir.backend import build as build_module
+from relax_mlir.backend import native
+from relax_mlir.backend.error_slot import ERROR_ADDRESS_FN
+from relax_mlir.interpreter import interpret
+from relax_mlir.script import from_source
+
+MODULE = """
+@I.ir_module
+class Module:
+    @R.function
+    def gather(table: R.Tensor((6, 4), "float32"), idx: R.Tensor((3,), "int64")):
+        y = R.take(table, idx, axis=0)
+        return y
+
+    @R.function
+    def dense(x: R.Tensor((8, 16), "float32"), w: R.Tensor((16, 32), "float32")):
+        with R.dataflow():
+            y = R.matmul(x, w)
+            z = R.nn.relu(y)
+            s = R.sum(z, axis=[1])
+            R.output(s)
+        return s
+
+    @R.function
+    def pick(v: R.Tensor((5,), "float32"), idx: R.Tensor((2,), "int64")):
+        with R.dataflow():
+            e = R.exp(v)
+            t = R.take(e, idx, axis=0)
+            R.output(t)
+        return t
+"""
+
+RNG = np.random.default_rng(0)
+TABLE = RNG.standard_normal((6, 4)).astype("float32")
+X, W = RNG.standard_normal((8, 16)).astype("float32"), RNG.standard_normal((16, 32)).astype("float32")
+V = RNG.standard_normal(5).astype("float32")
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """No in-process or on-disk cache: every compile below compiles."""
+    monkeypatch.setenv("RELAX_MLIR_CACHE", "0")
+    build_module.clear_cache()
+    yield monkeypatch
+    build_module.clear_cache()
+
+
+def _compile(monkeypatch, native_on: bool, threads: int = 2):
+    monkeypatch.setenv("RELAX_MLIR_NATIVE", "1" if native_on else "0")
+    monkeypatch.setenv("RELAX_MLIR_COMPILE_THREADS", str(threads))
+    build_module.clear_cache()
+    return rm.compile(from_source(MODULE))
+
+
+def _run_all(ex):
+    vm = rm.VirtualMachine(ex)
+    idx = np.array([5, 0, 2], "int64")
+    return [np.asarray(vm["gather"](TABLE, idx)), np.asarray(vm["dense"](X, W)),
+            np.asarray(vm["pick"](V, np.array([4, 1], "int64")))]
+
+
+def test_native_parts_compute_what_the_interpreter_and_the_engine_do(fresh):
+    mod = from_source(MODULE)
+    want = [interpret(mod, "gather", TABLE, np.array([5, 0, 2], "int64")),
+            interpret(mod, "dense", X, W), interpret(mod, "pick", V, np.array([4, 1], "int64"))]
+    by_native = _compile(fresh, True, threads=3)
+    engine = by_native.compiled.engine
+    assert isinstance(engine, native.NativeEngine) and len(engine.objects) == 3  # three functions, three parts
+    by_engine = _compile(fresh, False)
+    assert not isinstance(by_engine.compiled.engine, native.NativeEngine)
+    for got_native, got_engine, expected in zip(_run_all(by_native), _run_all(by_engine), want):
+        # float32 sums of 16 products, reassociated by the vectorized reduction: a few ulp
+        np.testing.assert_allclose(got_native, np.asarray(expected), rtol=2e-6, atol=1e-6)
+        np.testing.assert_allclose(got_native, got_engine, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_runtime_check_in_any_part_raises_and_clears(fresh, threads):
+    vm = rm.VirtualMachine(_compile(fresh, True, threads))
+    for name, good, bad in [("gather", (TABLE, np.array([1, 2, 3], "int64")), (TABLE, np.array([1, 6, 0], "int64"))),
+                            ("pick", (V, np.array([0, 4], "int64")), (V, np.array([-9, 0], "int64")))]:
+        with pytest.raises(IndexError, match="index"):
+            vm[name](*bad)
+        vm[name](*good)  # the slot was cleared: the next call succeeds
+    np.testing.assert_allclose(np.asarray(vm["gather"](TABLE, np.array([1, 2, 3], "int64"))), TABLE[[1, 2, 3]])
+
+
+def test_partition_balances_and_keeps_the_error_accessor_in_part_zero(fresh):
+    llvm = rm.backend.build.lower_to(from_source(MODULE), "llvm")
+    groups = native.partition(llvm, 2)
+    names = [n for g in groups for n in g]
+    assert ERROR_ADDRESS_FN in groups[0] and len(names) == len(set(names))
+    assert {"gather", "dense", "pick"} <= set(names)
+    assert any(n.startswith("relax_mlir_kernel_dense_") for n in names)  # kernels are parts' units too
+    assert len(groups) == 2
+    sizes = {native._name(op.operation): native._size(op.operation) for op in llvm.body.operations
+             if native._is_definition(op.operation)}
+    loads = [sum(sizes[n] for n in g) for g in groups]
+    assert abs(loads[0] - loads[1]) <= max(sizes[n] for n in names)  # greedy: within one function of even
+    (single,) = native.partition(llvm, 1)
+    assert set(single) == set(names)
+
+
+def test_library_of_a_native_compile_loads_and_runs(fresh, tmp_path):
+    ex = _compile(fresh, True)
+    path = tmp_path / "m.so"
+    ex.export_library(str(path))
+    from relax_mlir.runtime import load_module
+
+    lib = load_module(str(path))
+    np.testing.assert_allclose(np.asarray(lib["dense"](X, W)), _run_all(ex)[1], rtol=0, atol=0)
+
+
+def test_compile_threads_must_be_a_positive_integer(monkeypatch):
+    monkeypatch.setenv("RELAX_MLIR_COMPILE_THREADS", "0")
+    with pytest.raises(ValueError, match="RELAX_MLIR_COMPILE_THREADS must be a positive integer"):
+        native.compile_threads()
+    monkeypatch.setenv("RELAX_MLIR_COMPILE_THREADS", "4")
+    assert native.compile_threads() == 4
+
+
+def test_kernels_take_buffers_not_constants():
+    """A kernel's parameters are the memref descriptors it reads and writes (5 fields each at rank 1): the loop
+    bounds are constants inside it, so LLVM still sees its trip counts."""
+    text = rm.to_mlir(from_source("""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32")) -> R.Tensor((4, 8), "float32"):
+        y = R.exp(x)
+        return y
+"""), "llvm")
+    header = next(line for line in text.splitlines() if "llvm.func @relax_mlir_kernel_main_0(" in line)
+    params = header.split("(", 1)[1].split(")")[0].split(", ")
+    assert len(params) == 10 and sum("!llvm.ptr" in p for p in params) == 4, header
+    assert "no_inline" in header
