@@ -245,7 +245,7 @@ def _part(module: ir.Module, keep: set[str], first: bool) -> ir.Operation:
             _declaration(op)
         elif op.name == "llvm.mlir.global" and "constant" not in op.attributes:
             # mutable state (the error slot): one copy, in part 0, that every part refers to
-            op.attributes["linkage"] = ir.Attribute.parse("#llvm.linkage<external>")
+            op.attributes["linkage"] = ir.Attribute.parse("#llvm.linkage<external>", module.context)
             if not first:
                 _declaration(op, drop=("value",))
     return part

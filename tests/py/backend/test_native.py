@@ -143,3 +143,10 @@ class Module:
     params = header.split("(", 1)[1].split(")")[0].split(", ")
     assert len(params) == 10 and sum("!llvm.ptr" in p for p in params) == 4, header
     assert "no_inline" in header
+
+
+def test_compile_objects_needs_no_ambient_context():
+    """Called on a module outside any ``with Context()``: ELF objects, one per part."""
+    llvm = rm.backend.build.lower_to(from_source(MODULE), "llvm")
+    objects = native.compile_objects(llvm, ["gather", "dense", "pick"], threads=2)
+    assert len(objects) == 2 and all(o[:4] == b"\x7fELF" for o in objects)
