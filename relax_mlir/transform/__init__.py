@@ -22,11 +22,16 @@ from .convert_to_dataflow import ConvertToDataflow
 from .eliminate_common_subexpr import EliminateCommonSubexpr
 from .expand_tuple_arguments import ExpandTupleArguments
 from .fold_constant import FoldConstant
+from .adjust_matmul_order import AdjustMatmulOrder
+from .expand_matmul_of_sum import ExpandMatmulOfSum
 from .normalize import Normalize
 from .normalize_global_var import NormalizeGlobalVar
 from .remove_purity_checking import RemovePurityChecking
 from .remove_unused_outputs import RemoveUnusedOutputs
+from .remove_redundant_reshape import RemoveRedundantReshape
 from .remove_unused_parameters import RemoveUnusedParameters
+from .reorder_permute_dims_after_concat import ReorderPermuteDimsAfterConcat
+from .reorder_take_after_matmul import ReorderTakeAfterMatmul
 from .to_non_dataflow import ToNonDataflow
 from .topological_sort import TopologicalSort
 from .update_param_struct_info import UpdateParamStructInfo

@@ -587,6 +587,19 @@ def test_to_non_dataflow_common_subexpressions_and_folding_keep_values(p: Progra
 
 
 @CHEAP
+@given(programs())
+def test_algebraic_rewrites_keep_values(p: Program):
+    """The algebraic rewrites on random programs: where they find their patterns (matmuls of sums and chains,
+    reshapes of reshapes, ...) the values agree to float rounding (reassociated products), elsewhere exactly."""
+    want = relax_mlir.interpret(p.mod, "main", *p.args)
+    for the_pass in (transform.AdjustMatmulOrder(), transform.ExpandMatmulOfSum(), transform.RemoveRedundantReshape(),
+                     transform.ReorderPermuteDimsAfterConcat(), transform.ReorderTakeAfterMatmul()):
+        out = the_pass(p.mod)
+        _same(relax_mlir.interpret(out, "main", *p.args), want, rtol=1e-9, atol=1e-12, where=the_pass.info.name)
+        roundtrip(out)
+
+
+@CHEAP
 @given(programs(), st.data())
 def test_inline_functions_keeps_values(p: Program, data):
     """A caller invokes main twice; its parameters have main's struct info, or static shapes, or another

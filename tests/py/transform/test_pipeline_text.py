@@ -19,7 +19,7 @@ def test_names_and_options_build_the_passes():
     ("", "expected pass names"),
     ("Gradient(func_name=main", "unclosed parenthesis"),
     ("Gradient)", r"unbalanced '\)'"),
-    ("Nope", "unknown pass 'Nope'; passes: AppendLoss"),
+    ("Nope", "unknown pass 'Nope'; passes: AdjustMatmulOrder, AppendLoss, "),
     ("Gradient(oops=1)", "Gradient has no option 'oops'; its options: func_name, require_grads, target_index"),
     ("Gradient(1, 2, 3, 4)", "Gradient has no option beyond 3"),
     ("Gradient(func_name=__import__('os').getcwd())", "is not a literal"),
