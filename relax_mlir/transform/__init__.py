@@ -17,6 +17,7 @@ from .legalize_ops import LegalizeOps
 from .mutate_ops_for_training import MutateOpsForInference, MutateOpsForTraining
 from .pipeline_text import PipelineError, parse_pipeline
 from .bind_params import BindParams
+from .combine_parallel_matmul import CombineParallelMatmul
 from .bind_symbolic_vars import BindSymbolicVars
 from .convert_to_dataflow import ConvertToDataflow
 from .eliminate_common_subexpr import EliminateCommonSubexpr

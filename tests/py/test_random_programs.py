@@ -593,7 +593,8 @@ def test_algebraic_rewrites_keep_values(p: Program):
     reshapes of reshapes, ...) the values agree to float rounding (reassociated products), elsewhere exactly."""
     want = relax_mlir.interpret(p.mod, "main", *p.args)
     for the_pass in (transform.AdjustMatmulOrder(), transform.ExpandMatmulOfSum(), transform.RemoveRedundantReshape(),
-                     transform.ReorderPermuteDimsAfterConcat(), transform.ReorderTakeAfterMatmul()):
+                     transform.ReorderPermuteDimsAfterConcat(), transform.ReorderTakeAfterMatmul(),
+                     transform.CombineParallelMatmul()):
         out = the_pass(p.mod)
         _same(relax_mlir.interpret(out, "main", *p.args), want, rtol=1e-9, atol=1e-12, where=the_pass.info.name)
         roundtrip(out)

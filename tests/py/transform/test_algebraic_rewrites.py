@@ -30,7 +30,9 @@ def _check(before_text: str, the_pass, args, fires: bool):
     roundtrip(after)
     want = relax_mlir.interpret(before, "main", *args)
     got = relax_mlir.interpret(after, "main", *args)
-    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12, atol=1e-12)
+    pairs = zip(got, want) if isinstance(want, tuple) else [(got, want)]
+    for g, w in pairs:
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12, atol=1e-12)
     changed = _ops(after) != _ops(before) or after.script() != before.script()
     assert changed == fires, f"{the_pass.info.name} {'did not fire' if fires else 'fired'}:\n{after.script()}"
     RUNS["programs"] += 1
@@ -199,3 +201,52 @@ def teardown_module(module):
                                   "ReorderPermuteDimsAfterConcat", "ReorderTakeAfterMatmul"])
 def test_registered_under_tvms_name(name):
     assert transform.PASSES[name] is getattr(transform, name)
+
+
+@SETTINGS
+@given(st.integers(1, 5), st.integers(1, 5), st.lists(st.integers(1, 6), min_size=1, max_size=4), st.booleans(),
+       st.integers(0, 2**31))
+def test_combine_parallel_matmul(m, k, widths, dataflow, seed):
+    rng = np.random.default_rng(seed)
+    params = ", ".join(f'w{i}: R.Tensor(({k}, {n}), "float64")' for i, n in enumerate(widths))
+    lines = [f"y{i} = R.matmul(x, w{i})" for i in range(len(widths))]
+    lines.append("z = R.matmul(x, w0)")  # a repeat: combined too
+    lines.append(f"s = R.add(R.sum(z), R.sum(y{len(widths) - 1}))")
+    if dataflow:
+        body = "\n".join(f"            {line}" for line in lines) + "\n            R.output(s)\n        return s"
+        body = "        with R.dataflow():\n" + body
+    else:
+        body = "\n".join(f"        {line}" for line in lines) + "\n        return s"
+    text = f"""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(({m}, {k}), "float64"), {params}):
+{body}
+"""
+    args = [_rand(rng, m, k)] + [_rand(rng, k, n) for n in widths]
+    after = _check(text, transform.CombineParallelMatmul(), args, fires=True)
+    assert _ops(after).count("relax.matmul") == 1 and "relax.split" in _ops(after)
+
+
+def test_combine_parallel_matmul_leaves_what_it_cannot_merge():
+    text = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 4), "float64"), u: R.Tensor((2, 4), "float64"), a: R.Tensor((4, 3), "float64"),
+             b: R.Tensor((3, 5), "float64"), c: R.Tensor((4, 3), "float64")):
+        ya = R.matmul(x, a)
+        yu = R.matmul(u, c)
+        late = R.add(c, c)
+        yl = R.matmul(x, late)
+        yb = R.matmul(ya, b)
+        return (yb, yu, yl)
+"""
+    rng = np.random.default_rng(3)
+    args = [_rand(rng, 2, 4), _rand(rng, 2, 4), _rand(rng, 4, 3), _rand(rng, 3, 5), _rand(rng, 4, 3)]
+    # x @ a and x @ late share x, but `late` is computed after x @ a: not combined; the others share nothing
+    _check(text, transform.CombineParallelMatmul(), args, fires=False)
+    merged = text.replace("        late = R.add(c, c)\n", "").replace("R.matmul(x, late)", "R.matmul(x, c)")
+    _check(merged, transform.CombineParallelMatmul(), args, fires=True)
+    _check(merged, transform.CombineParallelMatmul(check=lambda x, weights: False), args, fires=False)
