@@ -22,6 +22,7 @@ from .bind_symbolic_vars import BindSymbolicVars
 from .convert_to_dataflow import ConvertToDataflow
 from .eliminate_common_subexpr import EliminateCommonSubexpr
 from .expand_tuple_arguments import ExpandTupleArguments
+from .fold_batchnorm_to_conv2d import FoldBatchnormToConv2D
 from .fold_constant import FoldConstant
 from .adjust_matmul_order import AdjustMatmulOrder
 from .expand_matmul_of_sum import ExpandMatmulOfSum

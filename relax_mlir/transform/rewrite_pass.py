@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ..dpl import Pattern, rewrite_call
-from ..ir.expr import Call, Constant, Expr, Function, MatchCast, SeqExpr, Var
+from ..ir.expr import Constant, Expr, Function, MatchCast, SeqExpr, Var
 from ..ir.struct_info import TensorStructInfo
 from ..ir.visitor import ExprMutator
 from .pass_infra import Pass
@@ -33,16 +33,16 @@ class CallRewritePass(Pass):
                 continue
             new = func
             for pattern, rewriter in self.rules(func):
-                new = rewrite_call(pattern, _calls_only(rewriter), new)
+                new = rewrite_call(pattern, _no_aliases(rewriter), new)
             if new is not func:
                 out[name], changed = new, True
         return ExprMutator(out).mutate_module(out) if changed else mod
 
 
-def _calls_only(rewriter: Callable[[Expr, dict], Expr]) -> Callable[[Expr, dict], Expr]:
-    """The rewriter, for bindings whose value is a call (the pattern language also matches an alias ``b = a`` of
-    a matching call through ``a``; rewriting the alias would compute the value twice)."""
-    return lambda expr, matches: rewriter(expr, matches) if isinstance(expr, Call) else expr
+def _no_aliases(rewriter: Callable[[Expr, dict], Expr]) -> Callable[[Expr, dict], Expr]:
+    """The rewriter, for bindings whose value is not a variable (the pattern language also matches an alias
+    ``b = a`` of a matching call through ``a``; rewriting the alias would compute the value twice)."""
+    return lambda expr, matches: expr if isinstance(expr, Var) else rewriter(expr, matches)
 
 
 def bindings_of(func: Function) -> dict[Var, Expr]:

@@ -250,3 +250,32 @@ class Module:
     merged = text.replace("        late = R.add(c, c)\n", "").replace("R.matmul(x, late)", "R.matmul(x, c)")
     _check(merged, transform.CombineParallelMatmul(), args, fires=True)
     _check(merged, transform.CombineParallelMatmul(check=lambda x, weights: False), args, fires=False)
+
+
+def _const(a: np.ndarray) -> str:
+    return f'R.const({a.tolist()}, "float64")'
+
+
+@SETTINGS
+@given(st.integers(1, 3), st.integers(1, 4), st.integers(1, 3), st.booleans(), st.booleans(), st.integers(0, 2**31))
+def test_fold_batchnorm_to_conv2d(cin, cout, kernel, training, weight_is_param, seed):
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((cout, cin, kernel, kernel))
+    gamma, beta, mean = rng.standard_normal(cout), rng.standard_normal(cout), rng.standard_normal(cout)
+    var = rng.uniform(0.1, 2.0, cout)
+    weight = "w" if weight_is_param else _const(w)
+    text = f"""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, {cin}, 5, 5), "float64"), w: R.Tensor({w.shape}, "float64")):
+        c = R.nn.conv2d(x, {weight}, padding=(1, 1, 1, 1))
+        bn = R.nn.batch_norm(c, {_const(gamma)}, {_const(beta)}, {_const(mean)}, {_const(var)}, axis=1, epsilon=0.001, training={training})
+        y = bn[0]
+        return (y, bn[1])
+"""
+    after = _check(text, transform.FoldBatchnormToConv2D(), [rng.standard_normal((2, cin, 5, 5)), w],
+                   fires=not training and not weight_is_param)
+    if not training and not weight_is_param:
+        clean = transform.DeadCodeElimination()(after)
+        assert "relax.nn.batch_norm" in _ops(clean)  # bn[1] is still returned; y no longer reads it
