@@ -34,6 +34,7 @@ from .remove_redundant_reshape import RemoveRedundantReshape
 from .remove_unused_parameters import RemoveUnusedParameters
 from .reorder_permute_dims_after_concat import ReorderPermuteDimsAfterConcat
 from .reorder_take_after_matmul import ReorderTakeAfterMatmul
+from .to_mixed_precision import ToMixedPrecision
 from .to_non_dataflow import ToNonDataflow
 from .topological_sort import TopologicalSort
 from .update_param_struct_info import UpdateParamStructInfo
