@@ -26,6 +26,7 @@ from .fold_batchnorm_to_conv2d import FoldBatchnormToConv2D
 from .fold_constant import FoldConstant
 from .adjust_matmul_order import AdjustMatmulOrder
 from .expand_matmul_of_sum import ExpandMatmulOfSum
+from .lift_transform_params import LiftTransformParams
 from .normalize import Normalize
 from .normalize_global_var import NormalizeGlobalVar
 from .remove_purity_checking import RemovePurityChecking
