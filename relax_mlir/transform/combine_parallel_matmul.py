@@ -26,9 +26,7 @@ from typing import Any, Callable, Optional
 from .. import op
 from ..ir.expr import Call, DataflowBlock, DataflowVar, Function, MatchCast, SeqExpr, Tuple, TupleGetItem, Var, \
     VarBinding
-from ..ir.visitor import ExprMutator
-from .pass_infra import Pass
-from .rewrite_pass import static_shape
+from .rewrite_pass import FunctionRewritePass, static_shape
 
 
 def _candidate(binding) -> Optional[tuple[Var, Var, Any]]:
@@ -46,7 +44,7 @@ def _candidate(binding) -> Optional[tuple[Var, Var, Any]]:
 
 
 @dataclass(frozen=True)
-class CombineParallelMatmul(Pass):
+class CombineParallelMatmul(FunctionRewritePass):
     """Merge matmuls sharing a left operand into one (TVM's ``CombineParallelMatmul``).
 
     Example, applied as ``CombineParallelMatmul()``::
@@ -88,16 +86,7 @@ class CombineParallelMatmul(Pass):
     name = "CombineParallelMatmul"
     check: Optional[Callable[[Var, list], bool]] = None
 
-    def transform_module(self, mod, ctx):
-        out, changed = mod.copy(), False
-        for name, func in mod.items():
-            if isinstance(func, Function) and isinstance(func.body, SeqExpr):
-                new = self._function(func)
-                if new is not func:
-                    out[name], changed = new, True
-        return ExprMutator(out).mutate_module(out) if changed else mod
-
-    def _function(self, func: Function) -> Function:
+    def rewrite_function(self, func: Function) -> Function:
         blocks = [self._block(block, set(func.params)) for block in func.body.blocks]
         if all(a is b for a, b in zip(blocks, func.body.blocks)):
             return func

@@ -3,7 +3,8 @@ bindings (``dpl.rewrite_call``), the result brought back to normal form (a rewri
 ``R.add(R.matmul(x, a), R.matmul(x, b))``; each becomes a binding of its own, as after ``Normalize``).
 
 A subclass lists its rules: ``rules(func)`` returns ``(pattern, rewriter)`` pairs (the function is given so that a
-rewriter can ask what a variable is bound to, or which parameters are weights).
+rewriter can ask what a variable is bound to, or which parameters are weights). Passes that rewrite whole binding
+blocks instead (``CombineParallelMatmul``, ``ToMixedPrecision``) derive from ``FunctionRewritePass``.
 """
 
 from __future__ import annotations
@@ -20,23 +21,35 @@ from .utils import free_vars
 Rule = tuple[Pattern, Callable[[Expr, dict], Expr]]
 
 
-class CallRewritePass(Pass):
+class FunctionRewritePass(Pass):
+    """Base of the passes that rewrite each Relax function on its own (no ``name``: not registered itself):
+    ``rewrite_function(func)`` returns the function, or the same object when nothing changed; the module is then
+    brought back to normal form once (new nested calls bound, struct info inferred)."""
+
+    def rewrite_function(self, func: Function) -> Function:
+        raise NotImplementedError(f"{type(self).__name__} does not define rewrite_function()")
+
+    def transform_module(self, mod, ctx):
+        out, changed = mod.copy(), False
+        for name, func in mod.items():
+            if isinstance(func, Function) and isinstance(func.body, SeqExpr):
+                new = self.rewrite_function(func)
+                if new is not func:
+                    out[name], changed = new, True
+        return ExprMutator(out).mutate_module(out) if changed else mod
+
+
+class CallRewritePass(FunctionRewritePass):
     """Base of the passes that rewrite single bindings by pattern (no ``name``: not registered itself)."""
 
     def rules(self, func: Function) -> list[Rule]:
         raise NotImplementedError(f"{type(self).__name__} does not define rules()")
 
-    def transform_module(self, mod, ctx):
-        out, changed = mod.copy(), False
-        for name, func in mod.items():
-            if not isinstance(func, Function) or not isinstance(func.body, SeqExpr):
-                continue
-            new = func
-            for pattern, rewriter in self.rules(func):
-                new = rewrite_call(pattern, _no_aliases(rewriter), new)
-            if new is not func:
-                out[name], changed = new, True
-        return ExprMutator(out).mutate_module(out) if changed else mod
+    def rewrite_function(self, func: Function) -> Function:
+        new = func
+        for pattern, rewriter in self.rules(func):
+            new = rewrite_call(pattern, _no_aliases(rewriter), new)
+        return new
 
 
 def _no_aliases(rewriter: Callable[[Expr, dict], Expr]) -> Callable[[Expr, dict], Expr]:

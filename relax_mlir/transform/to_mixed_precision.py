@@ -24,8 +24,7 @@ from .. import op
 from ..ir.expr import BindingBlock, Call, DataflowBlock, DataflowVar, Function, MatchCast, SeqExpr, Var, VarBinding
 from ..op.registry import get_op
 from ..ir.struct_info import TensorStructInfo
-from ..ir.visitor import ExprMutator
-from .pass_infra import Pass
+from .rewrite_pass import FunctionRewritePass
 from .utils import name_list_option, substitute
 
 #: The ops computed in low precision (with float32 sums).
@@ -39,7 +38,7 @@ def _float32(e) -> bool:
 
 
 @dataclass(frozen=True)
-class ToMixedPrecision(Pass):
+class ToMixedPrecision(FunctionRewritePass):
     """Compute matmuls and convolutions from float16 (or bfloat16) operands (TVM's ``ToMixedPrecision``).
 
     Example, applied as ``ToMixedPrecision()``::
@@ -85,16 +84,7 @@ class ToMixedPrecision(Pass):
         object.__setattr__(self, "fp16_input_names",
                            name_list_option("ToMixedPrecision(fp16_input_names)", self.fp16_input_names))
 
-    def transform_module(self, mod, ctx):
-        out, changed = mod.copy(), False
-        for name, func in mod.items():
-            if isinstance(func, Function) and isinstance(func.body, SeqExpr):
-                new = self._function(func)
-                if new is not func:
-                    out[name], changed = new, True
-        return ExprMutator(out).mutate_module(out) if changed else mod
-
-    def _function(self, func: Function) -> Function:
+    def rewrite_function(self, func: Function) -> Function:
         low_inputs = set(self.fp16_input_names or ())
         params, remap, low_params, prologue = [], {}, {}, []
         for p in func.params:
