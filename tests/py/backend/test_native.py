@@ -150,3 +150,18 @@ def test_compile_objects_needs_no_ambient_context():
     llvm = rm.backend.build.lower_to(from_source(MODULE), "llvm")
     objects = native.compile_objects(llvm, ["gather", "dense", "pick"], threads=2)
     assert len(objects) == 2 and all(o[:4] == b"\x7fELF" for o in objects)
+
+
+def test_a_native_failure_falls_back_to_the_engine_with_one_warning(fresh):
+    fresh.setenv("RELAX_MLIR_NATIVE", "1")
+
+    def broken(*args, **kwargs):
+        raise native.NativeError("simulated: LLVM's C API is missing")
+
+    fresh.setattr(native, "compile_objects", broken)
+    fresh.setattr(native, "_WARNED", False)
+    with pytest.warns(RuntimeWarning, match="native compilation unavailable .simulated"):
+        ex = rm.compile(from_source(MODULE))
+    assert not isinstance(ex.compiled.engine, native.NativeEngine)
+    np.testing.assert_allclose(np.asarray(rm.VirtualMachine(ex)["dense"](X, W)),
+                               np.asarray(interpret(from_source(MODULE), "dense", X, W)), rtol=2e-6, atol=1e-6)
