@@ -33,7 +33,7 @@ from .ir.struct_info import TensorStructInfo
 from .op.registry import Op, get_op
 
 __all__ = ["Pattern", "wildcard", "is_op", "is_const", "is_var", "is_tuple", "is_tuple_get_item", "is_expr",
-           "rewrite_call"]
+           "rewrite_call", "parse_pattern"]
 
 
 class Pattern:
@@ -174,6 +174,50 @@ def is_tuple_get_item(tuple_value: Any, index: Optional[int] = None) -> Pattern:
 
 def is_expr(expr: Expr) -> Pattern:
     return ExprPattern(expr)
+
+
+def parse_pattern(text: str) -> Pattern:
+    """A pattern written as text (for ``relax-mlir opt`` and other places a Python object cannot go): calls of ops
+    by name, ``_`` for a wildcard, ``const`` for a constant, ``(a, b)`` for a tuple, ``t[0]`` for a field, ``|``
+    for either: ``"relax.nn.relu(relax.add(relax.matmul(_, _), _ | const))"``. Raises ValueError naming what it
+    cannot read."""
+    import ast
+
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise ValueError(f"pattern {text!r}: not an expression ({exc.msg})") from None
+
+    def dotted(node: ast.AST) -> str:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute):
+            return f"{dotted(node.value)}.{node.attr}"
+        raise ValueError(f"pattern {text!r}: expected an op name such as relax.add, got {ast.unparse(node)!r}")
+
+    def build(node: ast.AST) -> Pattern:
+        if isinstance(node, ast.Name) and node.id == "_":
+            return wildcard()
+        if isinstance(node, ast.Name) and node.id == "const":
+            return is_const()
+        if isinstance(node, ast.Call) and not node.keywords:
+            name = dotted(node.func)
+            try:
+                op = is_op(name)
+            except KeyError:
+                raise ValueError(f"pattern {text!r}: no op named {name!r}") from None
+            return op(*[build(a) for a in node.args])
+        if isinstance(node, ast.Tuple):
+            return is_tuple([build(e) for e in node.elts])
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and \
+                isinstance(node.slice.value, int):
+            return is_tuple_get_item(build(node.value), node.slice.value)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            return build(node.left) | build(node.right)
+        raise ValueError(f"pattern {text!r}: cannot read {ast.unparse(node)!r} (expected op(...), _, const, a tuple, "
+                         "x[i] or a | b)")
+
+    return build(tree)
 
 
 def _pattern(p: Any) -> Pattern:

@@ -1,0 +1,117 @@
+"""FuseOpsByPattern: matched bindings become private Composite functions that compute, interpreted and compiled,
+what the bindings did; what may not be grouped stays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relax_mlir as rm
+from relax_mlir import transform
+from relax_mlir.dpl import is_op, wildcard
+from relax_mlir.ir.struct_info import TensorStructInfo
+from relax_mlir.models import mlp
+from relax_mlir.script import from_source
+from relax_mlir.testing import roundtrip
+from relax_mlir.training import SGD, CrossEntropyLoss, SetupTrainer, Trainer
+
+DENSE = is_op("relax.add")(is_op("relax.matmul")(wildcard(), wildcard()), wildcard())
+SOURCE = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 4), "float32"), w: R.Tensor((4, 4), "float32"), b: R.Tensor((4,), "float32")):
+        with R.dataflow():
+            lv = R.matmul(x, w)
+            lv1 = R.add(lv, b)
+            h = R.nn.relu(lv1)
+            lv2 = R.matmul(h, w)
+            lv3 = R.add(lv2, R.const(1.0, "float32"))
+            y = R.sum(lv3)
+            R.output(y)
+        return y
+"""
+
+
+def _args(seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype("float32") for s in [(2, 4), (4, 4), (4,)]]
+
+
+def test_each_match_becomes_a_composite_function():
+    mod = from_source(SOURCE)
+    fused = roundtrip(transform.FuseOpsByPattern([("dense", DENSE)])(mod))
+    assert sorted(fused) == ["fused_dense", "fused_dense_1", "main"]
+    assert fused["fused_dense"].attrs["Composite"] == "dense" and fused["fused_dense"].attrs["Primitive"]
+    assert "R.matmul" not in fused["main"].script()
+    assert 'R.const(1.0, "float32")' in fused["fused_dense"].script() + fused["fused_dense_1"].script()
+    args = _args()
+    want = rm.interpret(mod, "main", *args)
+    np.testing.assert_array_equal(np.asarray(rm.interpret(fused, "main", *args)), np.asarray(want))
+    got = rm.VirtualMachine(rm.compile(fused))["main"](*args)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_a_value_used_outside_the_group_is_not_grouped():
+    text = SOURCE.replace("y = R.sum(lv3)", "y = R.add(R.sum(lv3), R.sum(lv))")
+    fused = transform.FuseOpsByPattern([("dense", DENSE)])(from_source(text))
+    assert sorted(fused) == ["fused_dense", "main"]  # the first matmul's result is read again: only the second
+    args = _args(1)
+    np.testing.assert_allclose(np.asarray(rm.interpret(fused, "main", *args)),
+                               np.asarray(rm.interpret(from_source(text), "main", *args)), rtol=0, atol=0)
+
+
+def test_check_sees_the_match_and_may_refuse_it():
+    seen = []
+
+    def check(ctx: transform.PatternCheckContext) -> bool:
+        seen.append((ctx.matched_expr.op.name, sorted(v.name_hint for v in ctx.matched_bindings),
+                     sorted(ctx.annotated_expr)))
+        return "lv" in {v.name_hint for v in ctx.matched_bindings}
+
+    pattern = transform.FusionPattern("dense", DENSE, {"product": is_op("relax.matmul")(wildcard(), wildcard())},
+                                      check)
+    fused = transform.FuseOpsByPattern([pattern])(from_source(SOURCE))
+    assert sorted(fused) == ["fused_dense", "main"]
+    assert ("relax.add", ["lv2", "lv3"], ["product"]) in seen and ("relax.add", ["lv", "lv1"], ["product"]) in seen
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="annotate_codegen"):
+        transform.FuseOpsByPattern([("dense", DENSE)], annotate_codegen=True)
+    with pytest.raises(TypeError, match="expected a FusionPattern"):
+        transform.FuseOpsByPattern(["dense"])
+
+
+def test_a_fused_training_step_trains_the_same():
+    setup = SetupTrainer(CrossEntropyLoss(reduction="sum"), SGD(0.01),
+                         [TensorStructInfo((8, 10), "float32"), TensorStructInfo((8,), "int64")])
+    mod = setup(mlp(8, (16, 12, 10)))
+    fused = transform.FuseOpsByPattern([("dense", DENSE), ("relu", is_op("relax.nn.relu")(wildcard()))])(mod)
+    assert any(n.startswith("fused_dense") for n in fused) and any(n.startswith("fused_relu") for n in fused)
+    rng = np.random.default_rng(2)
+    batches = [(rng.standard_normal((8, 16)).astype("float32"), rng.integers(0, 10, 8)) for _ in range(3)]
+    losses = {}
+    for key, m in (("plain", mod), ("fused", fused)):
+        trainer = Trainer(m).build()
+        trainer.xavier_uniform_init_params(seed=4)
+        losses[key] = [float(np.asarray(trainer.update_params(x, y))) for x, y in batches]
+    np.testing.assert_allclose(losses["fused"], losses["plain"], rtol=1e-6)
+
+
+def test_patterns_as_text():
+    from relax_mlir.dpl import parse_pattern
+
+    fused = transform.FuseOpsByPattern([("dense", "relax.add(relax.matmul(_, _), _ | const)")])(from_source(SOURCE))
+    assert sorted(fused) == ["fused_dense", "fused_dense_1", "main"]
+    mod = from_source(SOURCE)
+    nothing = transform.FuseOpsByPattern([("dense", "relax.add(relax.matmul(_, _), relax.nn.relu(_))")])
+    assert nothing(mod) is mod  # no add of a matmul and a relu here
+    for bad, message in [("relax.nope(_)", "no op named 'relax.nope'"), ("1 +", "not an expression"),
+                         ("relax.add(x=_)", "cannot read"), ("lambda: 0", "cannot read")]:
+        with pytest.raises(ValueError, match=message):
+            parse_pattern(bad)
+    pick = parse_pattern("(relax.exp(_), const)[1]")
+    from relax_mlir.dpl import is_const, is_op, is_tuple, is_tuple_get_item
+    assert type(pick) is type(is_tuple_get_item(is_tuple([is_op("relax.exp")(wildcard()), is_const()]), 1))
+    assert pick.tuple_pattern.fields[1].__class__ is is_const().__class__ and pick.index == 1
