@@ -287,7 +287,7 @@ def _irdl_cached(ops: tuple[Op, ...]) -> str:
 
     from .library import write_atomically
 
-    path = os.path.join(disk_cache.cache_dir(), f"relax-irdl-{disk_cache.compiler_fingerprint()[:32]}.mlir")
+    path = os.path.join(disk_cache.cache_dir(), f"relax-irdl-{disk_cache.compiler_fingerprint()[:32]}.irdl")
     try:
         with open(path, encoding="utf-8") as f:
             text, _, tail = f.read().rpartition("// sha256 ")
@@ -298,7 +298,7 @@ def _irdl_cached(ops: tuple[Op, ...]) -> str:
     text = irdl_text(ops)
     try:
         os.makedirs(disk_cache.cache_dir(), exist_ok=True)
-        for old in glob.glob(os.path.join(disk_cache.cache_dir(), "relax-irdl-*.mlir")):
+        for old in glob.glob(os.path.join(disk_cache.cache_dir(), "relax-irdl-*.irdl")):
             if old != path:
                 os.remove(old)  # another version's: one dialect file at a time
         write_atomically(path, f"{text}// sha256 {hashlib.sha256(text.encode('utf-8')).hexdigest()}\n".encode("utf-8"))

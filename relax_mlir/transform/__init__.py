@@ -24,6 +24,7 @@ from .eliminate_common_subexpr import EliminateCommonSubexpr
 from .expand_tuple_arguments import ExpandTupleArguments
 from .fold_batchnorm_to_conv2d import FoldBatchnormToConv2D
 from .fold_constant import FoldConstant
+from .fuse_ops import FuseOps
 from .fuse_ops_by_pattern import FuseOpsByPattern, FusionPattern, PatternCheckContext
 from .adjust_matmul_order import AdjustMatmulOrder
 from .expand_matmul_of_sum import ExpandMatmulOfSum

@@ -217,24 +217,31 @@ class FuseOpsByPattern(Pass):
 
     @staticmethod
     def _outline(fp: FusionPattern, group: list, root, out) -> VarBinding:
-        defined = {b.var for b in group}
-        inputs: list[Var] = []
-        for b in group:
-            inputs += [v for v in free_vars(b.value) if v not in defined and v not in inputs]
-        params = {v: Var(v.name_hint, v.struct_info, span=v.span) for v in inputs}
-        remap: dict[Var, Expr] = dict(params)
-        body = []
-        for b in group:
-            var = Var(b.var.name_hint, b.var.struct_info, span=b.var.span)
-            body.append(VarBinding(var, substitute(b.value, remap), span=b.span))
-            remap[b.var] = var
-        ret = root.var.struct_info
-        fn = Function([params[v] for v in inputs], SeqExpr([BindingBlock(body)], remap[root.var]), ret,
-                      {"Composite": fp.name, "Primitive": True}, True)
-        name, k = f"fused_{fp.name}", 0
-        while name in out:
-            k += 1
-            name = f"fused_{fp.name}_{k}"
-        out[name] = fn
-        gvar = GlobalVar(name, FuncStructInfo([p.struct_info for p in fn.params], ret))
-        return VarBinding(root.var, Call(gvar, tuple(inputs), {}, ret), span=root.span)
+        return outline_group(f"fused_{fp.name}", group, root, out, {"Composite": fp.name, "Primitive": True})
+
+
+def outline_group(name: str, group: list, root, out, attrs: Mapping[str, Any]) -> VarBinding:
+    """Move the bindings ``group`` (in order; ``root`` the one whose value leaves it) into a new private function
+    of ``out`` named ``name`` (``_1``, ``_2``, ... when taken) with ``attrs``; the binding that calls it."""
+    defined = {b.var for b in group}
+    inputs: list[Var] = []
+    for b in group:
+        for v in free_vars(b.value):
+            if v not in defined and v not in inputs:  # once each, however often it is read
+                inputs.append(v)
+    params = {v: Var(v.name_hint, v.struct_info, span=v.span) for v in inputs}
+    remap: dict[Var, Expr] = dict(params)
+    body = []
+    for b in group:
+        var = Var(b.var.name_hint, b.var.struct_info, span=b.var.span)
+        body.append(VarBinding(var, substitute(b.value, remap), span=b.span))
+        remap[b.var] = var
+    ret = root.var.struct_info
+    fn = Function([params[v] for v in inputs], SeqExpr([BindingBlock(body)], remap[root.var]), ret, dict(attrs), True)
+    unique, k = name, 0
+    while unique in out:
+        k += 1
+        unique = f"{name}_{k}"
+    out[unique] = fn
+    gvar = GlobalVar(unique, FuncStructInfo([p.struct_info for p in fn.params], ret))
+    return VarBinding(root.var, Call(gvar, tuple(inputs), {}, ret), span=root.span)

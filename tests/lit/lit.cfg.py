@@ -14,7 +14,7 @@ import lit.formats
 config.name = "relax-mlir"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".py", ".relax", ".mlir"]
-config.excludes = ["lit.cfg.py", "Inputs"]
+config.excludes = ["lit.cfg.py", "Inputs", ".lit-out"]  # .lit-out: what tests write (the compile cache)
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.test_source_root, ".lit-out")
 

@@ -19,10 +19,10 @@ def _load() -> frozenset:
 def test_the_cached_dialect_is_the_generated_one_and_damage_is_repaired(tmp_path, monkeypatch):
     monkeypatch.setenv("RELAX_MLIR_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("RELAX_MLIR_CACHE", raising=False)
-    stale = tmp_path / "relax-irdl-0000.mlir"
+    stale = tmp_path / "relax-irdl-0000.irdl"
     stale.write_text("from an older version")
     names = _load()
-    (path,) = glob.glob(os.path.join(tmp_path, "relax-irdl-*.mlir"))  # the stale one is gone
+    (path,) = glob.glob(os.path.join(tmp_path, "relax-irdl-*.irdl"))  # the stale one is gone
     assert disk_cache.compiler_fingerprint()[:32] in path
     text = open(path, encoding="utf-8").read()
     assert text.startswith(dialect.irdl_text()) and "// sha256 " in text
