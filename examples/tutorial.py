@@ -1,7 +1,7 @@
-# The seed tutorial's code (../shared/reference/tutorial_code.py: TVM Relax's training tutorial), run by relax-mlir:
+# The seed tutorial's code (TVM Relax's training tutorial, as the project's reference copy gives it), run by relax-mlir:
 # both the Trainer path and the low-level path, in the tutorial's order, with only the import lines changed and the
 # data source replaced (Fashion-MNIST -> scikit-learn's digits, in the marked block below). Lines marked
-# "relax-mlir:" are where the tutorial is inconsistent (see the notes in tutorial_code.py); tests/py/test_tutorial.py
+# "relax-mlir:" are where the tutorial is inconsistent with itself; tests/py/test_tutorial.py
 # checks that nothing else differs. `from relax_mlir import tvm` is the facade relax_mlir/tvm.py.
 #
 #     python examples/tutorial.py

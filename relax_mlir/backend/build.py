@@ -302,7 +302,7 @@ def _disk_key(mod: IRModule, options: PipelineOptions) -> Optional[str]:
     from .openmp import openmp_library
 
     knobs = {"opt_level": options.opt_level, "num_threads": options.num_threads, "llvm_opt_level": LLVM_OPT_LEVEL,
-             "fallback": options.fallback_on_schedule_failure, "checks": options.checks,
+             "fallback": options.fallback_on_schedule_failure, "checks": options.checks, "outline": options.outline,
              "openmp": openmp_library() if options.num_threads > 1 else None}
     return disk_cache.cache_key(mod.script(), knobs)
 

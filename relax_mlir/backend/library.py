@@ -136,14 +136,20 @@ def libraries_for(llvm_module: Any) -> tuple[list[str], bool]:
     return libraries, "memrefCopy" in external
 
 
+def write_objects(directory: str, objects: Sequence[bytes]) -> list[str]:
+    """Write object files' bytes as ``part<i>.o`` in ``directory``; their paths."""
+    paths = []
+    for i, data in enumerate(objects):
+        paths.append(os.path.join(directory, f"part{i}.o"))
+        with open(paths[-1], "wb") as f:
+            f.write(data)
+    return paths
+
+
 def link_objects(objects: Sequence[bytes], libraries: Sequence[str], memref_copy: bool) -> bytes:
     """The shared library (ELF bytes) linked of ``objects`` (object files' bytes)."""
     with tempfile.TemporaryDirectory(prefix="relax-mlir-obj-") as tmp:
-        paths = []
-        for i, data in enumerate(objects):
-            paths.append(os.path.join(tmp, f"part{i}.o"))
-            with open(paths[-1], "wb") as f:
-                f.write(data)
+        paths = write_objects(tmp, objects)
         out = os.path.join(tmp, "module.so")
         link_shared(paths, out, libraries, memref_copy)
         with open(out, "rb") as f:

@@ -69,7 +69,10 @@ class _API:
         vp, cp, sz = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t
 
         def fn(lib, name, restype, *argtypes):
-            f = getattr(lib, name)
+            try:
+                f = getattr(lib, name)
+            except AttributeError:
+                raise NativeError(f"{os.path.basename(lib._name)} has no {name}") from None
             f.restype, f.argtypes = restype, list(argtypes)
             return f
 
@@ -102,7 +105,8 @@ class _API:
         self.buffer_start = fn(llvm, "LLVMGetBufferStart", vp, vp)
         self.buffer_size = fn(llvm, "LLVMGetBufferSize", sz, vp)
         self.dispose_buffer = fn(llvm, "LLVMDisposeMemoryBuffer", None, vp)
-        arch = {"x86_64": "X86", "amd64": "X86", "aarch64": "AArch64", "arm64": "AArch64"}.get(platform.machine().lower())
+        arches = {"x86_64": "X86", "amd64": "X86", "aarch64": "AArch64", "arm64": "AArch64"}
+        arch = arches.get(platform.machine().lower())
         if arch is None or not sys.platform.startswith("linux"):
             raise NativeError(f"native compilation supports x86-64 and AArch64 Linux, not {platform.machine()} "
                               f"{sys.platform}")
@@ -364,9 +368,11 @@ def compile_objects(module: ir.Module, functions: Sequence[str], opt_level: int 
         for handle, context in translated:
             api.dispose_module(handle)
             api.context_dispose(context)
-    for result in out:
+    for i, result in enumerate(out):
         if isinstance(result, Exception):
             raise result
+        if result is None:  # its thread died of something unforeseen (its traceback was printed)
+            raise NativeError(f"part {i} of the module was not compiled")
     return out
 
 
@@ -395,14 +401,10 @@ class NativeEngine:
 
     def dump_to_object_file(self, path: str) -> None:
         """One relocatable object of every part (``cc -r``), as the ExecutionEngine's dump gives."""
-        from .library import LinkError, find_linker
+        from .library import LinkError, find_linker, write_objects
 
         with tempfile.TemporaryDirectory(prefix="relax-mlir-obj-") as tmp:
-            paths = []
-            for i, data in enumerate(self.objects):
-                paths.append(os.path.join(tmp, f"part{i}.o"))
-                with open(paths[-1], "wb") as f:
-                    f.write(data)
+            paths = write_objects(tmp, self.objects)
             done = subprocess.run([find_linker() or "cc", "-r", "-nostdlib", "-o", path, *paths],
                                   capture_output=True, text=True)
             if done.returncode != 0:

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.expr import BindingBlock, Function, MatchCast, SeqExpr, Tuple, Var, VarBinding
+from ..ir.expr import BindingBlock, Function, SeqExpr, Tuple, Var
 from ..ir.struct_info import TupleStructInfo
 from .pass_infra import Pass
-from .utils import free_vars, substitute
+from .utils import free_vars, rebind, substitute
 
 #: The lifted function of ``main`` is ``main`` + SUFFIX.
 SUFFIX = "_transform_params"
@@ -122,9 +122,7 @@ def _split(func: Function, k: int):
     bindings = []
     for b in lifted:
         var = Var(b.var.name_hint, b.var.struct_info, span=b.var.span)  # a DataflowVar would not escape its block
-        value = substitute(b.value, remap)
-        bindings.append(MatchCast(var, value, b.struct_info, span=b.span) if isinstance(b, MatchCast)
-                        else VarBinding(var, value, span=b.span))
+        bindings.append(rebind(b, substitute(b.value, remap), var))
         remap[b.var] = var
     result = Tuple([remap[v] for v in needed])
     transform = Function([fresh[w] for w in weights], SeqExpr([BindingBlock(bindings)], result),
@@ -136,12 +134,7 @@ def _split(func: Function, k: int):
     for block, kept in kept_blocks:
         if not kept:
             continue
-        rebuilt = []
-        for b in kept:
-            value = substitute(b.value, params)
-            rebuilt.append(MatchCast(b.var, value, b.struct_info, span=b.span) if isinstance(b, MatchCast)
-                           else VarBinding(b.var, value, span=b.span))
-        blocks.append(type(block)(rebuilt))
+        blocks.append(type(block)([rebind(b, substitute(b.value, params)) for b in kept]))
     new = Function(inputs + [params[v] for v in needed], SeqExpr(blocks, substitute(func.body.body, params)),
                    func.ret_struct_info, func.attrs, func.is_pure, span=func.span)
     return transform, new

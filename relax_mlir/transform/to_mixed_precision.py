@@ -25,7 +25,7 @@ from ..ir.expr import BindingBlock, Call, DataflowBlock, DataflowVar, Function, 
 from ..op.registry import get_op
 from ..ir.struct_info import TensorStructInfo
 from .rewrite_pass import FunctionRewritePass
-from .utils import name_list_option, substitute
+from .utils import name_list_option, rebind, substitute
 
 #: The ops computed in low precision (with float32 sums).
 ALWAYS = frozenset({"relax.matmul", "relax.nn.conv1d", "relax.nn.conv2d", "relax.nn.conv2d_transpose"})
@@ -119,8 +119,7 @@ class ToMixedPrecision(FunctionRewritePass):
                                                 and any(_float32(a) for a in value.args)):
                 if value is not b.value:
                     changed = True
-                    b = MatchCast(b.var, value, b.struct_info, span=b.span) if isinstance(b, MatchCast) \
-                        else VarBinding(b.var, value, span=b.span)
+                    b = rebind(b, value)
                 out.append(b)
                 continue
             args = []

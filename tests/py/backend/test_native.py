@@ -165,3 +165,13 @@ def test_a_native_failure_falls_back_to_the_engine_with_one_warning(fresh):
     assert not isinstance(ex.compiled.engine, native.NativeEngine)
     np.testing.assert_allclose(np.asarray(rm.VirtualMachine(ex)["dense"](X, W)),
                                np.asarray(interpret(from_source(MODULE), "dense", X, W)), rtol=2e-6, atol=1e-6)
+
+
+def test_the_outline_option_is_part_of_the_disk_cache_key(monkeypatch, tmp_path):
+    from relax_mlir.backend.pipeline import PipelineOptions
+
+    monkeypatch.setenv("RELAX_MLIR_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("RELAX_MLIR_CACHE", raising=False)
+    mod = from_source(MODULE)
+    keys = {build_module._disk_key(mod, PipelineOptions(outline=flag)) for flag in (True, False)}
+    assert len(keys) == 2 and None not in keys
