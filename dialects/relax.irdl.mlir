@@ -236,123 +236,6 @@ irdl.dialect @relax {
     irdl.attributes {"start" = %attr_start, "end" = %attr_end, "step" = %attr_step, "dtype" = %attr_dtype}
   }
 
-  // relax.take: Gather along ``axis`` (``None``: of the flattened tensor) as ``numpy.take``: the output shape is ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``.
-  irdl.operation @take {
-    %in_x = irdl.base "!builtin.tensor"
-    %in_indices = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_axis = irdl.any
-    %attr_mode = irdl.base "#builtin.string"
-    irdl.operands(x: %in_x, indices: %in_indices)
-    irdl.results(result: %out)
-    irdl.attributes {"axis" = %attr_axis, "mode" = %attr_mode}
-  }
-
-  // relax.strided_slice: Slice ``x[begin:end:stride]`` along each of ``axes``, with Python's clamping of out-of-range indices and negative strides; on a symbolic axis the indices are assumed in bounds (as TVM's ``assume_inbound``), and an end of at least 2**31 - 1 means the end of the axis.
-  irdl.operation @strided_slice {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_axes = irdl.base "#builtin.dense_array"
-    %attr_begin = irdl.base "#builtin.dense_array"
-    %attr_end = irdl.base "#builtin.dense_array"
-    %attr_strides = irdl.any
-    irdl.operands(x: %in_x)
-    irdl.results(result: %out)
-    irdl.attributes {"axes" = %attr_axes, "begin" = %attr_begin, "end" = %attr_end, "strides" = %attr_strides}
-  }
-
-  // relax.matmul: Matrix product with NumPy's semantics: leading (batch) dims broadcast, a 1-D ``x1`` is a row and a 1-D ``x2`` a column whose added dim is dropped.
-  irdl.operation @matmul {
-    %in_x1 = irdl.base "!builtin.tensor"
-    %in_x2 = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_out_dtype = irdl.any
-    irdl.operands(x1: %in_x1, x2: %in_x2)
-    irdl.results(result: %out)
-    irdl.attributes {"out_dtype" = %attr_out_dtype}
-  }
-
-  // relax.reshape: Reshape to ``shape`` (same number of elements); one dim may be -1 and is inferred, symbolically too: ``reshape(x: (n, 28, 28), (-1, 784))`` has shape ``(n, 784)``.
-  irdl.operation @reshape {
-    %in_x = irdl.base "!builtin.tensor"
-    %index = irdl.is index
-    %out = irdl.base "!builtin.tensor"
-    %attr_shape = irdl.base "#builtin.dense_array"
-    irdl.operands(x: %in_x, dims: variadic %index)
-    irdl.results(result: %out)
-    irdl.attributes {"shape" = %attr_shape}
-  }
-
-  // relax.permute_dims: Permute the axes: output axis ``i`` is input axis ``axes[i]``; ``axes=None`` reverses them.
-  irdl.operation @permute_dims {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_axes = irdl.any
-    irdl.operands(x: %in_x)
-    irdl.results(result: %out)
-    irdl.attributes {"axes" = %attr_axes}
-  }
-
-  // relax.expand_dims: Insert size-1 axes at the positions ``axis`` (an int or a tuple), counted in the output's rank.
-  irdl.operation @expand_dims {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_axis = irdl.base "#builtin.dense_array"
-    irdl.operands(x: %in_x)
-    irdl.results(result: %out)
-    irdl.attributes {"axis" = %attr_axis}
-  }
-
-  // relax.squeeze: Remove the size-1 axes ``axis`` (an int or a tuple), or all size-1 axes when ``axis`` is None (then a symbolic input shape gives an output of unknown rank, as in TVM).
-  irdl.operation @squeeze {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_axis = irdl.any
-    irdl.operands(x: %in_x)
-    irdl.results(result: %out)
-    irdl.attributes {"axis" = %attr_axis}
-  }
-
-  // relax.flatten: Flatten all dimensions into one (TVM's ``relax.flatten``): ``(n, 28, 28)`` -> ``(n * 784,)``; a 0-d tensor becomes ``(1,)``.
-  irdl.operation @flatten {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    irdl.operands(x: %in_x)
-    irdl.results(result: %out)
-  }
-
-  // relax.broadcast_to: Broadcast ``x`` to ``shape`` with NumPy's rules (input dims align right; each is 1 or equal).
-  irdl.operation @broadcast_to {
-    %in_x = irdl.base "!builtin.tensor"
-    %index = irdl.is index
-    %out = irdl.base "!builtin.tensor"
-    %attr_shape = irdl.base "#builtin.dense_array"
-    irdl.operands(x: %in_x, dims: variadic %index)
-    irdl.results(result: %out)
-    irdl.attributes {"shape" = %attr_shape}
-  }
-
-  // relax.concat: Join a tuple of tensors along ``axis`` (``None``: flatten them first, as NumPy does).
-  irdl.operation @concat {
-    %in_tensors = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_axis = irdl.any
-    irdl.operands(tensors: variadic %in_tensors)
-    irdl.results(result: %out)
-    irdl.attributes {"axis" = %attr_axis}
-  }
-
-  // relax.split: Split along ``axis`` into ``indices_or_sections`` equal parts (an int that must divide the size) or at the ascending indices given (a tuple); returns a tuple of tensors.
-  irdl.operation @split {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_indices_or_sections = irdl.any
-    %attr_axis = irdl.base "#builtin.integer"
-    irdl.operands(x: %in_x)
-    irdl.results(results: variadic %out)
-    irdl.attributes {"indices_or_sections" = %attr_indices_or_sections, "axis" = %attr_axis}
-  }
-
   // relax.abs: Elementwise abs.
   irdl.operation @abs {
     %in_x = irdl.base "!builtin.tensor"
@@ -500,6 +383,139 @@ irdl.dialect @relax {
     irdl.operands(x: %in_x)
     irdl.results(result: %out)
     irdl.attributes {"min" = %attr_min, "max" = %attr_max}
+  }
+
+  // relax.fast_tanh: ``tanh`` by a vectorizable rational approximation (within 3.5e-7 in float32); see ``relax_mlir.op.fast_math``.
+  irdl.operation @fast_tanh {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.fast_erf: ``erf`` by a vectorizable rational approximation (within 3.8e-7 in float32); see ``relax_mlir.op.fast_math``.
+  irdl.operation @fast_erf {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.take: Gather along ``axis`` (``None``: of the flattened tensor) as ``numpy.take``: the output shape is ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``.
+  irdl.operation @take {
+    %in_x = irdl.base "!builtin.tensor"
+    %in_indices = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.any
+    %attr_mode = irdl.base "#builtin.string"
+    irdl.operands(x: %in_x, indices: %in_indices)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis, "mode" = %attr_mode}
+  }
+
+  // relax.strided_slice: Slice ``x[begin:end:stride]`` along each of ``axes``, with Python's clamping of out-of-range indices and negative strides; on a symbolic axis the indices are assumed in bounds (as TVM's ``assume_inbound``), and an end of at least 2**31 - 1 means the end of the axis.
+  irdl.operation @strided_slice {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axes = irdl.base "#builtin.dense_array"
+    %attr_begin = irdl.base "#builtin.dense_array"
+    %attr_end = irdl.base "#builtin.dense_array"
+    %attr_strides = irdl.any
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+    irdl.attributes {"axes" = %attr_axes, "begin" = %attr_begin, "end" = %attr_end, "strides" = %attr_strides}
+  }
+
+  // relax.matmul: Matrix product with NumPy's semantics: leading (batch) dims broadcast, a 1-D ``x1`` is a row and a 1-D ``x2`` a column whose added dim is dropped.
+  irdl.operation @matmul {
+    %in_x1 = irdl.base "!builtin.tensor"
+    %in_x2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_out_dtype = irdl.any
+    irdl.operands(x1: %in_x1, x2: %in_x2)
+    irdl.results(result: %out)
+    irdl.attributes {"out_dtype" = %attr_out_dtype}
+  }
+
+  // relax.reshape: Reshape to ``shape`` (same number of elements); one dim may be -1 and is inferred, symbolically too: ``reshape(x: (n, 28, 28), (-1, 784))`` has shape ``(n, 784)``.
+  irdl.operation @reshape {
+    %in_x = irdl.base "!builtin.tensor"
+    %index = irdl.is index
+    %out = irdl.base "!builtin.tensor"
+    %attr_shape = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %in_x, dims: variadic %index)
+    irdl.results(result: %out)
+    irdl.attributes {"shape" = %attr_shape}
+  }
+
+  // relax.permute_dims: Permute the axes: output axis ``i`` is input axis ``axes[i]``; ``axes=None`` reverses them.
+  irdl.operation @permute_dims {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axes = irdl.any
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+    irdl.attributes {"axes" = %attr_axes}
+  }
+
+  // relax.expand_dims: Insert size-1 axes at the positions ``axis`` (an int or a tuple), counted in the output's rank.
+  irdl.operation @expand_dims {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
+
+  // relax.squeeze: Remove the size-1 axes ``axis`` (an int or a tuple), or all size-1 axes when ``axis`` is None (then a symbolic input shape gives an output of unknown rank, as in TVM).
+  irdl.operation @squeeze {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.any
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
+
+  // relax.flatten: Flatten all dimensions into one (TVM's ``relax.flatten``): ``(n, 28, 28)`` -> ``(n * 784,)``; a 0-d tensor becomes ``(1,)``.
+  irdl.operation @flatten {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.broadcast_to: Broadcast ``x`` to ``shape`` with NumPy's rules (input dims align right; each is 1 or equal).
+  irdl.operation @broadcast_to {
+    %in_x = irdl.base "!builtin.tensor"
+    %index = irdl.is index
+    %out = irdl.base "!builtin.tensor"
+    %attr_shape = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %in_x, dims: variadic %index)
+    irdl.results(result: %out)
+    irdl.attributes {"shape" = %attr_shape}
+  }
+
+  // relax.concat: Join a tuple of tensors along ``axis`` (``None``: flatten them first, as NumPy does).
+  irdl.operation @concat {
+    %in_tensors = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.any
+    irdl.operands(tensors: variadic %in_tensors)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
+
+  // relax.split: Split along ``axis`` into ``indices_or_sections`` equal parts (an int that must divide the size) or at the ascending indices given (a tuple); returns a tuple of tensors.
+  irdl.operation @split {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_indices_or_sections = irdl.any
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(x: %in_x)
+    irdl.results(results: variadic %out)
+    irdl.attributes {"indices_or_sections" = %attr_indices_or_sections, "axis" = %attr_axis}
   }
 
   // relax.nn.relu: ``max(x, 0)`` elementwise; integers allowed.

@@ -22,10 +22,12 @@ from .bind_symbolic_vars import BindSymbolicVars
 from .convert_to_dataflow import ConvertToDataflow
 from .eliminate_common_subexpr import EliminateCommonSubexpr
 from .expand_tuple_arguments import ExpandTupleArguments
+from .fast_math_transform import FastMathTransform
 from .fold_batchnorm_to_conv2d import FoldBatchnormToConv2D
 from .fold_constant import FoldConstant
 from .fuse_ops import FuseOps
 from .fuse_ops_by_pattern import FuseOpsByPattern, FusionPattern, PatternCheckContext
+from .fuse_transpose_matmul import FuseTransposeMatmul
 from .adjust_matmul_order import AdjustMatmulOrder
 from .expand_matmul_of_sum import ExpandMatmulOfSum
 from .lift_transform_params import LiftTransformParams

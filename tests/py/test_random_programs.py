@@ -594,7 +594,8 @@ def test_algebraic_rewrites_keep_values(p: Program):
     want = relax_mlir.interpret(p.mod, "main", *p.args)
     for the_pass in (transform.AdjustMatmulOrder(), transform.ExpandMatmulOfSum(), transform.RemoveRedundantReshape(),
                      transform.ReorderPermuteDimsAfterConcat(), transform.ReorderTakeAfterMatmul(),
-                     transform.CombineParallelMatmul(), transform.FoldBatchnormToConv2D(), transform.FuseOps()):
+                     transform.CombineParallelMatmul(), transform.FoldBatchnormToConv2D(), transform.FuseOps(),
+                     transform.FuseTransposeMatmul(), transform.FastMathTransform()):
         out = the_pass(p.mod)
         _same(relax_mlir.interpret(out, "main", *p.args), want, rtol=1e-9, atol=1e-12, where=the_pass.info.name)
         roundtrip(out)

@@ -7,7 +7,8 @@
 * ``pooling.py``: max pooling whose windows tile the input, and its gradient, as vector loops over rows;
 * ``coalesce.py``: adjacent loops every operand reads contiguously merged into one (short rows vectorize);
 * ``elementwise.py``: large ``linalg.generic`` ops (elementwise, reductions) split across threads;
-* ``math_approx.py``: float32 ``exp``/``log`` as polynomials LLVM vectorizes (instead of libm calls);
+* ``math_approx.py``: float32 ``exp``/``log``/``tanh``/``erf`` as polynomials (rational functions) LLVM vectorizes
+  (instead of libm calls);
 * ``reduction.py``: float sums marked reassociable, so that LLVM vectorizes them;
 * ``transpose.py``: square register tiles for transposes that move the innermost dimension;
 * ``host.py``: the host facts (vector width, caches, cores) every tile size is derived from;

@@ -198,7 +198,8 @@ def teardown_module(module):
 
 
 @pytest.mark.parametrize("name", ["AdjustMatmulOrder", "ExpandMatmulOfSum", "RemoveRedundantReshape",
-                                  "ReorderPermuteDimsAfterConcat", "ReorderTakeAfterMatmul"])
+                                  "ReorderPermuteDimsAfterConcat", "ReorderTakeAfterMatmul", "FuseTransposeMatmul",
+                                  "FastMathTransform"])
 def test_registered_under_tvms_name(name):
     assert transform.PASSES[name] is getattr(transform, name)
 
@@ -279,3 +280,36 @@ class Module:
     if not training and not weight_is_param:
         clean = transform.DeadCodeElimination()(after)
         assert "relax.nn.batch_norm" in _ops(clean)  # bn[1] is still returned; y no longer reads it
+
+
+@SETTINGS
+@given(st.integers(2, 3), st.booleans(), st.booleans(), st.integers(1, 4), st.integers(0, 2**31))
+def test_fuse_transpose_matmul(ndim, swap, shared, k, seed):
+    """Fused exactly when the transpose swaps the last two axes and only the matmul reads it; the values do not
+    change (the group computes the same ops)."""
+    rng = np.random.default_rng(seed)
+    batch = (3,) * (ndim - 2)
+    if swap:
+        axes = "" if ndim == 2 and seed % 2 else f", {list(range(ndim - 2)) + [ndim - 1, ndim - 2]}"
+        w_shape = (*batch, 5, k)
+    else:  # a 3-D permutation that moves the batch axis (2-D has only the swap and the identity)
+        axes = f", {[0, 1] if ndim == 2 else [1, 0, 2]}"
+        w_shape = (k, 5) if ndim == 2 else (k, 3, 5)
+    out = "(wt, y)" if shared else "y"
+    text = f"""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor({(*batch, 2, k)}, "float64"), w: R.Tensor({w_shape}, "float64")):
+        wt = R.permute_dims(w{axes})
+        y = R.matmul(x, wt)
+        return {out}
+"""
+    args = [_rand(rng, *batch, 2, k), _rand(rng, *w_shape)]
+    after = _check(text, transform.FuseTransposeMatmul(), args, fires=swap and not shared)
+    fused = [name for name, _ in after.items() if name.startswith("fused_transpose_matmul_fuse")]
+    assert len(fused) == (1 if swap and not shared else 0)
+    if fused:
+        assert after[fused[0]].attrs["Composite"] == "transpose_matmul_fuse"
+        got = relax_mlir.VirtualMachine(relax_mlir.compile(after))["main"](*args)
+        np.testing.assert_allclose(got, relax_mlir.interpret(from_source(text), "main", *args), rtol=1e-12)
