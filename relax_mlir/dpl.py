@@ -20,6 +20,12 @@ with ``varg_default_wildcard=True`` (then missing ones are wildcards).
 Matching looks through variables: an argument that is a variable bound in the function (``lv = R.matmul(...)``) is
 matched by its value when the pattern wants a call, tuple or constant, as TVM's does. A pattern object that
 matches twice must match the same expression (``x + x``).
+
+Several bindings at once: patterns made inside ``with PatternContext() as ctx:`` are matched together against one
+dataflow block (each root pattern a binding of its own, shared sub-patterns one expression; ``a.used_by(b)``,
+``a.only_used_by(b)`` for edges), and ``rewrite_bindings(ctx, rewriter, func)`` replaces the values of the
+bindings they match (``rewriter(matchings, bindings) -> {var: new value}``), e.g. three matmuls of one input into
+one matmul of the concatenated weights and a split.
 """
 
 from __future__ import annotations
@@ -28,16 +34,36 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .ir.dtype import check_dtype
-from .ir.expr import Call, Constant, Expr, Function, MatchCast, SeqExpr, Tuple, TupleGetItem, Var, VarBinding
+from .ir.expr import (Call, Constant, DataflowBlock, DataflowVar, Expr, Function, MatchCast, SeqExpr, Tuple,
+                      TupleGetItem, Var, VarBinding)
 from .ir.struct_info import TensorStructInfo
+from .ir.visitor import ExprMutator
 from .op.registry import Op, get_op
 
 __all__ = ["Pattern", "wildcard", "is_op", "is_const", "is_var", "is_tuple", "is_tuple_get_item", "is_expr",
-           "rewrite_call", "parse_pattern"]
+           "rewrite_call", "parse_pattern", "PatternContext", "rewrite_bindings"]
 
 
 class Pattern:
     """Base of all patterns: ``match(expr, var2val=None)`` and the combinators."""
+
+    def __post_init__(self):
+        if _CONTEXTS:  # made inside ``with PatternContext():``: a node of that context's graph
+            _CONTEXTS[-1]._made.append(self)
+
+    def used_by(self, other: "Pattern", index: int = -1) -> "Pattern":
+        """In the current ``PatternContext``: the variable this pattern matches is an argument of the binding
+        ``other`` matches (argument ``index``, or any). Returns ``other``, so ``a.used_by(b).used_by(c)`` chains."""
+        PatternContext.current("used_by").add_constraint(self, other, index, only=False)
+        return other
+
+    def only_used_by(self, other: "Pattern", index: int = -1) -> "Pattern":
+        """As ``used_by``, and nothing else uses the variable (not the block's output either)."""
+        PatternContext.current("only_used_by").add_constraint(self, other, index, only=True)
+        return other
+
+    __xor__ = used_by  # TVM's a ^ b
+    __rshift__ = only_used_by  # TVM's a >> b
 
     def __or__(self, other: "Pattern") -> "Pattern":
         return OrPattern(self, _pattern(other))
@@ -348,3 +374,302 @@ def rewrite_call(pattern: Pattern, rewriter: Callable[[Expr, dict], Expr], func:
         return func
     return Function(func.params, SeqExpr(blocks, func.body.body), func.ret_struct_info, func.attrs, func.is_pure,
                     span=func.span)
+
+
+# -- graph patterns: several bindings at once -------------------------------------------------------------------
+
+_CONTEXTS: list["PatternContext"] = []
+
+
+@dataclass(frozen=True)
+class _Constraint:
+    producer: Pattern
+    consumer: Pattern
+    index: int
+    only: bool
+
+
+def _children(p: Pattern) -> list[Pattern]:
+    if isinstance(p, CallPattern):
+        return [p.op, *p.args]
+    if isinstance(p, TuplePattern):
+        return list(p.fields)
+    if isinstance(p, TupleGetItemPattern):
+        return [p.tuple_pattern]
+    if isinstance(p, (OrPattern, AndPattern)):
+        return [p.left, p.right]
+    return []
+
+
+class PatternContext:
+    """Patterns over several bindings of one dataflow block, matched together (TVM's ``relax.dpl.PatternContext``).
+
+    Every pattern made inside ``with PatternContext() as ctx:`` belongs to it; those that are not part of another
+    (the roots: ``matmul1``, ``matmul2`` below) must each match a different binding of the block, with every
+    sub-pattern they share matching one expression (``inp`` the same input of all three)::
+
+        with PatternContext() as ctx:
+            inp, wq, wk, wv = wildcard(), wildcard(), wildcard(), wildcard()
+            q = is_op("relax.matmul")(inp, wq)
+            k = is_op("relax.matmul")(inp, wk)
+            v = is_op("relax.matmul")(inp, wv)
+
+    ``a.used_by(b)`` (``a ^ b``) and ``a.only_used_by(b)`` (``a >> b``) add edges: ``a``'s variable is an argument
+    of ``b``'s binding (and, for ``only_used_by``, of nothing else, the block's outputs included); a pattern in an
+    edge is a root as well (a wildcard then matches any variable of the block or a parameter it reads).
+    ``ctx.match_dfb(block)`` returns the first complete match (each root and sub-pattern mapped to its variable,
+    a sub-pattern that matched a constant or a nested expression to that expression) or None; the search tries
+    the bindings in order, roots in the order they were made. :func:`rewrite_bindings` rewrites with it.
+    """
+
+    def __init__(self, incremental: bool = False):
+        if incremental and not _CONTEXTS:
+            raise ValueError("PatternContext(incremental=True) extends the enclosing context; there is none")
+        parent = _CONTEXTS[-1] if incremental else None
+        self._made: list[Pattern] = list(parent._made) if parent else []
+        self._constraints: list[_Constraint] = list(parent._constraints) if parent else []
+
+    def __enter__(self) -> "PatternContext":
+        _CONTEXTS.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _CONTEXTS.remove(self)
+
+    @staticmethod
+    def current(what: str = "PatternContext.current") -> "PatternContext":
+        """The innermost active context; a ValueError naming ``what`` needed one when there is none."""
+        if not _CONTEXTS:
+            raise ValueError(f"{what}: no active PatternContext (use it inside `with PatternContext() as ctx:`)")
+        return _CONTEXTS[-1]
+
+    def add_constraint(self, producer: Pattern, consumer: Pattern, index: int = -1, only: bool = False) -> None:
+        """``producer``'s variable is an argument (``index``, or any when -1) of ``consumer``'s binding; with
+        ``only``, of nothing else."""
+        for p in (producer, consumer):
+            if not isinstance(p, Pattern):
+                raise TypeError(f"PatternContext.add_constraint: expected patterns, got {type(p).__name__}")
+        self._constraints.append(_Constraint(producer, consumer, int(index), bool(only)))
+
+    def roots(self) -> list[Pattern]:
+        """The patterns each matched to a binding of their own: those made here that no other one contains and
+        that match bindings' values (calls, tuples), then those in ``used_by`` edges, in order."""
+        inner: set[int] = set()
+        stack = [c for p in self._made for c in _children(p)]
+        while stack:
+            p = stack.pop()
+            if id(p) not in inner:
+                inner.add(id(p))
+                stack.extend(_children(p))
+        out: list[Pattern] = []
+        for p in self._made:
+            if id(p) not in inner and _wants_value(p) and p not in out:
+                out.append(p)
+        for c in self._constraints:
+            for p in (c.producer, c.consumer):
+                if p not in out:
+                    out.append(p)
+        return out
+
+    def match_dfb(self, dfb: DataflowBlock, var2val: Optional[Mapping[Var, Expr]] = None
+                  ) -> Optional[dict[Pattern, Expr]]:
+        """The first match of every root in ``dfb`` (see the class), or None. ``var2val``: the bindings before the
+        block, for looking through variables defined there."""
+        if not isinstance(dfb, DataflowBlock):
+            raise TypeError(f"PatternContext.match_dfb: expected a DataflowBlock, got {type(dfb).__name__}")
+        return _GraphMatch(self, dfb, dict(var2val or {})).run()
+
+
+class _GraphMatch:
+    """A backtracking search assigning each root of a context a distinct variable of one block."""
+
+    def __init__(self, ctx: PatternContext, block: DataflowBlock, outer: dict):
+        self.roots = ctx.roots()
+        self.constraints = ctx._constraints
+        bindings = [b for b in block.bindings if isinstance(b, VarBinding)]
+        self.var2val = {**outer, **{b.var: b.value for b in bindings}}
+        self.bound = [b.var for b in bindings]
+        self.value_to_var = {id(b.value): b.var for b in bindings}
+        self.users: dict[Var, list[Var]] = {}
+        free: list[Var] = []
+        for b in block.bindings:
+            for v in _vars_in(b.value):
+                self.users.setdefault(v, []).append(b.var)
+                if v not in self.var2val and v not in free:
+                    free.append(v)
+        self.free = free
+
+    def run(self) -> Optional[dict[Pattern, Expr]]:
+        if not self.roots:
+            return None
+        return self._assign(0, {}, {})
+
+    def _assign(self, i: int, matches: dict, chosen: dict) -> Optional[dict]:
+        if i == len(self.roots):
+            return self._result(matches, chosen) if self._constraints_hold(matches, chosen) else None
+        root = self.roots[i]
+        candidates = self.bound if _wants_value(root) else self.bound + self.free
+        taken = set(chosen.values())
+        for var in candidates:
+            if var in taken:
+                continue
+            trial = dict(matches)
+            if _match(root, var, self.var2val, trial):
+                found = self._assign(i + 1, trial, {**chosen, root: var})
+                if found is not None:
+                    return found
+        return None
+
+    def _var_of(self, p: Pattern, matches: dict, chosen: dict) -> Optional[Var]:
+        if p in chosen:
+            return chosen[p]
+        e = matches.get(p)
+        return e if isinstance(e, Var) else self.value_to_var.get(id(e))
+
+    def _constraints_hold(self, matches: dict, chosen: dict) -> bool:
+        for c in self.constraints:
+            producer, consumer = self._var_of(c.producer, matches, chosen), self._var_of(c.consumer, matches, chosen)
+            if producer is None or consumer is None or consumer not in self.var2val:
+                return False
+            value = self.var2val[consumer]
+            if c.index >= 0:
+                if not (isinstance(value, Call) and c.index < len(value.args) and value.args[c.index] is producer):
+                    return False
+            elif producer not in _vars_in(value):
+                return False
+            # a block's output (a Var, not a DataflowVar) may be read after the block: not only used by consumer
+            if c.only and (set(self.users.get(producer, [])) != {consumer} or
+                           (producer in self.bound and not isinstance(producer, DataflowVar))):
+                return False
+        return True
+
+    def _result(self, matches: dict, chosen: dict) -> dict[Pattern, Expr]:
+        out = {}
+        for p, e in matches.items():
+            var = self.value_to_var.get(id(e)) if not isinstance(e, Var) else e
+            out[p] = var if var is not None else e
+        out.update(chosen)
+        return out
+
+
+def _vars_in(e: Expr) -> list[Var]:
+    """The variables ``e`` reads, in order, once each (not inside nested functions)."""
+    out: list[Var] = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Var):
+            if x not in out:
+                out.append(x)
+        elif isinstance(x, Call):
+            stack.extend(reversed([*(a for a in [x.op] if isinstance(a, Var)), *x.args]))
+        elif isinstance(x, Tuple):
+            stack.extend(reversed(x.fields))
+        elif isinstance(x, TupleGetItem):
+            stack.append(x.tuple_value)
+    return out
+
+
+def rewrite_bindings(ctx: PatternContext, rewriter: Callable[[dict, dict], Mapping[Var, Expr]],
+                     func: Function) -> Function:
+    """Rewrite the bindings ``ctx``'s patterns match together (TVM's ``relax.dpl.rewrite_bindings``).
+
+    For each dataflow block of ``func``, while ``ctx`` matches: ``rewriter(matchings, bindings)`` gets each
+    pattern mapped to the variable it matched (see ``PatternContext``) and every variable of the function bound to
+    its value, and returns ``{variable: new value}`` for bindings of the block to change ({} leaves the match
+    alone and ends the search in that block). A new value may nest calls (each becomes a binding; an expression
+    object used in several new values is bound once), may read any variable of the block (the block is put back in
+    an order where each variable is defined before its use; dataflow blocks are pure, so this is safe) and must
+    keep the variable's struct info. Plain (non-dataflow) blocks are not rewritten: their order is their effects'.
+    Raises ValueError for a key that is not a variable of the block, a struct info that changes, or a rewrite that
+    keeps matching (more rewrites than the block has bindings, twice over)."""
+    if not isinstance(func, Function) or not isinstance(func.body, SeqExpr):
+        raise TypeError(f"rewrite_bindings: expected a Relax Function, got {type(func).__name__}")
+    var2val: dict[Var, Expr] = {}
+    blocks, changed = [], False
+    for block in func.body.blocks:
+        if isinstance(block, DataflowBlock):
+            limit = 2 * len(block.bindings) + 2
+            for _ in range(limit):
+                matchings = ctx.match_dfb(block, var2val)
+                if matchings is None:
+                    break
+                bindings = {**var2val, **{b.var: b.value for b in block.bindings if isinstance(b, VarBinding)}}
+                new = rewriter(matchings, bindings)
+                if not new:
+                    break
+                rebuilt = _rewrite_block(block, dict(new))
+                if rebuilt is None:  # every new value was the old one
+                    break
+                block, changed = rebuilt, True
+            else:
+                raise ValueError(f"rewrite_bindings: still matching after {limit} rewrites of one block; the rewriter "
+                                 "must change what it matched (or return {} to stop)")
+        for b in block.bindings:
+            if isinstance(b, VarBinding):
+                var2val[b.var] = b.value
+        blocks.append(block)
+    if not changed:
+        return func
+    return Function(func.params, SeqExpr(blocks, func.body.body), func.ret_struct_info, func.attrs, func.is_pure,
+                    span=func.span)
+
+
+class _BlockRebuilder(ExprMutator):
+    """Rebuilds one dataflow block with new values: nested calls become bindings, an expression object used in
+    several new values (or twice in one) is bound once."""
+
+    def __init__(self):
+        super().__init__()
+        self._shared: dict[int, tuple[Expr, Expr]] = {}
+
+    def _normalize_arg(self, expr: Expr) -> Expr:
+        if id(expr) not in self._shared:  # the object is kept with its binding, so its id stays its own
+            self._shared[id(expr)] = (expr, super()._normalize_arg(expr))
+        return self._shared[id(expr)][1]
+
+    def rebuild(self, block: DataflowBlock, new: dict) -> list:
+        def emit_all() -> None:
+            for b in block.bindings:
+                if b.var in new and new[b.var] is not b.value:
+                    value = self.normalize(new[b.var])
+                    if value.struct_info != b.var.struct_info:
+                        raise ValueError(f"rewrite_bindings: the new value of {b.var.name_hint!r} has struct info "
+                                         f"{value.struct_info}, the variable {b.var.struct_info}")
+                    self.emit_normalized(VarBinding(b.var, value, span=b.span))
+                else:
+                    self.emit_normalized(b)
+        return self._in_block(True, emit_all)[1]
+
+
+def _rewrite_block(block: DataflowBlock, new: dict) -> Optional[DataflowBlock]:
+    """``block`` with the values in ``new`` (bindings in dependency order), or None when nothing changes."""
+    own = {b.var for b in block.bindings}
+    for var, value in new.items():
+        if var not in own:
+            raise ValueError(f"rewrite_bindings: the rewriter returned {getattr(var, 'name_hint', var)!r}, which is "
+                             "not a variable bound in the matched block")
+        if not isinstance(value, Expr):
+            raise TypeError(f"rewrite_bindings: the new value of {var.name_hint!r} is a {type(value).__name__}, not "
+                            "an expression")
+    if all(new[b.var] is b.value for b in block.bindings if b.var in new):
+        return None
+    return DataflowBlock(_in_dependency_order(_BlockRebuilder().rebuild(block, new)))
+
+
+def _in_dependency_order(bindings: list) -> list:
+    """``bindings`` reordered so that each variable is bound before it is read, otherwise as they were."""
+    defined = {b.var for b in bindings}
+    pending = list(bindings)
+    done: set[Var] = set()
+    out = []
+    while pending:
+        for i, b in enumerate(pending):
+            if all(v in done or v not in defined for v in _vars_in(b.value)):
+                out.append(pending.pop(i))
+                done.add(b.var)
+                break
+        else:
+            names = ", ".join(b.var.name_hint for b in pending)
+            raise ValueError(f"rewrite_bindings: the new values read each other in a cycle ({names})")
+    return out
