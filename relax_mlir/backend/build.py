@@ -89,7 +89,7 @@ def lower_to(mod: IRModule, stage: str, function: Optional[str] = None,
         raise ValueError(f"to_mlir: unknown stage {stage!r}; stages are {', '.join(EXPORT_STAGES)}")
     overrides = legalize_overrides(mod)
     options = _options(options)
-    module = export(mod, function, overrides, checks=options.checks)
+    module = export(_without_local_functions(mod), function, overrides, checks=options.checks)
     if stage == "relax":
         return module
     with module.context, ir.Location.unknown():
@@ -282,7 +282,15 @@ def _keep(key: tuple, ex: Executable) -> None:
         _CACHE.popitem(last=False)
 
 
+def _without_local_functions(mod: IRModule) -> IRModule:
+    """``mod`` with local functions lifted into the module (``LambdaLift``): MLIR gets module functions only."""
+    from ..transform.lambda_lift import LambdaLift, has_local_functions
+
+    return LambdaLift()(mod) if has_local_functions(mod) else mod
+
+
 def _compile(mod: IRModule, options: PipelineOptions) -> Executable:
+    mod = _without_local_functions(mod)
     signatures = [signature_of(name, mod[name]) for name in mod]
     linalg = lower_to(mod, "linalg", None, options)  # its text is printed only if asked for (Executable.linalg_text)
     inline_calls(linalg, options)

@@ -24,7 +24,7 @@ import numpy as np
 
 from .dtype import from_numpy
 from .expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, MatchCast,
-                   PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var)
+                   PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                           TensorStructInfo, TupleStructInfo)
 from .attrs import REQUIRED
@@ -192,13 +192,16 @@ class _Printer:
         if isinstance(e, Call):
             return self.call(e)
         if isinstance(e, Function):
-            raise TypeError("printer: nested functions are not supported in the text format")
+            raise TypeError("printer: a function is printed as a binding (a local @R.function), not inside an "
+                            "expression")
         raise TypeError(f"printer: unknown expression type {type(e).__name__}")
 
     def call(self, c: Call) -> str:
         args = [self.expr(a) for a in c.args]
         if isinstance(c.op, GlobalVar):
             return f"cls.{c.op.name_hint}({', '.join(args)})"
+        if isinstance(c.op, Var):  # a local function
+            return f"{self.expr(c.op)}({', '.join(args)})"
         op = c.op
         positional = True  # required attributes that lead the list are written by position, as TVM does
         for key, default in op.attrs.items():
@@ -211,6 +214,9 @@ class _Printer:
         return f"R.{op.short_name}({', '.join(args)})"
 
     def binding(self, b, lines: list[str], indent: str) -> None:
+        if isinstance(b, VarBinding) and isinstance(b.value, Function):  # a local function: a nested def
+            lines += self.function(b.value, self.namer.define(b.var), indent)
+            return
         value = self.expr(b.value)
         if isinstance(b, MatchCast):
             name = self.namer.define(b.var)

@@ -139,8 +139,29 @@ class Parser:
             return self.parsed[name]
         node = self.function_nodes[name]
         self.in_progress.add(name)
+        func = self.build_function(node, name, _Scope())
+        self.parsed[name] = func
+        self.in_progress.discard(name)
+        return func
+
+    def local_function(self, node: ast.FunctionDef, scope: _Scope, dataflow: bool, outputs: set) -> VarBinding:
+        """A function defined inside another (``@R.function def inner(...)``): bound to a variable named after
+        it, which later statements call (``inner(x)``); it may read the enclosing function's variables."""
+        inner = _Scope()
+        inner.vars = dict(scope.vars)  # a closure: the enclosing variables, then its own parameters
+        saved = self.hoisted, self.in_dataflow
+        try:
+            func = self.build_function(node, node.name, inner)
+        finally:
+            self.hoisted, self.in_dataflow = saved
+        cls = DataflowVar if dataflow and node.name not in outputs else Var
+        var = cls(node.name, func.struct_info, span=self.span(node))
+        scope.vars[node.name] = var
+        return VarBinding(var, func, span=self.span(node))
+
+    def build_function(self, node: ast.FunctionDef, name: str, scope: _Scope) -> Function:
         pure = self.decorator(node)
-        scope, sizes = _Scope(), _Sizes()
+        sizes = _Sizes()
         params = []
         for arg in node.args.args:
             if arg.annotation is None:
@@ -157,10 +178,7 @@ class Parser:
                 not is_base_of(ret, result.struct_info):
             raise self.error(node.returns, f"function {name} returns {_fmt(result.struct_info)} but is annotated "
                                            f"to return {_fmt(ret)}")
-        func = Function(params, SeqExpr(blocks, result), ret, attrs, pure, span=self.span(node))
-        self.parsed[name] = func
-        self.in_progress.discard(name)
-        return func
+        return Function(params, SeqExpr(blocks, result), ret, attrs, pure, span=self.span(node))
 
     def decorator(self, node: ast.FunctionDef) -> bool:
         pure = True
@@ -193,6 +211,8 @@ class Parser:
                 blocks.append(self.dataflow(stmt, scope, sizes))
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
                 pending += self.assignment(stmt, scope, sizes, dataflow=False, outputs=set())
+            elif isinstance(stmt, ast.FunctionDef):
+                pending.append(self.local_function(stmt, scope, dataflow=False, outputs=set()))
             elif isinstance(stmt, ast.Return):
                 if i != len(stmts) - 1:
                     raise self.error(stmts[i + 1], "statements after return")
@@ -213,7 +233,7 @@ class Parser:
                 continue
             else:
                 raise self.error(stmt, f"unsupported statement in a Relax function: {_kind(stmt)}; expected an "
-                                       "assignment, `with R.dataflow():` or `return`")
+                                       "assignment, `with R.dataflow():`, a local `@R.function` or `return`")
         raise self.error(node, f"function {node.name} has no return statement")
 
     def dataflow(self, stmt: ast.With, scope: _Scope, sizes: "_Sizes") -> DataflowBlock:
@@ -232,9 +252,12 @@ class Parser:
         defined: set[str] = set()
         bindings: list = []
         for s in body[:-1]:
-            if not isinstance(s, (ast.Assign, ast.AnnAssign)):
+            if isinstance(s, ast.FunctionDef):
+                new = [self.local_function(s, scope, dataflow=True, outputs=outputs)]
+            elif not isinstance(s, (ast.Assign, ast.AnnAssign)):
                 raise self.error(s, f"unsupported statement in a dataflow block: {_kind(s)}; expected an assignment")
-            new = self.assignment(s, scope, sizes, dataflow=True, outputs=outputs)
+            else:
+                new = self.assignment(s, scope, sizes, dataflow=True, outputs=outputs)
             defined.update(b.var.name_hint for b in new)
             bindings += new
         for arg in out_call.args:
@@ -360,6 +383,8 @@ class Parser:
         return var
 
     def call(self, node: ast.Call, scope: _Scope, sizes: "_Sizes") -> Expr:
+        if isinstance(node.func, ast.Name) and node.func.id in scope.vars:
+            return self.call_local(node, scope.vars[node.func.id], scope, sizes)
         name = _dotted(node.func)
         if name is None:
             raise self.error(node.func, "expected a call of an R. op or a cls. function")
@@ -411,6 +436,17 @@ class Parser:
         gvar = GlobalVar(name, sig)
         sinfo = self.guard(node, lambda: call_return_struct_info(name, sig, [a.struct_info for a in args]))
         return Call(gvar, args, {}, sinfo, span=self.span(node))
+
+    def call_local(self, node: ast.Call, callee: Var, scope: _Scope, sizes: "_Sizes") -> Call:
+        """A call of a variable holding a function (a local ``@R.function``)."""
+        sig = callee.struct_info
+        if not isinstance(sig, FuncStructInfo):
+            raise self.error(node.func, f"{callee.name_hint} is {_fmt(sig)}, not a function: it cannot be called")
+        if node.keywords:
+            raise self.error(node, f"{callee.name_hint}: keyword arguments are not supported")
+        args = [self.leaf(a, scope, sizes) for a in node.args]
+        sinfo = self.guard(node, lambda: call_return_struct_info(callee.name_hint, sig, [a.struct_info for a in args]))
+        return Call(callee, args, {}, sinfo, span=self.span(node))
 
     # -- struct info --------------------------------------------------------------------------------
     def struct_info(self, node: ast.AST, sizes: "_Sizes", define: bool = True) -> StructInfo:

@@ -30,6 +30,7 @@ from .fuse_ops_by_pattern import FuseOpsByPattern, FusionPattern, PatternCheckCo
 from .fuse_transpose_matmul import FuseTransposeMatmul
 from .adjust_matmul_order import AdjustMatmulOrder
 from .expand_matmul_of_sum import ExpandMatmulOfSum
+from .lambda_lift import LambdaLift, LambdaLiftError
 from .lift_transform_params import LiftTransformParams
 from .normalize import Normalize
 from .normalize_global_var import NormalizeGlobalVar
