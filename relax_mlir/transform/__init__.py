@@ -32,6 +32,7 @@ from .adjust_matmul_order import AdjustMatmulOrder
 from .expand_matmul_of_sum import ExpandMatmulOfSum
 from .lambda_lift import LambdaLift, LambdaLiftError
 from .lift_transform_params import LiftTransformParams
+from .merge_composite_functions import MergeCompositeFunctions
 from .normalize import Normalize
 from .normalize_global_var import NormalizeGlobalVar
 from .remove_purity_checking import RemovePurityChecking

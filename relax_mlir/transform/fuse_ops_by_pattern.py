@@ -14,7 +14,7 @@ Patterns are tried in the order given, at every binding in order; a match takes 
 binding of the same block whose value the pattern matched, provided none of them is already in a group and none
 but the root is used outside the group (each group computes one value). The group's inputs, in order of first use,
 become the function's parameters; constants stay inside (``bind_constants``). ``check(context)`` may refuse a
-match. The function is named ``fused_<pattern name>`` (``_1``, ``_2``, ... when taken) with the attributes
+match. The function is named ``fused_<pattern name>`` (its dots as ``_``; ``_1``, ``_2``, ... when taken) with the attributes
 ``Composite`` (the pattern's name) and ``Primitive``. The backend compiles each call by inlining it again (MLIR's
 ``inline`` before bufferization) and MLIR's elementwise fusion then fuses the group's loops where it can: the
 grouping documents intent and gives the values the same names; it costs nothing at run time.
@@ -24,6 +24,8 @@ so it is refused. A pattern may also be given as text (``dpl.parse_pattern``), w
 """
 
 from __future__ import annotations
+
+import re
 
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -217,7 +219,9 @@ class FuseOpsByPattern(Pass):
 
     @staticmethod
     def _outline(fp: FusionPattern, group: list, root, out) -> VarBinding:
-        return outline_group(f"fused_{fp.name}", group, root, out, {"Composite": fp.name, "Primitive": True})
+        # a pattern name names a code generator before a dot ("dnnl.conv2d"): the function's name takes "_"
+        name = "fused_" + re.sub(r"\W", "_", fp.name)
+        return outline_group(name, group, root, out, {"Composite": fp.name, "Primitive": True})
 
 
 def outline_group(name: str, group: list, root, out, attrs: Mapping[str, Any]) -> VarBinding:
