@@ -1,7 +1,7 @@
 """relax-mlir: TVM Relax's training workflow on MLIR, in Python."""
 
 from . import ir, op, transform
-from .interpreter import interpret
+from .interpreter import get_global_func, interpret, register_func
 from .ir import *  # noqa: F401,F403
 
 __version__ = "0.1.0"

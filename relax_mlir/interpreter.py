@@ -8,6 +8,9 @@ struct info, ``match_cast`` at run time, and the result against the return struc
 
 Values: tensors are NumPy arrays, tuples are Python tuples, shapes are tuples of ints, ``PrimValue``s are Python
 numbers, strings are ``str``; a function value (a nested ``Function``) is a closure over its environment.
+A parameter of function type (``R.Callable``) takes a Python callable, and ``R.call_packed("name", ...)`` calls the
+host function registered under ``name`` (``register_func``): both get the evaluated arguments, and a ``None``
+result is the empty tuple.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ import numpy as np
 
 from .ir import sym
 from .ir.dtype import from_numpy
-from .ir.expr import (Call, Constant, Expr, Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm,
-                      Tuple, TupleGetItem, Var, VarBinding)
+from .ir.expr import (Call, Constant, Expr, ExternFunc, Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr,
+                      StringImm, Tuple, TupleGetItem, Var, VarBinding)
 from .ir.module import IRModule
 from .ir.printer import format_struct_info
 from .ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
@@ -74,7 +77,11 @@ class _Matcher:
         self._walk(sinfo, value, path, define=False)
 
     def _walk(self, sinfo, value, path: str, define: bool) -> None:
-        if sinfo is None or isinstance(sinfo, (ObjectStructInfo, FuncStructInfo)):
+        if sinfo is None or isinstance(sinfo, ObjectStructInfo):
+            return
+        if isinstance(sinfo, FuncStructInfo):
+            if not (isinstance(value, _Closure) or callable(value)):
+                self.fail(path, f"expected a function ({format_struct_info(sinfo)}), got {_describe(value)}")
             return
         if isinstance(sinfo, TupleStructInfo):
             if not isinstance(value, tuple):
@@ -233,15 +240,66 @@ class _Frame:
             return self.interp._apply(self.interp.mod[callee.name_hint], callee.name_hint, args, {})
         if isinstance(callee, Expr):
             closure = self.eval(callee)
-            if not isinstance(closure, _Closure):
-                raise InterpreterError(f"{self.name}: {callee} is called but is {_describe(closure)}")
-            return self.interp._apply(closure.func, closure.name, args, closure.env)
+            if isinstance(closure, _Closure):
+                return self.interp._apply(closure.func, closure.name, args, closure.env)
+            if callable(closure):  # a host function passed in as an argument (a callback parameter)
+                return self._host_call(getattr(callee, "name_hint", str(callee)), closure, args)
+            raise InterpreterError(f"{self.name}: {callee} is called but is {_describe(closure)}")
+        if isinstance(callee, ExternFunc):
+            return self._host_call(callee.global_symbol, get_global_func(callee.global_symbol), args)
         try:
             return _as_value(callee.reference(*args, **substitute_attrs(call.attrs, self.sizes)))
         except Exception as exc:  # name the op and the binding: a bare NumPy error says neither
             kind = InterpreterIndexError if isinstance(exc, IndexError) else InterpreterError
             raise kind(f"{self.name}: {callee.name} failed on "
                        f"{', '.join(_describe(a) for a in args)}: {exc}") from exc
+
+
+    def _host_call(self, name: str, fn, args: list) -> Value:
+        try:
+            result = fn(*args)
+        except Exception as exc:  # name the binding: the host function's own error does not
+            raise InterpreterError(f"{self.name}: the host function {name!r} raised {type(exc).__name__}: "
+                                   f"{exc}") from exc
+        return () if result is None else _as_value(result)
+
+
+# -- host functions: what R.call_packed("name", ...) calls -------------------------------------------------------
+
+_GLOBAL_FUNCS: dict[str, Any] = {}
+
+
+def register_func(name: str, fn=None, override: bool = False):
+    """Register ``fn`` as the host function ``name`` that ``R.call_packed(name, ...)`` calls (TVM's
+    ``tvm.register_func``); without ``fn``, a decorator. Refuses to replace a registered one unless
+    ``override``. Only the reference interpreter calls host functions."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"register_func: the name must be a non-empty string, got {name!r}")
+
+    def register(f):
+        if not callable(f):
+            raise TypeError(f"register_func({name!r}): expected a callable, got {type(f).__name__}")
+        if name in _GLOBAL_FUNCS and not override:
+            raise ValueError(f"register_func: {name!r} is already registered (pass override=True to replace it)")
+        _GLOBAL_FUNCS[name] = f
+        return f
+    return register if fn is None else register(fn)
+
+
+def get_global_func(name: str, allow_missing: bool = False):
+    """The host function registered as ``name`` (None if ``allow_missing`` and there is none)."""
+    if name not in _GLOBAL_FUNCS:
+        if allow_missing:
+            return None
+        known = ", ".join(sorted(_GLOBAL_FUNCS)) or "none"
+        raise InterpreterError(f"R.call_packed: no host function named {name!r} is registered "
+                               f"(relax_mlir.register_func; registered: {known})")
+    return _GLOBAL_FUNCS[name]
+
+
+def remove_global_func(name: str) -> None:
+    """Forget the host function ``name`` (a KeyError if it is not registered)."""
+    del _GLOBAL_FUNCS[name]
 
 
 def _as_value(v) -> Value:

@@ -42,8 +42,10 @@ from .training import loss as _loss, optimizer as _optimizer, setup_trainer as _
 from .training import utils as _utils  # noqa: F401
 from .training.trainer import NDArray
 
+from .interpreter import get_global_func, register_func  # tvm.register_func: what R.call_packed calls
+
 __all__ = ["script", "device", "cpu", "Device", "compile", "nd", "relax", "runtime", "VirtualMachine",
-           "BenchmarkResult", "ProfileReport"]
+           "BenchmarkResult", "ProfileReport", "register_func", "get_global_func"]
 
 
 class Device:

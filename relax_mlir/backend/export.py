@@ -239,6 +239,12 @@ class _FunctionExporter:
             return self.nested[id(e)][1]
         if isinstance(e, Call) and isinstance(e.op, GlobalVar):
             return self.func_call(e)
+        if isinstance(e, Call) and not isinstance(e.op, (Op, Expr)):  # R.call_packed: a host function
+            raise ExportError(f"{self.where}: {e.op.name} calls a host (Python) function, which compiled code "
+                              "cannot do; relax_mlir.interpret runs such modules")
+        if isinstance(e, Call):
+            raise ExportError(f"{self.where}: a call of {e.op} (a function passed in as a value) is not supported "
+                              "by the MLIR backend; only ops and module functions are called there")
         raise ExportError(f"{self.where}: {type(e).__name__} is not supported by the MLIR backend "
                           "(only tensors, tuples, op calls and calls of module functions are)")
 

@@ -213,6 +213,24 @@ class StringImm(Expr):
 # ---------------------------------------------------------------------------------------------------------
 # compound expressions
 
+@dataclass(frozen=True)
+class ExternFunc:
+    """The callee of ``R.call_packed("name", *args, sinfo_args=...)`` (TVM's ``ExternFunc``): a function of the
+    host, found by name when the call runs (``relax_mlir.register_func``), returning ``ret`` (``R.Object`` unless
+    the call says). Like an op it is not an expression; a call of it is impure. Only the reference interpreter
+    runs such calls: compiled code cannot call back into Python."""
+
+    global_symbol: str
+    ret: StructInfo = field(default_factory=ObjectStructInfo)
+
+    @property
+    def name(self) -> str:
+        return f"call_packed({self.global_symbol!r})"
+
+    def infer_struct_info(self, args, attrs) -> StructInfo:
+        return self.ret
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class Call(Expr):
     """A call of an op (``op`` is an :class:`relax_mlir.op.Op`) or of a module function (a ``GlobalVar``).

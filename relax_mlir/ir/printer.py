@@ -23,8 +23,8 @@ from typing import Any, Optional
 import numpy as np
 
 from .dtype import from_numpy
-from .expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, MatchCast,
-                   PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
+from .expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc, Function, GlobalVar,
+                   MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                           TensorStructInfo, TupleStructInfo)
 from .attrs import REQUIRED
@@ -202,6 +202,9 @@ class _Printer:
             return f"cls.{c.op.name_hint}({', '.join(args)})"
         if isinstance(c.op, Var):  # a local function
             return f"{self.expr(c.op)}({', '.join(args)})"
+        if isinstance(c.op, ExternFunc):
+            ret = "" if isinstance(c.op.ret, ObjectStructInfo) else f", sinfo_args={format_struct_info(c.op.ret)}"
+            return f"R.call_packed({', '.join([quote(c.op.global_symbol), *args])}{ret})"
         op = c.op
         positional = True  # required attributes that lead the list are written by position, as TVM does
         for key, default in op.attrs.items():

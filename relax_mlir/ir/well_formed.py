@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Optional, Sequence, Union
 
 from .block_builder import call_return_struct_info
-from .expr import (BindingBlock, Call, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, MatchCast, PrimValue,
-                   SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, VarBinding)
+from .expr import (BindingBlock, Call, DataflowBlock, DataflowVar, Expr, ExternFunc, Function, GlobalVar, MatchCast,
+                   PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, VarBinding)
 from .module import IRModule
 from .printer import format_expr, format_struct_info
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
@@ -276,6 +276,8 @@ class _Checker(ExprVisitor):
             return self.infer_function_call(op, call.args)
         if isinstance(op, Expr):
             return op.struct_info.ret if isinstance(op.struct_info, FuncStructInfo) else None
+        if isinstance(op, ExternFunc):  # a host function: its result is what the call declares
+            return op.ret
         if not self.check_sinfo:
             return None
         try:

@@ -17,8 +17,8 @@ import numpy as np
 from ..ir import sym
 from ..ir.block_builder import call_return_struct_info
 from ..ir.dtype import check_dtype, to_numpy
-from ..ir.expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, MatchCast,
-                       PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple, TupleGetItem, Var, VarBinding, const)
+from ..ir.expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc, Function, GlobalVar,
+                       MatchCast, PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple, TupleGetItem, Var, VarBinding, const)
 from ..ir.module import IRModule
 from ..ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                               TensorStructInfo, TupleStructInfo, is_base_of)
@@ -618,6 +618,22 @@ def _sp_str(p: Parser, node, scope, sizes):
     return StringImm(node.args[0].value)
 
 
+def _sp_call_packed(p: Parser, node, scope, sizes):
+    if not node.args or not isinstance(node.args[0], ast.Constant) or not isinstance(node.args[0].value, str):
+        raise p.error(node, 'R.call_packed takes the function\'s name first: R.call_packed("name", *args, '
+                            "sinfo_args=R.Object)")
+    ret: StructInfo = ObjectStructInfo()
+    for kw in node.keywords:
+        if kw.arg != "sinfo_args":
+            raise p.error(kw, f"R.call_packed: unknown argument {kw.arg!r}; expected sinfo_args")
+        given = kw.value.elts if isinstance(kw.value, (ast.List, ast.Tuple)) else [kw.value]
+        if len(given) != 1:
+            raise p.error(kw.value, "R.call_packed: sinfo_args takes one struct info (the result's)")
+        ret = p.struct_info(given[0], sizes)
+    args = [p.leaf(a, scope, sizes) for a in node.args[1:]]
+    return Call(ExternFunc(node.args[0].value, ret), args, {}, ret, span=p.span(node))
+
+
 def _sp_tuple(p: Parser, node, scope, sizes):
     return Tuple([p.leaf(a, scope, sizes) for a in node.args], span=p.span(node))
 
@@ -630,6 +646,7 @@ def _sp_misplaced(what: str):
 
 _SPECIAL = {
     "const": _sp_const, "shape": _sp_shape, "prim_value": _sp_prim_value, "str": _sp_str, "tuple": _sp_tuple,
+    "call_packed": _sp_call_packed,
     "match_cast": _sp_misplaced("R.match_cast must be the whole right-hand side of an assignment"),
     "output": _sp_misplaced("R.output(...) must be the last statement of a dataflow block"),
     "dataflow": _sp_misplaced("R.dataflow() is used as `with R.dataflow():`"),

@@ -31,6 +31,9 @@ from .fuse_transpose_matmul import FuseTransposeMatmul
 from .adjust_matmul_order import AdjustMatmulOrder
 from .expand_matmul_of_sum import ExpandMatmulOfSum
 from .lambda_lift import LambdaLift, LambdaLiftError
+from .lazy_get_input import LazyGetInput
+from .lazy_set_output import LazySetOutput
+from .lazy_transform_params import LazyTransformParams
 from .lift_transform_params import LiftTransformParams
 from .merge_composite_functions import MergeCompositeFunctions
 from .normalize import Normalize
