@@ -613,7 +613,7 @@ irdl.dialect @relax {
     irdl.attributes {"reduction" = %attr_reduction, "ignore_index" = %attr_ignore_index}
   }
 
-  // relax.nn.conv2d: 2-D convolution (cross-correlation), NCHW data and OIHW weight only.
+  // relax.nn.conv2d: 2-D convolution (cross-correlation).
   irdl.operation @nn_conv2d {
     %in_data = irdl.base "!builtin.tensor"
     %in_weight = irdl.base "!builtin.tensor"
@@ -631,7 +631,7 @@ irdl.dialect @relax {
     irdl.attributes {"strides" = %attr_strides, "padding" = %attr_padding, "dilation" = %attr_dilation, "groups" = %attr_groups, "data_layout" = %attr_data_layout, "kernel_layout" = %attr_kernel_layout, "out_layout" = %attr_out_layout, "out_dtype" = %attr_out_dtype}
   }
 
-  // relax.nn.max_pool2d: 2-D max pooling over NCHW data.
+  // relax.nn.max_pool2d: 2-D max pooling over NCHW or NHWC data (``layout``; ``out_layout`` defaults to it; NHWC is the NCHW pooling between permutations).
   irdl.operation @nn_max_pool2d {
     %in_data = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
@@ -647,7 +647,7 @@ irdl.dialect @relax {
     irdl.attributes {"pool_size" = %attr_pool_size, "strides" = %attr_strides, "padding" = %attr_padding, "dilation" = %attr_dilation, "ceil_mode" = %attr_ceil_mode, "layout" = %attr_layout, "out_layout" = %attr_out_layout}
   }
 
-  // relax.nn.avg_pool2d: 2-D average pooling over NCHW data.
+  // relax.nn.avg_pool2d: 2-D average pooling over NCHW or NHWC data (``layout``; ``out_layout`` defaults to it; NHWC is the NCHW pooling between permutations).
   irdl.operation @nn_avg_pool2d {
     %in_data = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"

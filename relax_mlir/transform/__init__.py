@@ -19,6 +19,7 @@ from .pipeline_text import PipelineError, parse_pipeline
 from .bind_params import BindParams
 from .combine_parallel_matmul import CombineParallelMatmul
 from .bind_symbolic_vars import BindSymbolicVars
+from .convert_layout import ConvertLayout
 from .convert_to_dataflow import ConvertToDataflow
 from .eliminate_common_subexpr import EliminateCommonSubexpr
 from .expand_tuple_arguments import ExpandTupleArguments

@@ -15,7 +15,7 @@ from ...ir.dtype import to_numpy
 from ...ir.struct_info import TensorStructInfo
 from ..common import check_dims_match, fmt, require_ndim, require_same_dtype
 from ..registry import SECOND_ORDER_UNSUPPORTED, BadSample, Op, Sample, fail, register
-from ..nn.conv import _pool_attrs, _pool_canon, _pool_infer, _pool_windows, avg_pool2d, max_pool2d
+from ..nn.conv import _pool_attrs, _pool_infer, _pool_windows, avg_pool2d, max_pool2d, pool_canon_nchw
 from ..nn.loss import _nll_check, _nll_infer, _nll_make, nll_loss
 
 _T = TensorStructInfo
@@ -142,8 +142,8 @@ def _avg_pool_backward_ref(output_grad, data, **attrs):
 def _pool_backward_samples(forward: Op) -> list[Sample]:
     out = []
     for s in forward.samples:
-        if s.args[0].dtype.startswith("int"):
-            continue
+        if s.args[0].dtype.startswith("int") or s.attrs.get("layout", "NCHW") != "NCHW":
+            continue  # the backward ops are NCHW's (an NHWC pooling is differentiated through NCHW)
         want = forward(Var("x", s.args[0]), **s.attrs).struct_info
         if want.shape is not None:
             out.append(Sample([want, s.args[0]], s.attrs, low=s.low, high=s.high))
@@ -166,7 +166,7 @@ def _pool_backward(forward: Op, reference, rule: str) -> Op:
     return register(Op(
         name=f"relax.grad.{short}_backward", inputs=("output_grad", "data"),
         attrs=_pool_attrs(avg="count_include_pad" in forward.attrs), infer=_pool_backward_infer(forward),
-        canonicalize=_pool_canon, reference=reference, gradient=SECOND_ORDER_UNSUPPORTED,
+        canonicalize=pool_canon_nchw, reference=reference, gradient=SECOND_ORDER_UNSUPPORTED,
         lowering=f"grad:{short}_backward",
         samples=_pool_backward_samples(forward), bad_samples=_pool_backward_bad(forward.short_name),
         doc=f"The gradient of ``{forward.name}`` with respect to ``data`` (same attributes; ``output_grad`` has "

@@ -1,4 +1,4 @@
-"""conv2d and 2-D pooling (``relax.nn.conv2d``, ``max_pool2d``, ``avg_pool2d``), NCHW only.
+"""conv2d and 2-D pooling (``relax.nn.conv2d``, ``max_pool2d``, ``avg_pool2d``), NCHW or NHWC.
 
 Window attributes are stored canonically, as TVM does (``padding=1`` is kept as ``(1, 1, 1, 1)``); pooling
 follows PyTorch for padding and ``ceil_mode``. References compute in float64 (int64 for integer convolution).
@@ -19,7 +19,7 @@ from ...ir.struct_info import TensorStructInfo
 from ...ir.sym import Dim, exact_div
 from ..common import (canonical_dtype, check_bool, check_dims_match, is_int_value, require_float, require_ndim,
                       require_same_dtype)
-from ..grad_utils import sinfo_of
+from ..grad_utils import expression_vjp, sinfo_of
 from ..registry import BadSample, Op, Sample, fail, register
 from .grad_helpers import known_shape
 
@@ -49,14 +49,54 @@ def _padding(value) -> tuple[int, int, int, int]:
 
 
 def _canonical_window(attrs: dict, layouts: dict[str, str]) -> dict:
+    """Window attributes as stored; each layout of ``layouts`` must be the one given there."""
+    return _canonical_layouts(attrs, {key: (want,) for key, want in layouts.items()})
+
+
+def _canonical_layouts(attrs: dict, allowed: dict[str, tuple[str, ...]]) -> dict:
+    """Window attributes as stored, ``out_layout`` (None: the data's) and the other layouts checked against
+    ``allowed`` (the first key names the data's layout)."""
     attrs = dict(attrs, strides=_pair(attrs["strides"], "strides"), padding=_padding(attrs["padding"]),
                  dilation=_pair(attrs["dilation"], "dilation"))
     if attrs.get("out_layout", "") is None:
-        attrs["out_layout"] = attrs[next(iter(layouts))]
-    for key, want in layouts.items():
-        if attrs[key] != want:
-            fail(f"only {key} {want!r} is supported, got {attrs[key]!r}")
+        attrs["out_layout"] = attrs[next(iter(allowed))]
+    for key, ok in allowed.items():
+        if attrs[key] not in ok:
+            fail(f"only {key} {ok[0]!r} is supported, got {attrs[key]!r}" if len(ok) == 1 else
+                 f"{key} must be one of {', '.join(repr(v) for v in ok)}, got {attrs[key]!r}")
     return attrs
+
+
+# -- layouts: an array in a layout is the NCHW (OIHW) array with its axes permuted ----------------------------
+
+#: The data layouts conv2d and the 2-D poolings take, as the permutation of NCHW's axes that gives them.
+DATA_LAYOUTS = {"NCHW": (0, 1, 2, 3), "NHWC": (0, 2, 3, 1)}
+#: conv2d's weight layouts, as the permutation of OIHW's axes that gives them.
+KERNEL_LAYOUTS = {"OIHW": (0, 1, 2, 3), "OHWI": (0, 2, 3, 1), "HWIO": (2, 3, 1, 0)}
+
+
+def inverse_permutation(perm: tuple[int, ...]) -> tuple[int, ...]:
+    inv = [0] * len(perm)
+    for i, a in enumerate(perm):
+        inv[a] = i
+    return tuple(inv)
+
+
+def to_canonical_shape(shape: tuple, perm: tuple[int, ...]) -> tuple:
+    """A shape given in a layout (``perm`` of the canonical axes) in the canonical order (NCHW, OIHW)."""
+    return tuple(shape[i] for i in inverse_permutation(perm))
+
+
+def from_canonical_shape(shape: tuple, perm: tuple[int, ...]) -> tuple:
+    return tuple(shape[a] for a in perm)
+
+
+def _identity(perm: tuple[int, ...]) -> bool:
+    return perm == tuple(range(len(perm)))
+
+
+def _permute(x: Expr, perm: tuple[int, ...]) -> Expr:
+    return x if _identity(perm) else op.permute_dims(x, perm)
 
 
 def _out_dim(size: Dim, before: int, after: int, kernel: Dim, stride: int, dilation: int, ceil: bool,
@@ -102,7 +142,8 @@ def _windows(x: np.ndarray, kernel, strides, dilation, out_hw) -> np.ndarray:
 # conv2d ----------------------------------------------------------------------------------------------------
 
 def _conv2d_canon(attrs: dict) -> dict:
-    attrs = _canonical_window(attrs, {"data_layout": "NCHW", "kernel_layout": "OIHW", "out_layout": "NCHW"})
+    attrs = _canonical_layouts(attrs, {"data_layout": tuple(DATA_LAYOUTS), "kernel_layout": tuple(KERNEL_LAYOUTS),
+                                       "out_layout": tuple(DATA_LAYOUTS)})
     if not is_int_value(attrs["groups"]) or attrs["groups"] < 1:
         fail(f"groups must be a positive int, got {attrs['groups']!r}")
     return canonical_dtype(attrs, "out_dtype")
@@ -118,12 +159,25 @@ def check_conv_operands(data, weight, attrs) -> str:
     return attrs["out_dtype"] or data.dtype
 
 
+def _conv_layouts(attrs: dict) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """The permutations of conv2d's data, weight and output layouts (identities for NCHW, OIHW)."""
+    return (DATA_LAYOUTS[attrs["data_layout"]], KERNEL_LAYOUTS[attrs["kernel_layout"]],
+            DATA_LAYOUTS[attrs["out_layout"] or attrs["data_layout"]])
+
+
 def _conv2d_infer(args, attrs):
     data, weight = args
     out_dtype = check_conv_operands(data, weight, attrs)
     if data.shape is None or weight.shape is None:
         return _T(None, out_dtype, 4)
-    (n, c, _, _), (o, i, kh, kw), g = data.shape, weight.shape, attrs["groups"]
+    dperm, kperm, operm = _conv_layouts(attrs)
+    out = _conv2d_infer_nchw(_T(to_canonical_shape(data.shape, dperm), data.dtype),
+                             to_canonical_shape(weight.shape, kperm), attrs, out_dtype)
+    return out if out.shape is None else _T(from_canonical_shape(out.shape, operm), out_dtype)
+
+
+def _conv2d_infer_nchw(data: TensorStructInfo, weight_shape: tuple, attrs: dict, out_dtype: str) -> TensorStructInfo:
+    (n, c, _, _), (o, i, kh, kw), g = data.shape, weight_shape, attrs["groups"]
     check_dims_match(c, i * g, f"data has {c} channels but weight expects {i} per group x {g} group(s) = {i * g} "
                                "(data channels must equal weight.shape[1] * groups)")
     if isinstance(o, int) and o % g:
@@ -132,7 +186,14 @@ def _conv2d_infer(args, attrs):
     return _T(None, out_dtype, 4) if hw is None else _T((n, o) + hw, out_dtype)
 
 
-def _conv2d_ref(data, weight, *, strides, padding, dilation, groups, out_dtype, **layouts):
+def _conv2d_ref(data, weight, **attrs):
+    dperm, kperm, operm = _conv_layouts(attrs)
+    out = _conv2d_ref_nchw(np.transpose(data, inverse_permutation(dperm)),
+                           np.transpose(weight, inverse_permutation(kperm)), **attrs)
+    return np.ascontiguousarray(np.transpose(out, operm))
+
+
+def _conv2d_ref_nchw(data, weight, *, strides, padding, dilation, groups, out_dtype, **layouts):
     out_dt = to_numpy(out_dtype or from_numpy(data.dtype))
     acc = _F64 if is_float(from_numpy(data.dtype)) or is_float(from_numpy(out_dt)) else np.int64
     pt, pl, pb, pr = padding
@@ -187,9 +248,24 @@ def conv_output_grad(call, grad):
     return grad if sinfo_of(grad).dtype == dtype else op.astype(grad, dtype)
 
 
+def _conv2d_in_nchw(call) -> Optional[Expr]:
+    """A conv2d in other layouts as the NCHW/OIHW one between permutations (None when it is NCHW/OIHW already):
+    its export rewrite (the backend's schedules are NCHW's) and the form its gradient is taken through."""
+    dperm, kperm, operm = _conv_layouts(call.attrs)
+    if all(_identity(p) for p in (dperm, kperm, operm)):
+        return None
+    data = _permute(call.args[0], inverse_permutation(dperm))
+    weight = _permute(call.args[1], inverse_permutation(kperm))
+    attrs = dict(call.attrs, data_layout="NCHW", kernel_layout="OIHW", out_layout="NCHW")
+    return _permute(conv2d(data, weight, **attrs), operm)
+
+
 def _conv2d_grad(orig, call, grad):
     from .conv_transpose import conv2d_transpose  # conv_transpose.py builds on this module
 
+    nchw = _conv2d_in_nchw(call)
+    if nchw is not None:
+        return expression_vjp(nchw, list(call.args), grad, call.op.name)
     data, weight = call.args
     g = conv_output_grad(call, grad)
     if g is None:
@@ -206,7 +282,7 @@ _CONV_X = [_T((2, 3, 6, 6), "float32"), _T((4, 3, 3, 3), "float32")]
 
 conv2d = register(Op(
     name="relax.nn.conv2d", lowering="nn:conv2d", inputs=("data", "weight"), attrs=_CONV_ATTRS, infer=_conv2d_infer,
-    canonicalize=_conv2d_canon, reference=_conv2d_ref, gradient=_conv2d_grad,
+    canonicalize=_conv2d_canon, reference=_conv2d_ref, gradient=_conv2d_grad, export_rewrite=_conv2d_in_nchw,
     samples=[Sample([_T((2, 3, 6, 6), "float32"), _T((4, 3, 3, 3), "float32")]),
              Sample([_T(("n", 3, 7, 8), "float32"), _T((4, 3, 3, 2), "float32")],
                     {"strides": (2, 3), "padding": (1, 0, 2, 1), "dilation": 1}),
@@ -217,7 +293,14 @@ conv2d = register(Op(
              Sample([_T((1, 2, 4, 4), "int8"), _T((2, 2, 2, 2), "int8")], {"out_dtype": "int32"}, low=-4, high=4),
              Sample([_T((1, 3, "2 * h", 4), "float32"), _T((2, 3, 2, 2), "float32")], {"strides": 2}),
              # (h - 3) // 2 + 1 is no SymDim: the output shape is unknown (rank 4)
-             Sample([_T((1, 3, "h", 8), "float32"), _T((2, 3, 3, 3), "float32")], {"strides": 2})],
+             Sample([_T((1, 3, "h", 8), "float32"), _T((2, 3, 3, 3), "float32")], {"strides": 2}),
+             # other layouts: the NCHW convolution between permutations
+             Sample([_T((2, 6, 5, 3), "float32"), _T((4, 3, 3, 3), "float32")],
+                    {"data_layout": "NHWC", "kernel_layout": "OHWI", "padding": 1}),
+             Sample([_T((1, 7, 6, 4), "float64"), _T((3, 2, 2, 6), "float64")],
+                    {"data_layout": "NHWC", "kernel_layout": "HWIO", "strides": 2, "groups": 2, "out_layout": "NCHW"}),
+             Sample([_T(("n", 3, 6, 6), "float32"), _T((3, 3, 3, 4), "float32")],
+                    {"kernel_layout": "HWIO", "out_layout": "NHWC"})],
     bad_samples=[BadSample([_T((2, 3, 6, 6), "float32"), _T((4, 2, 3, 3), "float32")], {},
                            r"data has 3 channels but weight expects 2 per group x 1 group\(s\) = 2"),
                  BadSample([_T((2, 4, 6, 6), "float32"), _T((3, 2, 3, 3), "float32")], {"groups": 2},
@@ -226,14 +309,18 @@ conv2d = register(Op(
                  BadSample([_T((2, 3, 2, 2), "float32"), _T((4, 3, 3, 3), "float32")], {},
                            r"height window \(extent 3\) is larger than the padded input \(2\)"),
                  BadSample([_CONV_X[0], _T((4, 3, 3, 3), "float64")], {}, r"same dtype"),
-                 BadSample([_T((2, 6, 6, 3), "float32"), _T((4, 3, 3, 3), "float32")], {"data_layout": "NHWC"},
-                           r"only data_layout 'NCHW' is supported, got 'NHWC'"),
-                 BadSample(_CONV_X, {"kernel_layout": "HWIO"}, r"only kernel_layout 'OIHW' is supported"),
+                 BadSample([_T((2, 6, 6, 3), "float32"), _T((4, 3, 3, 3), "float32")], {"data_layout": "NCWH"},
+                           r"data_layout must be one of 'NCHW', 'NHWC', got 'NCWH'"),
+                 BadSample(_CONV_X, {"kernel_layout": "IOHW"}, r"kernel_layout must be one of 'OIHW', 'OHWI', 'HWIO'"),
+                 BadSample([_T((2, 3, 6, 6), "float32"), _T((4, 3, 3, 3), "float32")], {"data_layout": "NHWC"},
+                           r"data has 6 channels but weight expects 3"),  # NHWC: the channels are last
                  BadSample(_CONV_X, {"padding": (1, 1, 1)}, r"padding must be an int or a tuple of 1, 2 or 4 ints"),
                  BadSample(_CONV_X, {"strides": 0}, r"strides must be positive"),
                  BadSample(_CONV_X, {"groups": 0}, r"groups must be a positive int"),
                  BadSample(_CONV_X, {"out_dtype": "f32"}, r"unknown dtype 'f32'")],
-    doc="2-D convolution (cross-correlation), NCHW data and OIHW weight only. ``padding`` is "
+    doc="2-D convolution (cross-correlation). Layouts: ``data_layout`` NCHW or NHWC, ``kernel_layout`` OIHW, OHWI "
+        "or HWIO, ``out_layout`` NCHW or NHWC (default: the data's); the other layouts are the NCHW/OIHW convolution "
+        "between permutations (so compiled, and differentiated). ``padding`` is "
         "``(top, left, bottom, right)``; ``p`` and ``(h, w)`` are accepted and stored as 4 values; ``strides`` and "
         "``dilation`` are stored as pairs. ``data.shape[1] == weight.shape[1] * groups``. "
         "``out = (in + pad_before + pad_after - dilation * (k - 1) - 1) // stride + 1``; a symbolic size whose "
@@ -243,7 +330,15 @@ conv2d = register(Op(
 # pooling ---------------------------------------------------------------------------------------------------
 
 def _pool_canon(attrs: dict) -> dict:
-    attrs = _canonical_window(attrs, {"layout": "NCHW", "out_layout": "NCHW"})
+    return _pool_window(_canonical_layouts(attrs, {"layout": tuple(DATA_LAYOUTS), "out_layout": tuple(DATA_LAYOUTS)}))
+
+
+def pool_canon_nchw(attrs: dict) -> dict:
+    """The poolings' attributes, NCHW only (their backward ops, which the NHWC poolings reach through NCHW)."""
+    return _pool_window(_canonical_window(attrs, {"layout": "NCHW", "out_layout": "NCHW"}))
+
+
+def _pool_window(attrs: dict) -> dict:
     attrs["pool_size"] = _pair(attrs["pool_size"], "pool_size")
     check_bool(attrs, *(k for k in ("ceil_mode", "count_include_pad") if k in attrs))
     pt, pl, pb, pr = attrs["padding"]
@@ -264,9 +359,36 @@ def _pool_infer(float_only: bool):
             fail("data must be numeric, got bool")
         if data.shape is None:
             return _T(None, data.dtype, 4)
-        hw = _spatial_out(data, attrs["pool_size"], attrs, attrs["ceil_mode"])
-        return _T(None, data.dtype, 4) if hw is None else _T(tuple(data.shape[:2]) + hw, data.dtype)
+        perm, out_perm = _pool_layouts(attrs)
+        nchw = _T(to_canonical_shape(data.shape, perm), data.dtype)
+        hw = _spatial_out(nchw, attrs["pool_size"], attrs, attrs["ceil_mode"])
+        return _T(None, data.dtype, 4) if hw is None else _T(
+            from_canonical_shape(tuple(nchw.shape[:2]) + hw, out_perm), data.dtype)
     return infer
+
+
+def _pool_layouts(attrs: dict) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return DATA_LAYOUTS[attrs["layout"]], DATA_LAYOUTS[attrs["out_layout"] or attrs["layout"]]
+
+
+def _pool_in_nchw(call) -> Optional[Expr]:
+    """A pooling in NHWC as the NCHW one between permutations (None for NCHW): its export rewrite and the form
+    its gradient is taken through."""
+    perm, out_perm = _pool_layouts(call.attrs)
+    if _identity(perm) and _identity(out_perm):
+        return None
+    nchw = call.op(_permute(call.args[0], inverse_permutation(perm)),
+                   **dict(call.attrs, layout="NCHW", out_layout="NCHW"))
+    return _permute(nchw, out_perm)
+
+
+def _layout_reference(reference):
+    """A pooling's NCHW reference, run on the data in its layout."""
+    def ref(data, **attrs):
+        perm, out_perm = _pool_layouts(attrs)
+        return np.ascontiguousarray(np.transpose(reference(np.transpose(data, inverse_permutation(perm)), **attrs),
+                                                 out_perm))
+    return ref
 
 
 def _pool_windows(x: np.ndarray, attrs: dict, fill, pad_fill=None) -> np.ndarray:
@@ -303,7 +425,8 @@ def _pool_attrs(avg: bool) -> dict:
     return dict(attrs, **({"count_include_pad": False} if avg else {}), layout="NCHW", out_layout=None)
 
 
-_POOL_DOC = ("2-D {kind} pooling over NCHW data. ``padding`` is ``(top, left, bottom, right)`` (``p`` and "
+_POOL_DOC = ("2-D {kind} pooling over NCHW or NHWC data (``layout``; ``out_layout`` defaults to it; NHWC is the NCHW "
+             "pooling between permutations). ``padding`` is ``(top, left, bottom, right)`` (``p`` and "
              "``(h, w)`` accepted and stored as 4 values), at most half the dilated window, as in PyTorch. "
              "``out = (in + pads - dilation * (k - 1) - 1) // stride + 1``, rounded up with ``ceil_mode``, where "
              "a last window starting in the right padding is dropped (PyTorch). {extra}")
@@ -318,7 +441,9 @@ def _pool_samples(dtypes: tuple[str, ...], avg: bool) -> list[Sample]:
            Sample([_T((1, 2, 9, 9), dtypes[0])], {"pool_size": 2, "dilation": 2, "strides": 2, "padding": (1, 0)}),
            Sample([_T((2, 1, 8, 8), dtypes[-1])], {"pool_size": (2, 2), "strides": 2, "ceil_mode": True},
                   low=-9, high=9),
-           Sample([_T(("n", 2, "h", 6), dtypes[0])], {"pool_size": 2, "strides": 2})]  # h // 2: unknown shape
+           Sample([_T(("n", 2, "h", 6), dtypes[0])], {"pool_size": 2, "strides": 2}),  # h // 2: unknown shape
+           Sample([_T((2, 6, 5, 3), dtypes[0])], {"pool_size": 2, "strides": 2, "layout": "NHWC"}),
+           Sample([_T((1, 5, 5, 2), dtypes[1])], {"pool_size": 3, "padding": 1, "layout": "NHWC", "out_layout": "NCHW"})]
     if avg:
         out += [Sample([_T((1, 2, 5, 5), "float32")],
                        {"pool_size": 3, "strides": 2, "padding": 1, "ceil_mode": True, "count_include_pad": True}),
@@ -331,7 +456,7 @@ def _pool_bad(avg: bool) -> list[BadSample]:
     out = [BadSample([_T((2, 6, 6), "float32")], {"pool_size": 2}, r"data must have rank 4"),
            BadSample(x, {"pool_size": 2, "padding": 2}, r"padding \(2, 2, 2, 2\) must be at most half the"),
            BadSample(x, {"pool_size": 0}, r"pool_size must be positive"),
-           BadSample(x, {"pool_size": 2, "layout": "NHWC"}, r"only layout 'NCHW' is supported, got 'NHWC'"),
+           BadSample(x, {"pool_size": 2, "layout": "HWNC"}, r"layout must be one of 'NCHW', 'NHWC', got 'HWNC'"),
            BadSample(x, {"pool_size": 7}, r"height window \(extent 7\) is larger than the padded input \(6\)"),
            BadSample(x, {"pool_size": 2, "ceil_mode": 1}, r"'ceil_mode' must be a bool")]
     out.append(BadSample([_T((1, 2, 6, 6), "int32")], {"pool_size": 2}, r"data must have a float dtype, got int32")
@@ -343,6 +468,9 @@ def _pool_grad(backward_name: str):
     def gradient(orig, call, grad):
         from .. import grad as backward  # grad/nn.py builds on this module
 
+        nchw = _pool_in_nchw(call)
+        if nchw is not None:
+            return expression_vjp(nchw, list(call.args), grad, call.op.name)
         data = call.args[0]
         return [getattr(backward, backward_name)(grad, data, **call.attrs) if is_float(sinfo_of(data).dtype)
                 else None]
@@ -351,8 +479,8 @@ def _pool_grad(backward_name: str):
 
 max_pool2d = register(Op(
     name="relax.nn.max_pool2d", lowering="nn:max_pool2d",
-    inputs=("data",), attrs=_pool_attrs(avg=False), infer=_pool_infer(False),
-    canonicalize=_pool_canon, reference=_max_pool_ref, gradient=_pool_grad("max_pool2d_backward"),
+    inputs=("data",), attrs=_pool_attrs(avg=False), infer=_pool_infer(False), export_rewrite=_pool_in_nchw,
+    canonicalize=_pool_canon, reference=_layout_reference(_max_pool_ref), gradient=_pool_grad("max_pool2d_backward"),
     samples=_pool_samples(("float32", "float64", "int32"), avg=False), bad_samples=_pool_bad(avg=False),
     doc=_POOL_DOC.format(kind="max", extra="Padding never wins the max. Integer data allowed. Gradient: each "
                          "window's output gradient goes to its first maximum in row-major window order "
@@ -360,7 +488,8 @@ max_pool2d = register(Op(
 
 avg_pool2d = register(Op(
     name="relax.nn.avg_pool2d", lowering="nn:avg_pool2d", inputs=("data",), attrs=_pool_attrs(avg=True),
-    infer=_pool_infer(True), canonicalize=_pool_canon, reference=_avg_pool_ref,
+    infer=_pool_infer(True), canonicalize=_pool_canon, reference=_layout_reference(_avg_pool_ref),
+    export_rewrite=_pool_in_nchw,
     gradient=_pool_grad("avg_pool2d_backward"),
     samples=_pool_samples(("float32", "float16", "float64"), avg=True), bad_samples=_pool_bad(avg=True),
     doc=_POOL_DOC.format(kind="average", extra="The divisor counts the window's positions on the input, plus those "
