@@ -363,6 +363,11 @@ def _merge_plain_blocks(blocks) -> tuple:
     return tuple(out)
 
 
+#: The attribute that marks a function ``@R.function(private=True)``: internal to its module (no
+#: ``global_symbol``), whether or not another function calls it. The printer writes it as the decorator's option.
+PRIVATE_ATTR = "relax_mlir.private"
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class Function(Expr):
     """A Relax function: parameters, a body (a ``SeqExpr``), its return struct info and attributes."""
@@ -402,6 +407,11 @@ class Function(Expr):
     @property
     def blocks(self) -> Sequence[BindingBlock]:
         return self.body.blocks if isinstance(self.body, SeqExpr) else ()
+
+    @property
+    def is_private(self) -> bool:
+        """Declared ``@R.function(private=True)`` (see ``PRIVATE_ATTR``)."""
+        return bool(self.attrs.get(PRIVATE_ATTR))
 
     def script(self, name: Optional[str] = None, *, show_meta: bool = False) -> str:
         """The function in the text format (``show_meta``, TVM's option, changes nothing: constants are printed

@@ -23,8 +23,9 @@ from typing import Any, Optional
 import numpy as np
 
 from .dtype import from_numpy
-from .expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc, Function, GlobalVar,
-                   MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
+from .expr import (PRIVATE_ATTR, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
+                   Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var,
+                   VarBinding)
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                           TensorStructInfo, TupleStructInfo)
 from .attrs import REQUIRED
@@ -246,7 +247,8 @@ class _Printer:
             params.append(f"{self.namer.define(p)}: {format_struct_info(p.struct_info)}")
         lines = []
         if decorate:
-            lines.append(f"{indent}@R.function" + ("" if f.is_pure else "(pure=False)"))
+            options = [o for o, on in (("pure=False", not f.is_pure), ("private=True", f.is_private)) if on]
+            lines.append(f"{indent}@R.function" + (f"({', '.join(options)})" if options else ""))
         ret = format_struct_info(f.ret_struct_info)
         inner = indent + _INDENT
         one_line = f"{indent}def {name}({', '.join(params)}) -> {ret}:"
@@ -256,8 +258,9 @@ class _Printer:
             lines.append(f"{indent}def {name}(")
             lines += [f"{inner}{p}," for p in params]
             lines.append(f"{indent}) -> {ret}:")
-        if f.attrs:
-            lines.append(f"{inner}R.func_attr({format_literal(dict(f.attrs))})")
+        attrs = {k: v for k, v in f.attrs.items() if k != PRIVATE_ATTR}  # written as the decorator's option
+        if attrs:
+            lines.append(f"{inner}R.func_attr({format_literal(attrs)})")
         body = f.body
         if isinstance(body, SeqExpr):
             for block in body.blocks:

@@ -17,8 +17,8 @@ import numpy as np
 from ..ir import sym
 from ..ir.block_builder import call_return_struct_info
 from ..ir.dtype import check_dtype, to_numpy
-from ..ir.expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc, Function, GlobalVar,
-                       MatchCast, PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple, TupleGetItem, Var, VarBinding, const)
+from ..ir.expr import (PRIVATE_ATTR, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
+                       Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple, TupleGetItem, Var, VarBinding, const)
 from ..ir.module import IRModule
 from ..ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                               TensorStructInfo, TupleStructInfo, is_base_of)
@@ -160,7 +160,7 @@ class Parser:
         return VarBinding(var, func, span=self.span(node))
 
     def build_function(self, node: ast.FunctionDef, name: str, scope: _Scope) -> Function:
-        pure = self.decorator(node)
+        pure, private = self.decorator(node)
         sizes = _Sizes()
         params = []
         for arg in node.args.args:
@@ -178,10 +178,16 @@ class Parser:
                 not is_base_of(ret, result.struct_info):
             raise self.error(node.returns, f"function {name} returns {_fmt(result.struct_info)} but is annotated "
                                            f"to return {_fmt(ret)}")
+        if private:
+            if "global_symbol" in attrs:
+                raise self.error(node, f"function {name}: a private function has no global_symbol (drop one of "
+                                       "private=True and the global_symbol attribute)")
+            attrs[PRIVATE_ATTR] = True
         return Function(params, SeqExpr(blocks, result), ret, attrs, pure, span=self.span(node))
 
-    def decorator(self, node: ast.FunctionDef) -> bool:
-        pure = True
+    def decorator(self, node: ast.FunctionDef) -> tuple[bool, bool]:
+        """``(pure, private)`` from ``@R.function(pure=..., private=...)``."""
+        pure, private = True, False
         for dec in node.decorator_list:
             target = dec.func if isinstance(dec, ast.Call) else dec
             if _dotted(target) not in ("R.function", "relax.function"):
@@ -190,9 +196,11 @@ class Parser:
                 for kw in dec.keywords:
                     if kw.arg == "pure":
                         pure = bool(self.literal(kw.value))
-                    elif kw.arg != "private":
+                    elif kw.arg == "private":
+                        private = bool(self.literal(kw.value))
+                    else:
                         raise self.error(kw, f"@R.function: unknown option {kw.arg!r} (expected pure or private)")
-        return pure
+        return pure, private
 
     def body(self, node: ast.FunctionDef, scope: _Scope, sizes: "_Sizes"):
         attrs: dict[str, Any] = {}

@@ -5,7 +5,7 @@
     return lv2
 
 Relax ops are pure, so an unused binding can go. Functions not reachable from ``entry_functions`` (default:
-every function, so none is removed unless entries are named) are removed, as TVM does.
+every function not declared ``@R.function(private=True)``) are removed, as TVM does.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from .utils import free_vars, name_list_option, with_body
 
 @dataclass(frozen=True)
 class DeadCodeElimination(Pass):
-    """Remove unused bindings; with ``entry_functions``, also the functions they do not reach.
+    """Remove unused bindings, and the functions the entries (``entry_functions``, default: every function not
+    declared private) do not reach.
 
     Example, applied as ``DeadCodeElimination(["main"])``::
 
@@ -66,10 +67,13 @@ class DeadCodeElimination(Pass):
         if self.entry_functions is not None:
             for missing in set(self.entry_functions) - set(mod):
                 raise ValueError(f"DeadCodeElimination: entry function {missing!r} is not in the module")
-            reached = _reachable(out, self.entry_functions)
-            for name in list(out):
-                if name not in reached:
-                    del out[name]
+            entries = list(self.entry_functions)
+        else:  # every function not declared private is an entry
+            entries = [name for name, func in out.items() if not getattr(func, "is_private", False)]
+        reached = _reachable(out, entries)
+        for name in list(out):
+            if name not in reached:
+                del out[name]
         return out
 
 

@@ -1,8 +1,9 @@
 """``RemovePurityChecking``: every pure function is marked ``relax.force_pure`` (TVM's attribute), so later
 passes and the VM treat its body as pure without checking it.
 
-In TVM the pass also unwraps ``call_pure_packed``/``invoke_pure_closure`` into their plain forms; relax-mlir has
-no packed functions or closures, so marking is all there is to do. Functions declared impure stay unmarked.
+In TVM the pass also unwraps ``call_pure_packed``/``invoke_pure_closure`` into their plain forms; relax-mlir's
+host calls are ``R.call_packed`` only (impure, nothing to unwrap) and it has no closure objects, so marking is all
+there is to do. Functions declared impure stay unmarked.
 """
 
 from __future__ import annotations

@@ -154,8 +154,9 @@ def callees(func: "Function") -> set[str]:
 
 
 def private_functions(mod) -> set[str]:
-    """The functions of ``mod`` that are internal: no ``global_symbol`` attribute, and used by another function
-    of the module. (The text format does not keep ``private=True``; a function nothing in the module uses is an
-    entry point, as TVM's are, so passes that change signatures leave it alone.)"""
+    """The functions of ``mod`` that are internal: those declared ``@R.function(private=True)``, and those without
+    a ``global_symbol`` attribute that another function of the module uses. (A function nothing declares private
+    or uses is an entry point, as TVM's are, so passes that change signatures leave it alone.)"""
     used = set().union(*(callees(f) - {n} for n, f in mod.items())) if len(mod) else set()
-    return {n for n, f in mod.items() if n in used and "global_symbol" not in f.attrs}
+    return {n for n, f in mod.items()
+            if getattr(f, "is_private", False) or (n in used and "global_symbol" not in f.attrs)}

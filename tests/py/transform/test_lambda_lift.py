@@ -1,6 +1,7 @@
 """Local functions (an @R.function inside another): parsed, printed and parsed back, interpreted as closures,
 lifted by LambdaLift (captures as leading parameters, through several levels), compiled (compile lifts them
-itself), and the uses LambdaLift refuses."""
+itself), and the uses LambdaLift refuses. Private functions (@R.function(private=True)): kept by the text format
+and treated as internal by the passes."""
 
 from __future__ import annotations
 
@@ -168,3 +169,40 @@ class Module:
 """
     with pytest.raises(relax_mlir.script.parser.ParseError, match="x is R.Tensor.*not a function"):
         from_source(text)
+
+
+PRIVATE = """
+@I.ir_module
+class Module:
+    @R.function(private=True)
+    def helper(a: R.Tensor((3,), "float32"), unused: R.Tensor((3,), "float32")):
+        return a
+
+    @R.function(private=True, pure=False)
+    def lonely(a: R.Tensor((3,), "float32")):
+        return a
+
+    @R.function
+    def main(x: R.Tensor((3,), "float32")):
+        y = cls.helper(x, x)
+        return y
+"""
+
+
+def test_private_functions_are_kept_by_the_text_format_and_honoured_by_the_passes():
+    mod = from_source(PRIVATE)
+    roundtrip(mod)
+    assert "@R.function(private=True)\n    def helper(" in mod.script()
+    assert "@R.function(pure=False, private=True)\n    def lonely(" in mod.script()
+    assert mod["helper"].is_private and not mod["main"].is_private
+    assert transform.utils.private_functions(mod) == {"helper", "lonely"}
+    # TVM: an unused private function is dead; a private one keeps no global_symbol
+    assert sorted(n for n, _ in transform.DeadCodeElimination()(mod).items()) == ["helper", "main"]
+    attached = transform.AttachGlobalSymbol()(mod)
+    assert "global_symbol" not in attached["helper"].attrs and attached["main"].attrs["global_symbol"] == "main"
+    # a private function's signature may change: its unused parameter goes
+    assert len(transform.RemoveUnusedParameters()(mod)["helper"].params) == 1
+    with pytest.raises(relax_mlir.script.parser.ParseError, match="a private function has no global_symbol"):
+        from_source(PRIVATE.replace('        return a\n\n    @R.function(private=True, pure=False)',
+                                    '        R.func_attr({"global_symbol": "helper"})\n        return a\n\n'
+                                    '    @R.function(private=True, pure=False)'))
