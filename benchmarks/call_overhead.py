@@ -7,6 +7,7 @@ nanoseconds and the time is the call path's: argument checks, descriptor writing
 the ctypes call. Rows, each the median over ``repeats`` samples of enough back-to-back calls to last ~5 ms:
 
     compiled f(*args)           the call a user makes (the signature's plan, callpath.py, falling back to the general route)
+    f(*args), Python checks     the same without the native module (_callpath.c): its checks written in Python
     compiled f(*args, out=y)    the same into a preallocated output (outputs checked: writeable, no overlap)
     general path                the path that converts or refuses arguments (docs/arguments.md), timed on
                                 arguments that fit, as if it were the only path
@@ -80,6 +81,9 @@ def relax_rows(k: int, repeats: int) -> dict[str, float]:
         "compiled f(*args, out=y)": median_us(lambda: f(*args, out=out), repeats),
         "general path": median_us(lambda: f._call_general(args, None), repeats),
     }
+    native, f._plan.native = f._plan.native, None  # the same call with the checks in Python
+    rows["f(*args), Python checks"] = median_us(lambda: f(*args), repeats) if native is not None else None
+    f._plan.native = native
     f(*args)  # leaves argv pointing at live arrays for the raw call
     raw = f._fn
     rows["ctypes call only"] = median_us(lambda: raw(argv), repeats)

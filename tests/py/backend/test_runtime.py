@@ -397,3 +397,44 @@ def test_exact_arrays_take_the_plan_and_the_rest_the_general_route(monkeypatch):
         f(x, w, out=np.lib.stride_tricks.as_strided(x, (5, 10), (512, 4)))  # writes where x is read
     assert callpath.data_address(readonly) == readonly.__array_interface__["data"][0]
     assert not hasattr(callpath, "exec")  # nothing generated: there is no source to exec
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native checks", "python checks"])
+def test_static_plan_native_and_python_checks_agree(monkeypatch, native):
+    """With static shapes the plan's checks run in the native module (_callpath.c, built at install) or, without
+    it, in Python: the same arrays take the plan, the same ones the general route, with the same values."""
+    import relax_mlir.backend.callpath as callpath
+
+    assert callpath._native is not None, "relax_mlir._callpath was not built (pip install -e . builds it)"
+    sig = FunctionSignature("main", (TensorSpec((5, 128), "float32", "x"), TensorSpec((128, 10), "float32", "w")),
+                            (TensorSpec((5, 10), "float32"),))
+    f = build(S.DYNAMIC_MATMUL, 2, sig)["main"]
+    plan_native = f._plan.native
+    assert plan_native is not None
+    if not native:
+        monkeypatch.setattr(f._plan, "native", None)
+    x, w = rand(5, 128), rand(128, 10)
+    general = f._call_general
+    taken = []
+    monkeypatch.setattr(f, "_call_general", lambda args, out: taken.append(1) or general(args, out))
+    close32(f(x, w), x.astype(np.float64) @ w)
+    assert taken == []
+    readonly = x.copy()
+    readonly.flags.writeable = False
+    raw = np.empty(x.nbytes + 1, np.uint8)
+    misaligned = raw[1:].view(np.float32).reshape(x.shape)
+    misaligned[...] = x
+
+    class Sub(np.ndarray):
+        pass
+
+    odd = [readonly, np.repeat(x, 2, axis=0)[::2], misaligned, x.astype(np.float64), x.tolist(), x.view(Sub),
+           np.asfortranarray(x)]
+    for a in odd:
+        close32(f(a, w), x.astype(np.float64) @ w)
+    assert len(taken) == len(odd)
+    with pytest.raises(ArgumentError, match=r"x.*shape|shape.*x"):
+        f(x[:4], w)
+    with pytest.raises(ArgumentError):
+        f(x, w[:, :9])
+    assert len(taken) == len(odd) + 2

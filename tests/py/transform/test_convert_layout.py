@@ -89,7 +89,7 @@ STAGES = {
     "maxpool": "R.nn.max_pool2d({x}, pool_size=2, strides=1, padding=(1, 1, 0, 0))",
     "avgpool": "R.nn.avg_pool2d({x}, pool_size=3, padding=1)",
     "sum": "R.sum({x}, axis=[1], keepdims=True)",
-    "exp": "R.exp({x})",
+    "tanh": "R.tanh({x})",
 }
 
 
