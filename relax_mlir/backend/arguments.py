@@ -52,7 +52,7 @@ def conform(a: Any, dtype: np.dtype) -> tuple[np.ndarray | None, str]:
         if a.dtype.kind not in _NUMERIC:
             return None, f"expected an array of {dtype.name}, got a {kind} of {a.dtype}"
     if a.dtype.newbyteorder("=") == dtype and a.dtype != dtype:  # only the byte order differs
-        return np.ascontiguousarray(a, dtype=dtype), ""
+        return np.asarray(a, dtype=dtype, order="C"), ""  # keeps a 0-d array 0-d
     if a.dtype != dtype:
         problem = _cast_problem(a, dtype)
         if problem:

@@ -184,7 +184,7 @@ class Trainer:
         shape, dtype = _static_shape(v), to_numpy(v.struct_info.dtype)
         if a.shape != shape or a.dtype != dtype:
             raise ValueError(f"{where}: {v.name_hint!r} must be {dtype} of shape {shape}, got {a.dtype} {a.shape}")
-        return np.ascontiguousarray(a).copy()
+        return np.array(a, order="C", copy=True)  # (ascontiguousarray would make a 0-d array 1-d)
 
     # -- running ----------------------------------------------------------------------------------
     def update_params(self, *batch) -> NDArray:

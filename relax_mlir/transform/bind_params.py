@@ -95,4 +95,4 @@ def _array(param: Var, value: Any, where: str) -> np.ndarray:
                                                    for d, n in zip(sinfo.shape, array.shape)):
             raise ValueError(f"BindParams: {where}: parameter {param.name_hint!r} has shape "
                              f"({', '.join(map(str, sinfo.shape))}), got an array of shape {array.shape}")
-    return np.ascontiguousarray(array)
+    return np.array(array, order="C", copy=True)  # (ascontiguousarray would make a 0-d array 1-d)

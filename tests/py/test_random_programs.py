@@ -627,6 +627,46 @@ def test_inline_functions_keeps_values(p: Program, data):
     roundtrip(inlined["caller"])
 
 
+@CHEAP
+@given(programs())
+def test_function_and_parameter_passes_keep_values(p: Program):
+    """The passes that change a function's parameters or results, run on random programs with what each then
+    needs: a weight bound as a constant, weights lifted or asked for through a callback, results handed to one,
+    the weights bundled into a tuple; and the ones that leave the values alone (lifting local functions, layouts,
+    purity marks, symbols, names). Each result is well-formed and gives the original values."""
+    main = p.mod["main"]
+    want = relax_mlir.interpret(p.mod, "main", *p.args)
+    args, names = list(p.args), [v.name_hint for v in main.params]
+
+    def check(mod, got, where):
+        _same(got, want, rtol=0, atol=0, where=where)
+        roundtrip(mod)
+
+    for the_pass in (transform.LambdaLift(), transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]}),
+                     transform.RemovePurityChecking(), transform.AttachGlobalSymbol(), transform.Normalize(),
+                     transform.NormalizeGlobalVar(), transform.UpdateParamStructInfo(lambda v: None)):
+        out = the_pass(p.mod)
+        check(out, relax_mlir.interpret(out, "main", *args), the_pass.info.name)
+    bound = transform.BindParams("main", {names[-1]: args[-1]})(p.mod)
+    check(bound, relax_mlir.interpret(bound, "main", *args[:-1]), "BindParams")
+    got = []
+    lazy_out = transform.LazySetOutput()(p.mod)
+    assert relax_mlir.interpret(lazy_out, "main", *args, lambda i, v: got.append((i, v))) == ()
+    check(lazy_out, got[0][1] if len(got) == 1 and not isinstance(want, tuple) else
+          tuple(v for _, v in sorted(got, key=lambda e: e[0])), "LazySetOutput")
+    if len(args) < 2:
+        return
+    weighted = IRModule({"main": main.with_attr("num_input", 1)})
+    lazy_in = transform.LazyGetInput()(weighted)
+    check(lazy_in, relax_mlir.interpret(lazy_in, "main", args[0], lambda i, name: args[1 + int(i)]), "LazyGetInput")
+    bundled = transform.BundleModelParams()(weighted)
+    check(bundled, relax_mlir.interpret(bundled, "main", args[0], tuple(args[1:])), "BundleModelParams")
+    lifted = transform.LiftTransformParams()(weighted)
+    if "main_transform_params" in dict(lifted.items()):
+        prepared = relax_mlir.interpret(lifted, "main_transform_params", *args[1:])
+        check(lifted, relax_mlir.interpret(lifted, "main", args[0], *prepared), "LiftTransformParams")
+
+
 # -- minimal programs of bugs the properties found (fixed) ----------------------------------------------------------
 
 def _compiled_and_interpreted(text: str, *args):
@@ -702,3 +742,23 @@ class M:
     with pytest.raises(ValueError, match=r"relax.add: cannot broadcast shapes \(n, 1\) and \(2, 3\): dims n and 2 "
                                          r"may differ or be 1; match_cast an operand"):
         from_source(text)
+
+
+def test_zero_d_values_stay_zero_d():
+    """``np.ascontiguousarray`` makes a 0-d array 1-d: BindParams bound a scalar parameter as a (1,) constant
+    (found by test_function_and_parameter_passes_keep_values), and a byte-swapped scalar argument was converted
+    to shape (1,)."""
+    text = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((), "float32"), y: R.Tensor((), "float32")):
+        z = R.add(x, y)
+        return z
+'''
+    mod = from_source(text)
+    bound = transform.BindParams("main", {"y": np.array(2.0, np.float32)})(mod)
+    assert bound["main"].body.blocks[0].bindings[0].value.args[1].data.shape == ()
+    f = relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"]
+    got = f(np.array(1.5, ">f4"), np.array(0.5, np.float32))
+    assert got.shape == () and float(got) == 2.0
