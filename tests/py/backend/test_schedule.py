@@ -54,6 +54,8 @@ def test_plans_of_large_and_small_matmuls():
     assert _plan(256, 1024, 1024, 1, AVX512).parallel is None
     small = _plan(64, 784, 128, 2, AVX512)  # 12.8 MFLOP: below the threshold
     assert 2 * 64 * 784 * 128 < PARALLEL_MIN_FLOPS and small.parallel is None and small.cache is None
+    # the K loop of a large matmul's register tile does four K steps an iteration; a small one's, one
+    assert big.unroll_k == 4 and _plan(256, 1024, 1024, 1, AVX512).unroll_k == 4 and small.unroll_k == 1
     uneven = _plan(100, 512, 70, 2, AVX512)
     assert uneven.peel == (1, 0) and uneven.parallel is None and uneven.cache is None
     avx2 = _plan(1024, 256, 1024, 4, AVX2)
