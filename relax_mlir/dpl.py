@@ -654,11 +654,12 @@ def _rewrite_block(block: DataflowBlock, new: dict) -> Optional[DataflowBlock]:
                             "an expression")
     if all(new[b.var] is b.value for b in block.bindings if b.var in new):
         return None
-    return DataflowBlock(_in_dependency_order(_BlockRebuilder().rebuild(block, new)))
+    return DataflowBlock(in_dependency_order(_BlockRebuilder().rebuild(block, new)))
 
 
-def _in_dependency_order(bindings: list) -> list:
-    """``bindings`` reordered so that each variable is bound before it is read, otherwise as they were."""
+def in_dependency_order(bindings: list) -> list:
+    """``bindings`` (of one dataflow block) reordered so that each variable is bound before it is read, otherwise
+    as they were; a ValueError names the bindings if they read each other in a cycle."""
     defined = {b.var for b in bindings}
     pending = list(bindings)
     done: set[Var] = set()
@@ -671,5 +672,5 @@ def _in_dependency_order(bindings: list) -> list:
                 break
         else:
             names = ", ".join(b.var.name_hint for b in pending)
-            raise ValueError(f"rewrite_bindings: the new values read each other in a cycle ({names})")
+            raise ValueError(f"bindings that read each other in a cycle: {names}")
     return out

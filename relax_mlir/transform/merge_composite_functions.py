@@ -35,6 +35,7 @@ from ..ir.expr import (BindingBlock, Call, DataflowBlock, DataflowVar, Function,
 from ..ir.module import IRModule
 from ..ir.struct_info import FuncStructInfo, TupleStructInfo
 from ..ir.visitor import post_order_visit
+from ..dpl import in_dependency_order
 from ..op.registry import Op
 from .pass_infra import Pass
 from .utils import callees, free_vars, substitute
@@ -188,7 +189,7 @@ class _Merger:
                 new += placed[i]
             elif i not in dropped:
                 new.append(b)
-        return DataflowBlock(_in_dependency_order(new))
+        return DataflowBlock(in_dependency_order(new))  # the cycle check above rules a cycle out
 
     def outline(self, group: list, outputs: list[Var], codegen: str) -> list:
         defined = {b.var for b in group}
@@ -270,19 +271,3 @@ def _used_outside(block, group: set[int], bindings: list) -> set[Var]:
         if i not in group:
             used.update(free_vars(b.value))
     return used
-
-
-def _in_dependency_order(bindings: list) -> list:
-    """``bindings`` reordered so that each variable is bound before it is read, otherwise as they were."""
-    defined = {b.var for b in bindings}
-    pending, done, out = list(bindings), set(), []
-    while pending:
-        for i, b in enumerate(pending):
-            if all(v in done or v not in defined for v in free_vars(b.value)):
-                out.append(pending.pop(i))
-                done.add(b.var)
-                break
-        else:  # the cycle check above rules this out
-            raise AssertionError("MergeCompositeFunctions: bindings in a cycle: " +
-                                 ", ".join(b.var.name_hint for b in pending))
-    return out
