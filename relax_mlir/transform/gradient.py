@@ -233,8 +233,10 @@ class _Differentiator:
     def _edges(self, binding) -> list[Var]:
         """The variables a binding's value depends on differentiably."""
         value = binding.value
+        if isinstance(value, Function):  # a local function: a value, not a computation on tensors
+            return []
         if isinstance(value, Call):
-            if isinstance(value.op, GlobalVar):
+            if not isinstance(value.op, Op):  # a module function, a local function or a host function
                 return free_vars_of(value.args)
             op: Op = value.op
             return [v for i, a in enumerate(value.args)
@@ -263,6 +265,11 @@ class _Differentiator:
             op = b.value.op
             if isinstance(op, GlobalVar):
                 key = f"calls to other functions (cls.{op.name_hint}) are not differentiated; inline them first"
+            elif isinstance(op, Var):
+                key = (f"calls of local functions ({op.name_hint}) are not differentiated; lift and inline them "
+                       "first (LambdaLift, then InlineFunctions)")
+            elif not isinstance(op, Op):
+                key = f"{op.name} calls a host function, which has no gradient"
             elif op.gradient is None:
                 key = f"no gradient rule for {op.name}"
             elif op.gradient is NOT_DIFFERENTIABLE:

@@ -206,3 +206,40 @@ def test_private_functions_are_kept_by_the_text_format_and_honoured_by_the_passe
         from_source(PRIVATE.replace('        return a\n\n    @R.function(private=True, pure=False)',
                                     '        R.func_attr({"global_symbol": "helper"})\n        return a\n\n'
                                     '    @R.function(private=True, pure=False)'))
+
+
+def test_gradient_names_what_it_cannot_differentiate_and_the_way_round():
+    text = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((3,), "float32"), w: R.Tensor((3,), "float32")):
+        @R.function
+        def f(y: R.Tensor((3,), "float32")):
+            z = R.multiply(y, w)
+            return z
+        with R.dataflow():
+            a = f(x)
+            s = R.sum(a)
+            R.output(s)
+        return s
+"""
+    mod = from_source(text)
+    with pytest.raises(transform.GradientError, match=r"calls of local functions \(f\) .*LambdaLift"):
+        transform.Gradient("main")(mod)
+    grads = transform.Gradient("main")(transform.InlineFunctions()(transform.LambdaLift()(mod)))
+    x, w = np.ones(3, np.float32), np.arange(3, dtype=np.float32)
+    loss, (gx, gw) = relax_mlir.interpret(grads, "main_adjoint", x, w)
+    np.testing.assert_array_equal(gx, w)  # d sum(x * w) / dx = w, hand-derived
+    np.testing.assert_array_equal(gw, x)
+    packed = from_source("""
+@I.ir_module
+class Module:
+    @R.function(pure=False)
+    def main(x: R.Tensor((3,), "float32")):
+        y = R.call_packed("scale", x, sinfo_args=R.Tensor((3,), "float32"))
+        s = R.sum(y)
+        return s
+""")
+    with pytest.raises(transform.GradientError, match=r"call_packed\('scale'\) calls a host function"):
+        transform.Gradient("main")(packed)
