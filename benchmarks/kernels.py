@@ -5,7 +5,7 @@
 Rows: the matmul shapes of ``train_step.py``'s steps in the three forms their gradients produce (plain
 ``x w``, transposed ``x^T g`` and ``g w^T``: the transpose is part of the timed function, as in a step), the
 CNN's convolutions forward and backward (``conv2d_transpose`` is the data gradient, the weight gradient is a
-convolution over the batch), pooling, softmax/exp and reductions. Each figure is the median time of repeated
+convolution over the batch), pooling, softmax/exp, tanh/erf/GELU and reductions. Each figure is the median time of repeated
 calls for at least ``--min-seconds``; GFLOP/s where the op has a flop count, else µs. NumPy and PyTorch run in
 this process too, with a pause between frameworks so that one's spinning threads do not slow another's.
 Every compiled result is checked against NumPy (or PyTorch) first.
@@ -75,6 +75,9 @@ OTHERS = [
     ("softmax 64x10", [(64, 10)], op.nn.softmax, _softmax, "softmax", 0),
     ("softmax 256x1024", [(256, 1024)], op.nn.softmax, _softmax, "softmax", 0),
     ("exp 256x256", [(256, 256)], op.exp, np.exp, "exp", 0),
+    ("tanh 1024x1024", [(1024, 1024)], op.tanh, np.tanh, "tanh", 0),
+    ("erf 1024x1024", [(1024, 1024)], op.erf, None, "erf", 0),
+    ("gelu 1024x1024", [(1024, 1024)], op.nn.gelu, None, "gelu", 0),
     ("sum all 256x256", [(256, 256)], lambda x: op.sum(x), lambda x: x.sum(), "sum", 0),
     ("bias+relu 256x1024", [(256, 1024), (1024,)], lambda x, b: op.nn.relu(op.add(x, b)),
      lambda x, b: np.maximum(x + b, 0), "bias_relu", 0),
@@ -92,7 +95,8 @@ def _torch_fn(kind):
         "conv": lambda x, w: F.conv2d(x, w, padding=1 if x.shape[-1] != w.shape[-1] + 2 else 0),
         "convT": lambda g, w: F.conv_transpose2d(g, w, padding=1),
         "pool": lambda x: F.max_pool2d(x, 2), "softmax": lambda x: torch.softmax(x, -1), "exp": torch.exp,
-        "sum": torch.sum, "bias_relu": lambda x, b: torch.relu(x + b),
+        "sum": torch.sum, "bias_relu": lambda x, b: torch.relu(x + b), "tanh": torch.tanh, "erf": torch.erf,
+        "gelu": F.gelu,
     }
     fn = fns[kind]
     return lambda *arrays: fn(*[torch.from_numpy(a) for a in arrays])

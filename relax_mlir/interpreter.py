@@ -254,7 +254,6 @@ class _Frame:
             raise kind(f"{self.name}: {callee.name} failed on "
                        f"{', '.join(_describe(a) for a in args)}: {exc}") from exc
 
-
     def _host_call(self, name: str, fn, args: list) -> Value:
         try:
             result = fn(*args)

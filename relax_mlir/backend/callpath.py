@@ -130,7 +130,8 @@ class CallPlan:
         self.static_params = [(p.dtype, tuple(p.shape) if self.all_static else None, b, p.dtype.alignment - 1)
                               for p, b in zip(params, bases)]
         # static shapes: the native module checks every argument and writes every pointer in one call
-        self.native = _native.make_plan(_ND, self.static_params_native()) if _native and self.all_static else None
+        self.native = (_native.make_plan(_ND, [(base, dtype, mask, shape) for dtype, shape, base, mask
+                                               in self.static_params]) if _native and self.all_static else None)
         self.buf_address = ctypes.addressof(buf)
         self.static = signature.is_static
         self.param_bases = list(bases[:len(params)])
@@ -140,10 +141,6 @@ class CallPlan:
             tuple(r.shape) if all(isinstance(d, int) for d in r.shape) else None for r in results]
         self.result_evaluators = [shape_evaluator(r.shape) for r in results]
         self.buf = buf
-
-    def static_params_native(self) -> list[tuple]:
-        """``(base, dtype, alignment mask, shape)`` per parameter, as ``_callpath.make_plan`` takes them."""
-        return [(base, dtype, mask, shape) for dtype, shape, base, mask in self.static_params]
 
     def run(self, args: Sequence[Any], out: Any = None) -> Optional[list[np.ndarray]]:
         """Write every descriptor for ``args`` (and ``out=``, if given) and return the results, or None

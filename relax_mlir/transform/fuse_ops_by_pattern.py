@@ -14,8 +14,8 @@ Patterns are tried in the order given, at every binding in order; a match takes 
 binding of the same block whose value the pattern matched, provided none of them is already in a group and none
 but the root is used outside the group (each group computes one value). The group's inputs, in order of first use,
 become the function's parameters; constants stay inside (``bind_constants``). ``check(context)`` may refuse a
-match. The function is named ``fused_<pattern name>`` (its dots as ``_``; ``_1``, ``_2``, ... when taken) with the attributes
-``Composite`` (the pattern's name) and ``Primitive``. The backend compiles each call by inlining it again (MLIR's
+match. The function is named ``fused_<pattern name>`` (its dots as ``_``; ``_1``, ``_2``, ... when taken) with
+the attributes ``Composite`` (the pattern's name) and ``Primitive``. The backend compiles each call by inlining it again (MLIR's
 ``inline`` before bufferization) and MLIR's elementwise fusion then fuses the group's loops where it can: the
 grouping documents intent and gives the values the same names; it costs nothing at run time.
 ``annotate_codegen`` (TVM's wrapping for an external code generator) does not apply: there is none on this target,
@@ -26,7 +26,6 @@ so it is refused. A pattern may also be given as text (``dpl.parse_pattern``), w
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -34,7 +33,7 @@ from ..dpl import Pattern, parse_pattern
 from ..ir.expr import BindingBlock, Call, Expr, Function, GlobalVar, MatchCast, SeqExpr, Var, VarBinding
 from ..ir.struct_info import FuncStructInfo
 from .pass_infra import Pass
-from .utils import free_vars, substitute
+from .utils import free_vars, group_inputs, substitute, unique_function_name
 
 
 @dataclass(frozen=True)
@@ -227,12 +226,7 @@ class FuseOpsByPattern(Pass):
 def outline_group(name: str, group: list, root, out, attrs: Mapping[str, Any]) -> VarBinding:
     """Move the bindings ``group`` (in order; ``root`` the one whose value leaves it) into a new private function
     of ``out`` named ``name`` (``_1``, ``_2``, ... when taken) with ``attrs``; the binding that calls it."""
-    defined = {b.var for b in group}
-    inputs: list[Var] = []
-    for b in group:
-        for v in free_vars(b.value):
-            if v not in defined and v not in inputs:  # once each, however often it is read
-                inputs.append(v)
+    inputs = group_inputs(group)
     params = {v: Var(v.name_hint, v.struct_info, span=v.span) for v in inputs}
     remap: dict[Var, Expr] = dict(params)
     body = []
@@ -242,10 +236,7 @@ def outline_group(name: str, group: list, root, out, attrs: Mapping[str, Any]) -
         remap[b.var] = var
     ret = root.var.struct_info
     fn = Function([params[v] for v in inputs], SeqExpr([BindingBlock(body)], remap[root.var]), ret, dict(attrs), True)
-    unique, k = name, 0
-    while unique in out:
-        k += 1
-        unique = f"{name}_{k}"
+    unique = unique_function_name(name, out)
     out[unique] = fn
     gvar = GlobalVar(unique, FuncStructInfo([p.struct_info for p in fn.params], ret))
     return VarBinding(root.var, Call(gvar, tuple(inputs), {}, ret), span=root.span)

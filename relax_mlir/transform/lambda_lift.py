@@ -27,7 +27,7 @@ from ..ir.expr import Call, Expr, Function, GlobalVar, SeqExpr, Var, VarBinding
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator, post_order_visit
 from .pass_infra import Pass
-from .utils import rebind, substitute
+from .utils import rebind, substitute, unique_function_name
 
 
 class LambdaLiftError(ValueError):
@@ -125,10 +125,7 @@ class _Lifter:
         body = _substitute_function_body(inner.body, dict(zip(captured, params)))
         fn = Function(params + list(inner.params), body, inner.ret_struct_info, inner.attrs, inner.is_pure,
                       span=local.span)
-        unique, k = name, 0
-        while unique in self.out:
-            k += 1
-            unique = f"{name}_{k}"
+        unique = unique_function_name(name, self.out)
         self.out[unique] = fn
         return GlobalVar(unique, fn.struct_info), captured
 

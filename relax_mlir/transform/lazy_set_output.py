@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.expr import (BindingBlock, Call, DataflowBlock, Function, PrimValue, SeqExpr, Tuple, Var, VarBinding)
+from ..ir.expr import BindingBlock, Call, DataflowBlock, Function, PrimValue, SeqExpr, Tuple, Var, VarBinding
 from ..ir.struct_info import FuncStructInfo, ObjectStructInfo, PrimStructInfo, TupleStructInfo
 from .pass_infra import Pass
 from .utils import private_functions
@@ -86,24 +86,17 @@ def lazy_outputs(func: Function) -> Function:
                            Call(fset, [PrimValue(i, "int64"), value], {}, TupleStructInfo([])))
                 for i in at.pop(value, [])]
 
-    blocks = []
-    start = [b for p in func.params for b in sets(p)]
-    if start:
-        blocks.append(BindingBlock(start))
+    blocks = [BindingBlock([b for p in func.params for b in sets(p)])]
     for block in func.body.blocks:
         if isinstance(block, DataflowBlock):
             blocks.append(block)
-            after = [b for binding in block.bindings for b in sets(binding.var)]
-            if after:
-                blocks.append(BindingBlock(after))
+            blocks.append(BindingBlock([b for binding in block.bindings for b in sets(binding.var)]))
         else:
             bindings = []
             for binding in block.bindings:
                 bindings += [binding, *sets(binding.var)]
             blocks.append(BindingBlock(bindings))
-    end = [b for value in list(at) for b in sets(value)]  # constants (and anything else not bound above)
-    if end:
-        blocks.append(BindingBlock(end))
+    blocks.append(BindingBlock([b for value in list(at) for b in sets(value)]))  # constants, and the rest
     params = list(func.params)
     attrs = dict(func.attrs)
     if "num_input" in attrs:
@@ -112,15 +105,5 @@ def lazy_outputs(func: Function) -> Function:
     else:
         params.append(fset)
     empty = Tuple([])
-    return Function(params, SeqExpr(_merged(blocks), empty), empty.struct_info, attrs, False, span=func.span)
-
-
-def _merged(blocks: list) -> list:
-    """Adjacent plain blocks as one."""
-    out: list = []
-    for block in blocks:
-        if out and type(block) is BindingBlock and type(out[-1]) is BindingBlock:
-            out[-1] = BindingBlock(list(out[-1].bindings) + list(block.bindings))
-        else:
-            out.append(block)
-    return out
+    # (SeqExpr merges adjacent plain blocks and drops empty ones)
+    return Function(params, SeqExpr(blocks, empty), empty.struct_info, attrs, False, span=func.span)

@@ -38,7 +38,7 @@ from ..ir.visitor import post_order_visit
 from ..dpl import in_dependency_order
 from ..op.registry import Op
 from .pass_infra import Pass
-from .utils import callees, free_vars, substitute
+from .utils import callees, free_vars, group_inputs, substitute, unique_function_name
 
 
 def codegen_name(composite: str) -> str:
@@ -192,12 +192,7 @@ class _Merger:
         return DataflowBlock(in_dependency_order(new))  # the cycle check above rules a cycle out
 
     def outline(self, group: list, outputs: list[Var], codegen: str) -> list:
-        defined = {b.var for b in group}
-        inputs: list[Var] = []
-        for b in group:
-            for v in free_vars(b.value):
-                if v not in defined and v not in inputs:
-                    inputs.append(v)
+        inputs = group_inputs(group)
         params = {v: Var(v.name_hint, v.struct_info, span=v.span) for v in inputs}
         remap: dict = dict(params)
         locals_: dict[str, Var] = {}
@@ -219,7 +214,8 @@ class _Merger:
         else:
             result = Tuple([remap[v] for v in outputs])
             ret = TupleStructInfo([v.struct_info for v in outputs])
-        name = self.unique("fused_" + "_".join(self.op_names(b.value.op.name_hint) for b in group))
+        name = unique_function_name("fused_" + "_".join(self.op_names(b.value.op.name_hint) for b in group),
+                                    self.out)
         fn = Function([params[v] for v in inputs], SeqExpr([BindingBlock(body)], result), ret,
                       {"Codegen": codegen, "global_symbol": name}, True)
         self.out[name] = fn
@@ -235,13 +231,6 @@ class _Merger:
         post_order_visit(self.mod[composite].body, lambda e: names.append(e.op.name.replace(".", "_"))
                          if isinstance(e, Call) and isinstance(e.op, Op) else None)
         return "_".join(names) or composite
-
-    def unique(self, name: str) -> str:
-        unique, k = name, 0
-        while unique in self.out:
-            k += 1
-            unique = f"{name}_{k}"
-        return unique
 
 
 def _makes_cycle(group: set[int], bindings: list, index: dict) -> bool:

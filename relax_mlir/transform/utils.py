@@ -153,6 +153,26 @@ def callees(func: "Function") -> set[str]:
     return out
 
 
+def unique_function_name(name: str, mod) -> str:
+    """``name``, or ``name_1``, ``name_2``, ... : the first that ``mod`` does not hold yet."""
+    unique, k = name, 0
+    while unique in mod:
+        k += 1
+        unique = f"{name}_{k}"
+    return unique
+
+
+def group_inputs(group: list) -> list[Var]:
+    """The variables the bindings ``group`` read but do not define, once each, in order of first use."""
+    defined = {b.var for b in group}
+    inputs: list[Var] = []
+    for b in group:
+        for v in free_vars(b.value):
+            if v not in defined and v not in inputs:
+                inputs.append(v)
+    return inputs
+
+
 def private_functions(mod) -> set[str]:
     """The functions of ``mod`` that are internal: those declared ``@R.function(private=True)``, and those without
     a ``global_symbol`` attribute that another function of the module uses. (A function nothing declares private

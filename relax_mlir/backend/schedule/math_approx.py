@@ -22,9 +22,10 @@ expose to Python):
 
 Measured against NumPy (float64 reference, 2^20 points over the whole float32 range): exp within 0.99 ulp,
 log within 0.74 ulp (``tests/py/backend/test_math_approx.py`` asserts 1.5). 0.39 ns an element on one core
-for exp, NumPy 0.55 (2-core AMD EPYC, AVX-512). tanh of 2^20 floats on one core: 21.4 ms with the intrinsic,
-0.50 ms approximated (NumPy 0.43); erf 12.5 -> 0.57 ms; ``nn.gelu`` 8.9 -> 0.59 ms (2-core Intel Xeon,
-AVX-512). Float64 keeps libm.
+for exp, NumPy 0.55 (2-core AMD EPYC, AVX-512). tanh of 2^20 floats on one core: 21.4 ms with the intrinsic
+(measured before this replacement), 0.50 ms approximated (NumPy 0.43); erf 12.5 -> 0.57 ms; ``nn.gelu`` 8.9 ->
+0.59 ms (2-core Intel Xeon, AVX-512; the approximated figures are ``python benchmarks/kernels.py --threads 1``'s
+tanh/erf/gelu rows). Float64 keeps libm.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from mlir import ir
 from mlir.dialects import arith, math
 
 from ...op.fast_math import ERF, TANH, rational
+from ..legalize.elementwise import ScalarBuilder
 from .common import ops_named
 
 _EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
@@ -110,28 +112,19 @@ def log_f32(x: ir.Value) -> ir.Value:
     return arith.select(o.cmp("ULT", x, o.c(0.0)), o.c(float("nan")), y)  # negative or NaN
 
 
-class _Arith:
-    """The operations ``relax_mlir.op.fast_math.rational`` needs, on f32 values (numbers become constants)."""
-
-    def __init__(self, like: ir.Value):
-        self._o = _Ops(like)
-
-    def _v(self, a):
-        return a if isinstance(a, ir.Value) else self._o.c(float(a))
-
-    def add(self, a, b): return arith.addf(self._v(a), self._v(b))  # noqa: E704 - a table of one-line forwards
-    def mul(self, a, b): return arith.mulf(self._v(a), self._v(b))  # noqa: E704
-    def div(self, a, b): return arith.divf(self._v(a), self._v(b))  # noqa: E704
-    def min(self, a, b): return arith.minimumf(self._v(a), self._v(b))  # noqa: E704
-    def max(self, a, b): return arith.maximumf(self._v(a), self._v(b))  # noqa: E704
+def _builder() -> ScalarBuilder:
+    """The lowering's scalar builder (it forms float ops and turns numbers into constants), for ``rational``."""
+    def fail(message: str) -> None:
+        raise ValueError(f"math_approx: {message}")
+    return ScalarBuilder(fail)
 
 
 def tanh_f32(x: ir.Value) -> ir.Value:
-    return rational(_Arith(x), x, *TANH)
+    return rational(_builder(), x, *TANH)
 
 
 def erf_f32(x: ir.Value) -> ir.Value:
-    return rational(_Arith(x), x, *ERF)
+    return rational(_builder(), x, *ERF)
 
 
 _APPROX: dict[str, Callable[[ir.Value], ir.Value]] = {"math.exp": exp_f32, "math.log": log_f32,
