@@ -1,6 +1,6 @@
 """MLIR side of relax-mlir. Import the submodules directly (loading MLIR's bindings takes about 0.4 s):
 
-* ``dialect``: the ``relax`` dialect, generated in IRDL from the op registry (``dialects/relax.irdl.mlir``);
+* ``dialect``: the ``relax`` dialect, generated in IRDL from the op registry (``relax_mlir/dialects/relax.irdl.mlir``);
 * ``export``: a Relax ``IRModule`` as relax-dialect MLIR (``func.func`` per function, tuples flattened);
 * ``legalize``: TVM's LegalizeOps on the MLIR side: every relax op to linalg/tensor/arith/math by the rule its
   record names (``op.lowering``), families in ``legalize/*.py``;

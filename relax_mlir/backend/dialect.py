@@ -3,11 +3,13 @@
 One dialect op per registry op that reaches MLIR as itself: every record but the composites, which are decomposed
 into other ops before export (:func:`dialect_records`).
 
-The text of ``dialects/relax.irdl.mlir`` and ``dialects/README.md`` is what
+The text of ``relax_mlir/dialects/relax.irdl.mlir`` and ``relax_mlir/dialects/README.md`` is what
 :func:`irdl_text` and :func:`relax_mlir.backend.dialect_gen.readme_text` return; a test checks the committed files
 equal it, and ``python -m relax_mlir.backend.dialect_gen --write`` regenerates them (generation lives apart so that
 loading the dialect never imports the export, which imports this module). At run time the dialect is loaded into each
-MLIR context from the same generated text (:func:`load_relax_dialect`).
+MLIR context from the same text (:func:`load_relax_dialect`): the shipped file when its stamp (a hash of the sources
+the dialect is generated from, :func:`registry_fingerprint`) and its op names match the registry, else generated
+(every op's samples inferred: 40-60 ms of a new process's first compile) and kept in the on-disk cache.
 
 Conventions (also written at the top of the README):
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
@@ -45,9 +48,10 @@ from ..ir.struct_info import TupleStructInfo
 from ..op.registry import REQUIRED, Op, list_ops
 
 DIALECT = "relax"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-IRDL_PATH = REPO_ROOT / "dialects" / "relax.irdl.mlir"
-README_PATH = REPO_ROOT / "dialects" / "README.md"
+#: The generated files, shipped inside the package (the loader reads the IRDL text instead of generating it).
+DIALECT_DIR = Path(__file__).resolve().parents[1] / "dialects"
+IRDL_PATH = DIALECT_DIR / "relax.irdl.mlir"
+README_PATH = DIALECT_DIR / "README.md"
 
 _TENSOR = '"!builtin.tensor"'
 _KIND_BASE = {"none": "#builtin.unit", "bool": "#builtin.integer", "int": "#builtin.integer",
@@ -218,7 +222,7 @@ _HEADER = """\
 // The relax dialect: one op per lowered Relax op, on builtin tensors.
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
-// relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see dialects/README.md.
+// relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
 """
 
 
@@ -261,9 +265,24 @@ def irdl_operation(op: Op) -> list[str]:
     return lines
 
 
+@functools.lru_cache(maxsize=1)
+def registry_fingerprint() -> str:
+    """A hash of the sources the dialect is generated from: the op records (``relax_mlir/op``) and this module."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted((package / "op").rglob("*.py")) + [Path(__file__).resolve()]:
+        digest.update(path.relative_to(package).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+_STAMP = "// registry sha256 "
+
+
 def irdl_text(extra: Iterable[Op] = ()) -> str:
-    """The IRDL definition of the relax dialect (``dialects/relax.irdl.mlir`` when ``extra`` is empty)."""
-    lines = [_HEADER.rstrip("\n"), f"irdl.dialect @{DIALECT} {{"]
+    """The IRDL definition of the relax dialect (``relax_mlir/dialects/relax.irdl.mlir`` when ``extra`` is empty),
+    stamped with :func:`registry_fingerprint`."""
+    lines = [_HEADER.rstrip("\n"), _STAMP + registry_fingerprint(), f"irdl.dialect @{DIALECT} {{"]
     for i, op in enumerate(dialect_records(extra)):
         if i:
             lines.append("")
@@ -272,12 +291,29 @@ def irdl_text(extra: Iterable[Op] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _shipped_irdl(ops: tuple[Op, ...]) -> Optional[str]:
+    """The shipped IRDL file's text if it was generated from these sources and defines exactly ``ops``, else None."""
+    try:
+        text = IRDL_PATH.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    stamp = next((line for line in text.splitlines() if line.startswith(_STAMP)), None)
+    if stamp != _STAMP + registry_fingerprint():
+        return None
+    defined = {f"{DIALECT}.{name}" for name in re.findall(r"^  irdl\.operation @(\w+) \{", text, re.MULTILINE)}
+    return text if defined == {dialect_op_name(op) for op in ops} else None
+
+
 @functools.lru_cache(maxsize=8)
 def _irdl_cached(ops: tuple[Op, ...]) -> str:
-    """The IRDL text of ``ops``; the registry's own dialect (no extra ops) comes from the on-disk cache when it is
-    on: generating it (every op's samples inferred) costs 40-60 ms of each new process's first compile."""
+    """The IRDL text of ``ops``; the registry's own dialect (no extra ops) is the shipped file when it is current,
+    else comes from the on-disk cache when that is on: generating it (every op's samples inferred) costs 40-60 ms of
+    each new process's first compile."""
     if set(ops) != set(dialect_records()):
         return irdl_text(ops)
+    shipped = _shipped_irdl(ops)
+    if shipped is not None:
+        return shipped
     from . import disk_cache
 
     if not disk_cache.enabled():

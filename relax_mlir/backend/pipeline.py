@@ -32,6 +32,7 @@ from mlir import ir, passmanager
 from mlir.dialects import bufferization
 
 from .bool_storage import widen_bool_memrefs
+from . import loop_hints
 from .outline import mark_no_inline, outline_kernels
 from .openmp import resolve_threads
 from .schedule import schedule_module, vectorize_pools
@@ -244,7 +245,10 @@ def _to_llvm(module: ir.Module, options: PipelineOptions) -> ir.Module:
         sys.stderr.flush()
     if options.outline:
         outline_kernels(module, options.print_after_all)
+    if loop_hints.MAX_UNROLL_TRIP is not None:
+        loop_hints.mark_unrolling(module, loop_hints.MAX_UNROLL_TRIP)
     run_passes(module, LLVM_PIPELINE, options)
+    loop_hints.attach_loop_annotations(module)
     if options.outline:
         mark_no_inline(module)
     return module

@@ -50,5 +50,5 @@ python = sys.executable
 config.substitutions.append(("%python", python))
 config.substitutions.append(("%relax-mlir", f"{python} -m relax_mlir.cli"))
 config.substitutions.append(("%mlir-opt", mlir_opt))
-config.substitutions.append(("%relax-dialect", os.path.join(root, "dialects", "relax.irdl.mlir")))
+config.substitutions.append(("%relax-dialect", os.path.join(root, "relax_mlir", "dialects", "relax.irdl.mlir")))
 config.substitutions.append(("filecheck", filecheck))

@@ -110,7 +110,7 @@ def _plain_vars(s: StructInfo) -> set:
 
 
 def mlir_opt_verify(text: str) -> None:
-    """Parse and verify relax-dialect text with ``mlir-opt --irdl-file=dialects/relax.irdl.mlir`` (outside Python,
+    """Parse and verify relax-dialect text with ``mlir-opt --irdl-file=relax_mlir/dialects/relax.irdl.mlir`` (outside Python,
     against the committed file), as the lit tests do."""
     from relax_mlir.backend.dialect import IRDL_PATH
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -192,11 +193,14 @@ def test_transpose_plans():
     from relax_mlir.backend.schedule import plan_transpose
 
     big = _first_plan(TRANSPOSE.format(m=1024, n=1024), "linalg.transpose", lambda op: plan_transpose(op, 2, AVX512))
-    assert big.tiles == (16, 16) and big.parallel == (512, 0)  # 16 float lanes; one half of the rows per thread
+    # rows of 256 bits (8 floats) though a register holds 16; one half of the rows per thread
+    assert big.tiles == (8, 8) and big.parallel == (512, 0)
     small = _first_plan(TRANSPOSE.format(m=64, n=32), "linalg.transpose", lambda op: plan_transpose(op, 2, AVX2))
     assert small.tiles == (8, 8) and small.parallel is None
+    sse = dataclasses.replace(AVX2, vector_bits=128)  # at most a register's lanes
+    assert _first_plan(TRANSPOSE.format(m=64, n=32), "linalg.transpose", lambda op: plan_transpose(op, 1, sse)).tiles == (4, 4)
     assert _first_plan(TRANSPOSE.format(m=100, n=32), "linalg.transpose",
-                       lambda op: plan_transpose(op, 2, AVX512)) is None  # 100 rows: no whole 16x16 tiles
+                       lambda op: plan_transpose(op, 2, AVX512)) is None  # 100 rows: no whole 8x8 tiles
 
 
 def test_elementwise_plans():

@@ -1,7 +1,8 @@
 // The relax dialect: one op per lowered Relax op, on builtin tensors.
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
-// relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see dialects/README.md.
+// relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
+// registry sha256 7ffa8b32d05475dc7db62596022ee41336ee5fa5729a0cbe05a74b0257e4c961
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

@@ -1,0 +1,101 @@
+"""Loop hints for LLVM: which loops LLVM's unroller may touch.
+
+LLVM's loop unroller (full unrolling of constant trip counts, then partial and runtime unrolling) is where most of
+the code generation time of a training module goes, and most of it buys nothing: the schedules have already
+unrolled the register tiles in MLIR (``convert-vector-to-scf{full-unroll=1}``), and a loop of thousands of
+elementwise iterations gains nothing from a copy of its body that the vectorizer has widened sixteen times already.
+What does pay is unrolling short loops (a 3x3 convolution window, an 8-wide row of an im2col copy): unrolled, the
+SLP vectorizer turns their scalar copies into vector moves.
+
+So every ``scf.for`` is marked ``llvm.loop.unroll.disable`` unless it is a short scalar loop: a known trip count of
+at most ``MAX_UNROLL_TRIP``, no vector op inside (vector code comes from a schedule, already unrolled). The mark is the LLVM dialect's
+``#llvm.loop_annotation``: set on the ``scf.for`` here, carried to the loop's back edge by ``convert-scf-to-cf``
+as a discardable attribute, and moved to the ``llvm.br``'s own ``loop_annotation`` (what the translation to LLVM
+IR reads) by :func:`attach_loop_annotations` after the lowering to LLVM.
+
+Measured on a 2-core Intel Xeon (AVX-512), compile in one process (``Trainer.build``) and the step, each A/B in one
+process: the CNN on 1x8x8 1.91 -> 1.56 s, step 0.63 -> 0.62 ms; on 1x28x28 2.41 -> 1.75 s, 4.43 -> 4.40 ms; the
+784-128-128-10 MLP 0.66 -> 0.58 s, 0.363 -> 0.362 ms; the wide MLP 1.07 -> 0.88 s, 16.2 -> 15.8 ms. A limit of 4
+iterations instead of 16: the CNN's step 10% slower (its im2col rows are 8 wide); no unrolling at all: 18% slower.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+#: Loops of at most this many iterations (a known constant) are left to LLVM's unroller.
+MAX_UNROLL_TRIP = 16
+
+_DISCARDABLE = "llvm.loop_annotation"
+_NO_UNROLL = "#llvm.loop_annotation<unroll = <disable = true>>"
+
+
+def _constant(value: ir.Value) -> int | None:
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    op = owner.operation
+    if op.name != "arith.constant":
+        return None
+    attr = op.attributes["value"]
+    return ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else None
+
+
+def trip_count(op: ir.Operation) -> int | None:
+    """The iterations of an ``scf.for`` with constant bounds and step, else None."""
+    lower, upper, step = (_constant(v) for v in list(op.operands)[:3])
+    if lower is None or upper is None or not step:
+        return None
+    return max(0, -(-(upper - lower) // step))
+
+
+def mark_unrolling(module: ir.Module, max_trip: int = MAX_UNROLL_TRIP) -> int:
+    """Mark every ``scf.for`` of ``module`` as not to be unrolled by LLVM unless it is a short scalar loop (a known
+    trip count <= ``max_trip``, no vector op inside: the schedules have unrolled vector code already); returns how
+    many were marked."""
+    loops: list[ir.Operation] = []
+    vector_ops: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        name = op.name
+        if name == "scf.for":
+            loops.append(op)
+        elif name.startswith("vector."):
+            vector_ops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    holding_vectors: set[ir.Operation] = set()  # every op with a vector op inside
+    for op in vector_ops:
+        parent = op.parent
+        while parent is not None and parent.name != "func.func" and parent not in holding_vectors:
+            holding_vectors.add(parent)
+            parent = parent.parent
+    marked = []
+    for op in loops:
+        count = trip_count(op)
+        if count is None or count > max_trip or op in holding_vectors:
+            marked.append(op)
+    if marked:
+        hint = ir.Attribute.parse(_NO_UNROLL, module.context)
+        for op in marked:
+            op.attributes[_DISCARDABLE] = hint
+    return len(marked)
+
+
+def attach_loop_annotations(module: ir.Module) -> int:
+    """Move the discardable ``llvm.loop_annotation`` of LLVM-dialect branches (where ``convert-scf-to-cf`` puts a
+    loop's hints) to the branch's ``loop_annotation``, which the translation to LLVM IR reads; returns how many."""
+    branches: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in ("llvm.br", "llvm.cond_br") and _DISCARDABLE in op.attributes:
+            branches.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    for op in branches:
+        hint = op.attributes[_DISCARDABLE]
+        del op.attributes[_DISCARDABLE]
+        op.attributes["loop_annotation"] = hint
+    return len(branches)
