@@ -40,7 +40,7 @@ def _marked(module: ir.Module) -> dict[str, bool]:
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name == "scf.for":
-            found[ir.StringAttr(op.attributes["tag"]).value] = "llvm.loop_annotation" in op.attributes
+            found[ir.StringAttr(op.attributes["tag"]).value] = "loop_annotation" in op.attributes
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
