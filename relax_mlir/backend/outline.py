@@ -14,6 +14,11 @@ without results at the top level of a public function (``scf.for``, ``scf.parall
                                                                        %c0 = arith.constant 0 : index
                                                                        scf.for %i = %c0 to %c64 step %c1 { ... }
 
+Adjacent region ops (nothing between them) share a kernel until it holds ``MERGE_BELOW_OPS`` ops: LLVM pays
+about 12 ms a function whatever its size, so the small loops of an elementwise tail compile faster together
+(cold compile of the tutorial MLP's training module 0.544 -> 0.530 s, the CNN's 1.478 -> 1.453 s, medians of 6 and
+4 runs, 2-core Intel Xeon).
+
 The constants a loop uses are copied into its kernel (loop bounds stay constants, so LLVM still sees trip
 counts); everything else it uses (buffers, sizes) becomes a parameter. Kernels are ``no_inline`` (LLVM would
 inline a function called once straight back). Measured on the CNN's training module (Intel Xeon, AVX-512):
@@ -33,14 +38,20 @@ KERNEL_PREFIX = "relax_mlir_kernel"
 #: Top-level ops moved into kernels: the ones that hold loops.
 REGION_OPS = frozenset({"scf.for", "scf.parallel", "scf.forall", "scf.while", "scf.if", "omp.parallel"})
 _TAG = "relax_mlir.outline"
+#: Adjacent loop nests share a kernel until it holds this many ops: LLVM pays ~12 ms a function whatever its size.
+MERGE_BELOW_OPS = 200
 
 
-def _constant_operands(root: ir.Operation, top: ir.Block) -> list[tuple[ir.Operation, int, ir.Operation]]:
+def _constant_operands(root: ir.Operation, top: ir.Block) -> tuple[list[tuple[ir.Operation, int, ir.Operation]], int]:
     """(user, operand index, constant op) for every operand of ``root`` or an op inside it that is the result of
-    an ``arith.constant`` of the block ``top`` (the function body, where canonicalization hoists constants)."""
+    an ``arith.constant`` of the block ``top`` (the function body, where canonicalization hoists constants); and
+    how many ops ``root`` holds."""
     found = []
+    count = 0
 
     def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal count
+        count += 1
         for i, value in enumerate(op.operands):
             owner = value.owner
             if not isinstance(owner, ir.Block):
@@ -50,13 +61,13 @@ def _constant_operands(root: ir.Operation, top: ir.Block) -> list[tuple[ir.Opera
         return ir.WalkResult.ADVANCE
 
     root.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found
+    return found, count
 
 
-def _wrap(op: ir.Operation, top: ir.Block) -> ir.Operation:
-    """Move ``op`` into a new ``scf.execute_region`` together with copies of the constants it uses."""
-    uses = _constant_operands(op, top)
-    with ir.InsertionPoint(op), op.location:
+def _wrap(ops: list[ir.Operation], uses: list[tuple[ir.Operation, int, ir.Operation]]) -> ir.Operation:
+    """Move ``ops`` (adjacent, in order) into a new ``scf.execute_region`` together with copies of the constants
+    they use (``uses``)."""
+    with ir.InsertionPoint(ops[0]), ops[0].location:
         region = scf.ExecuteRegionOp([])
         block = region.regions[0].blocks.append()
         with ir.InsertionPoint(block):
@@ -65,10 +76,33 @@ def _wrap(op: ir.Operation, top: ir.Block) -> ir.Operation:
                 if constant not in copies:
                     copies[constant] = constant.clone()
             yield_op = scf.YieldOp([])
-    op.move_before(yield_op.operation)
+    for op in ops:
+        op.move_before(yield_op.operation)
     for user, index, constant in uses:
         user.operands[index] = copies[constant].result
     return region.operation
+
+
+def _groups(top: ir.Block) -> list[tuple[list[ir.Operation], list]]:
+    """The region ops of ``top`` to outline, in groups: adjacent ones (nothing between them) share a kernel while
+    the kernel holds fewer than ``MERGE_BELOW_OPS`` ops; each group with the constants it uses."""
+    groups: list[tuple[list[ir.Operation], list]] = []
+    size, last = 0, -2
+    for index, op in enumerate(top.operations):
+        op = op.operation
+        # ops with results stay (an scf.if choosing a buffer: the region would hand back a value of the caller's)
+        if op.name not in REGION_OPS or len(op.results) != 0:
+            continue
+        uses, count = _constant_operands(op, top)
+        if groups and last == index - 1 and size < MERGE_BELOW_OPS:
+            groups[-1][0].append(op)
+            groups[-1][1].extend(uses)
+            size += count
+        else:
+            groups.append(([op], uses))
+            size = count
+        last = index
+    return groups
 
 
 def outline_kernels(module: ir.Module, print_ir: bool = False) -> int:
@@ -80,12 +114,8 @@ def outline_kernels(module: ir.Module, print_ir: bool = False) -> int:
     wrapped: list[tuple[ir.Operation, str]] = []
     for func in public_funcs(module):
         name = ir.StringAttr(func.attributes["sym_name"]).value
-        top = func.regions[0].blocks[0]
-        # ops with results stay (an scf.if choosing a buffer: the region would hand back a value of the caller's)
-        targets = [op.operation for op in top.operations
-                   if op.operation.name in REGION_OPS and len(op.operation.results) == 0]
-        for i, op in enumerate(targets):
-            wrapper = _wrap(op, top)
+        for i, (ops, uses) in enumerate(_groups(func.regions[0].blocks[0])):
+            wrapper = _wrap(ops, uses)
             kernel = f"{KERNEL_PREFIX}_{name}_{i}"
             wrapper.attributes[_TAG] = ir.StringAttr.get(kernel)
             wrapped.append((wrapper, kernel))
