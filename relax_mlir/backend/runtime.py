@@ -396,7 +396,7 @@ def compile_module(
                 _check_out_params(m, sigs)
 
         module = lower_module(module, "llvm", options, on_stage=after)
-        libs = list(shared_libs) + find_shared_libs(module) + _openmp_libs(module)
+        libs = list(shared_libs) + find_shared_libs(module)  # (the OpenMP runtime: only the engine needs it named)
         start = time.perf_counter()
         engine, how = None, "ExecutionEngine"
         if not shared_libs and native.enabled():
@@ -406,6 +406,7 @@ def compile_module(
             except (native.NativeError, LinkError, OSError) as err:
                 native.warn_fallback(str(err))
         if engine is None:
+            libs += _openmp_libs(module)
             try:
                 engine = ExecutionEngine(module, opt_level=llvm_opt_level, shared_libs=libs)
             except RuntimeError as err:
