@@ -14,10 +14,14 @@ without results at the top level of a public function (``scf.for``, ``scf.parall
                                                                        %c0 = arith.constant 0 : index
                                                                        scf.for %i = %c0 to %c64 step %c1 { ... }
 
-Adjacent region ops (nothing between them) share a kernel until it holds ``MERGE_BELOW_OPS`` ops: LLVM pays
-about 12 ms a function whatever its size, so the small loops of an elementwise tail compile faster together
-(cold compile of the tutorial MLP's training module 0.544 -> 0.530 s, the CNN's 1.478 -> 1.453 s, medians of 6 and
-4 runs, 2-core Intel Xeon).
+LLVM pays about 12 ms a function whatever its size, so kernels are not one per loop nest: the static allocations
+and the views of memory are first moved up (``_hoist_memory``; never above a deallocation, so peak memory is
+unchanged), which makes most loop nests adjacent, and adjacent loop nests (with the copies
+and stores between them) share a kernel until it holds ``MERGE_BELOW_OPS`` ops. A nest holding a loop LLVM will
+unroll (``loop_hints.py``) keeps a kernel of its own: merged, such nests cost LLVM more than apart (the CNN's
+training module: 1.57 s instead of 1.47). Measured on a 2-core Intel Xeon, cold compiles, medians of 4-5 runs:
+the tutorial MLP's training module 0.508 s one kernel a nest -> 0.495 s (53 kernels -> 11), the CNN's 1.468 ->
+1.418 s.
 
 The constants a loop uses are copied into its kernel (loop bounds stay constants, so LLVM still sees trip
 counts); everything else it uses (buffers, sizes) becomes a parameter. Kernels are ``no_inline`` (LLVM would
@@ -42,16 +46,21 @@ _TAG = "relax_mlir.outline"
 MERGE_BELOW_OPS = 200
 
 
-def _constant_operands(root: ir.Operation, top: ir.Block) -> tuple[list[tuple[ir.Operation, int, ir.Operation]], int]:
+def _constant_operands(root: ir.Operation, top: ir.Block) -> tuple[list[tuple[ir.Operation, int, ir.Operation]], int,
+                                                                    bool]:
     """(user, operand index, constant op) for every operand of ``root`` or an op inside it that is the result of
-    an ``arith.constant`` of the block ``top`` (the function body, where canonicalization hoists constants); and
-    how many ops ``root`` holds."""
+    an ``arith.constant`` of the block ``top`` (the function body, where canonicalization hoists constants); how
+    many ops ``root`` holds; and whether it holds a loop LLVM will unroll (one without a ``loop_annotation``,
+    ``loop_hints.py``)."""
     found = []
     count = 0
+    unrolled = False
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        nonlocal count
+        nonlocal count, unrolled
         count += 1
+        if op.name == "scf.for" and "loop_annotation" not in op.attributes:
+            unrolled = True
         for i, value in enumerate(op.operands):
             owner = value.owner
             if not isinstance(owner, ir.Block):
@@ -61,7 +70,7 @@ def _constant_operands(root: ir.Operation, top: ir.Block) -> tuple[list[tuple[ir
         return ir.WalkResult.ADVANCE
 
     root.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found, count
+    return found, count, unrolled
 
 
 def _wrap(ops: list[ir.Operation], uses: list[tuple[ir.Operation, int, ir.Operation]]) -> ir.Operation:
@@ -83,26 +92,59 @@ def _wrap(ops: list[ir.Operation], uses: list[tuple[ir.Operation, int, ir.Operat
     return region.operation
 
 
+#: Ops whose results only name memory (a static allocation, a reshaped view): moved to the top of a function so that
+#: the loop nests around them become adjacent. The deallocations stay at the end, so peak memory is unchanged.
+_HOISTABLE = frozenset({"memref.alloc", "memref.collapse_shape", "memref.expand_shape"})
+#: Result-less ops that may join a kernel between loop nests (a copy, a store).
+_JOINABLE = frozenset({"memref.copy", "memref.store"})
+
+
+def _hoist_memory(top: ir.Block) -> None:
+    """Move the static allocations of ``top``, and views of them or of the arguments, up before the first op that is
+    not one of them, but never above a deallocation (memory freed before an allocation stays reusable by it)."""
+    anchor = None
+    above: set = set()  # hoistable ops now above the anchor: views of them may follow
+    for op in [op.operation for op in top.operations]:
+        if op.name == "memref.dealloc":
+            anchor = None  # the next op that stays is where later ones go
+            continue
+        if op.name in _HOISTABLE and (op.name != "memref.alloc" or not list(op.operands)):
+            sources = [v.owner for v in op.operands]
+            if all(isinstance(o, ir.Block) or o.operation in above or o.operation.name == "arith.constant"
+                   for o in sources):
+                if anchor is not None:
+                    op.move_before(anchor)
+                above.add(op)
+                continue
+        if anchor is None and op.name not in ("arith.constant", "ub.poison"):
+            anchor = op
+
+
 def _groups(top: ir.Block) -> list[tuple[list[ir.Operation], list]]:
-    """The region ops of ``top`` to outline, in groups: adjacent ones (nothing between them) share a kernel while
-    the kernel holds fewer than ``MERGE_BELOW_OPS`` ops; each group with the constants it uses."""
+    """The ops of ``top`` to outline, in groups: a loop nest (a region op without results) and the loop nests,
+    copies and stores adjacent to it (nothing between them) share a kernel while it holds fewer than
+    ``MERGE_BELOW_OPS`` ops; each group with the constants it uses. A copy or store not next to a loop nest stays."""
     groups: list[tuple[list[ir.Operation], list]] = []
     size, last = 0, -2
     for index, op in enumerate(top.operations):
         op = op.operation
         # ops with results stay (an scf.if choosing a buffer: the region would hand back a value of the caller's)
-        if op.name not in REGION_OPS or len(op.results) != 0:
+        loop_nest = op.name in REGION_OPS and len(op.results) == 0
+        if not loop_nest and op.name not in _JOINABLE:
             continue
-        uses, count = _constant_operands(op, top)
-        if groups and last == index - 1 and size < MERGE_BELOW_OPS:
+        uses, count, unrolled = _constant_operands(op, top)
+        if groups and last == index - 1 and size < MERGE_BELOW_OPS and not unrolled:
             groups[-1][0].append(op)
             groups[-1][1].extend(uses)
             size += count
         else:
             groups.append(([op], uses))
             size = count
+        if unrolled:
+            size = MERGE_BELOW_OPS  # a nest LLVM unrolls keeps a kernel of its own: merged, it costs more than apart
         last = index
-    return groups
+    return [(ops, uses) for ops, uses in groups
+            if any(op.name in REGION_OPS for op in ops)]
 
 
 def outline_kernels(module: ir.Module, print_ir: bool = False) -> int:
@@ -114,6 +156,7 @@ def outline_kernels(module: ir.Module, print_ir: bool = False) -> int:
     wrapped: list[tuple[ir.Operation, str]] = []
     for func in public_funcs(module):
         name = ir.StringAttr(func.attributes["sym_name"]).value
+        _hoist_memory(func.regions[0].blocks[0])
         for i, (ops, uses) in enumerate(_groups(func.regions[0].blocks[0])):
             wrapper = _wrap(ops, uses)
             kernel = f"{KERNEL_PREFIX}_{name}_{i}"

@@ -240,10 +240,9 @@ def _to_llvm(module: ir.Module, options: PipelineOptions) -> ir.Module:
     if widen_bool_memrefs(module) and options.print_after_all:
         sys.stderr.write(f"// -----// IR Dump After widen-bool-memrefs (relax_mlir) //----- //\n{module}\n")
         sys.stderr.flush()
+    loop_hints.mark_unrolling(module)  # before outlining, which keeps the loops LLVM unrolls in kernels of their own
     if options.outline:
         outline_kernels(module, options.print_after_all)
-    if loop_hints.MAX_UNROLL_TRIP is not None:
-        loop_hints.mark_unrolling(module, loop_hints.MAX_UNROLL_TRIP)
     run_passes(module, LLVM_PIPELINE, options)
     if options.outline:
         mark_no_inline(module)

@@ -1,4 +1,4 @@
-"""Which loops LLVM may unroll (loop_hints.py): short scalar loops only; the mark reaches the LLVM IR's branch."""
+"""Which loops LLVM may unroll (loop_hints.py): short scalar loop nests only."""
 
 from __future__ import annotations
 
@@ -30,6 +30,16 @@ func.func @f(%a: memref<64xf32>, %n: index) {
       memref.store %z, %a[%j] : memref<64xf32>
     } {tag = "inner"}
   } {tag = "dynamic"}
+  scf.for %i = %c0 to %c8 step %c1 {
+    scf.for %j = %c0 to %c64 step %c1 {
+      memref.store %z, %a[%j] : memref<64xf32>
+    } {tag = "long_inner"}
+  } {tag = "short_around_long"}
+  scf.for %i = %c0 to %c8 step %c1 {
+    scf.for %j = %c0 to %c16 step %c1 {
+      memref.store %z, %a[%j] : memref<64xf32>
+    } {tag = "short_inner"}
+  } {tag = "short_around_short"}
   return
 }
 """
@@ -50,9 +60,10 @@ def _marked(module: ir.Module) -> dict[str, bool]:
 def test_only_short_scalar_loops_are_left_to_llvm():
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(LOOPS)
-        assert loop_hints.mark_unrolling(module, max_trip=16) == 3
+        assert loop_hints.mark_unrolling(module, max_trip=16) == 5
         assert _marked(module) == {"short": False, "seventeen": True, "vector": True, "dynamic": True,
-                                   "inner": False}
+                                   "inner": False, "long_inner": True, "short_around_long": True,
+                                   "short_inner": False, "short_around_short": False}
 
 
 def test_trip_counts():
@@ -61,4 +72,4 @@ def test_trip_counts():
         loops = []
         module.operation.walk(lambda op: (loops.append(op) if op.name == "scf.for" else None)
                               or ir.WalkResult.ADVANCE)
-        assert [loop_hints.trip_count(op) for op in loops] == [16, 17, 8, 8, None]  # post-order: the inner loop first
+        assert [loop_hints.trip_count(op) for op in loops] == [16, 17, 8, 8, None, 64, 8, 16, 8]  # post-order: the inner loop first
