@@ -304,7 +304,7 @@ def main() -> None:
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
         parser.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
-    from relax_mlir.backend.schedule.host import host_cpu
+    from relax_mlir.backend.host import host_cpu
 
     print(f"threads {args.threads}; host {host_cpu()}; {args.rounds} rounds x {args.steps} steps, alternated")
     medians = {name: report(name, measure(name, args)) for name in names}

@@ -81,7 +81,7 @@ def cmd_emit(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from . import compile as compile_module
-    from .backend.export import reachable
+    from .transform.utils import reachable
     from .ir import Function, IRModule, check_well_formed
 
     mod = _load(args.file)

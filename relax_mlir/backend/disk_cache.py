@@ -97,7 +97,7 @@ def target_fingerprint() -> dict[str, Any]:
     """The host CPU as the code depends on it: the machine, its model and features, and the schedules' facts."""
     import dataclasses
 
-    from .schedule.host import host_cpu
+    from .host import host_cpu
 
     info: dict[str, str] = {}
     try:

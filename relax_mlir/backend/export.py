@@ -39,6 +39,8 @@ from ..ir.sym import free_vars as sym_free_vars
 from ..ir.visitor import post_order_visit
 from ..op.registry import REQUIRED, Op, get_op
 from .error_slot import CHECKS_OFF_ATTR, SHAPE_CHECK_PREFIX
+from .signature import ExportError, flatten_struct_info  # noqa: F401 - ExportError: re-exported
+from ..transform.utils import reachable
 from .legalize.checks import report_if
 from .legalize.size_checks import ARG_SIZES
 from .dialect import (VARIADIC, dialect_op_name, element_type, encode_attr, has_dims_operands, load_relax_dialect,
@@ -47,24 +49,7 @@ from .dialect import (VARIADIC, dialect_op_name, element_type, encode_attr, has_
 Flat = Union[ir.Value, tuple]
 
 
-class ExportError(ValueError):
-    """A Relax construct the MLIR export does not support; says what and where."""
-
-
 # --- struct info -> types ----------------------------------------------------------------------------------------
-def flatten_struct_info(sinfo: StructInfo, name: str, where: str) -> list[tuple[str, TensorStructInfo]]:
-    """The tensors of a (possibly nested tuple) struct info, depth-first, named ``x``, ``x[0]``, ``x[1][0]``."""
-    if isinstance(sinfo, TensorStructInfo):
-        return [(name, sinfo)]
-    if isinstance(sinfo, TupleStructInfo):
-        out = []
-        for i, f in enumerate(sinfo.fields):
-            out += flatten_struct_info(f, f"{name}[{i}]", where)
-        return out
-    raise ExportError(f"{where}: {name} has struct info {sinfo}; only tensors and tuples of tensors cross "
-                      "function boundaries in the MLIR backend")
-
-
 def tensor_type(sinfo: TensorStructInfo, where: str) -> ir.RankedTensorType:
     """``tensor<?x784xf32>`` for ``Tensor((n, 784), "float32")``; an unknown shape of known rank is all ``?``."""
     if sinfo.shape is None:
@@ -374,28 +359,6 @@ class _FunctionExporter:
 
 
 # --- a module ------------------------------------------------------------------------------------------------
-def _callees(fn: Function) -> set[str]:
-    out: set[str] = set()
-    post_order_visit(fn, lambda e: out.add(e.op.name_hint)
-                     if isinstance(e, Call) and isinstance(e.op, GlobalVar) else None)
-    return out
-
-
-def reachable(mod: IRModule, function: Optional[str]) -> list[str]:
-    """The functions to export: all of them, or ``function`` and every function it calls (module order)."""
-    if function is None:
-        return list(mod)
-    if function not in mod:
-        raise KeyError(f"to_mlir: the module has no function {function!r} (it has: {', '.join(mod) or 'none'})")
-    seen, todo = set(), [function]
-    while todo:
-        name = todo.pop()
-        if name not in seen and name in mod:
-            seen.add(name)
-            todo += sorted(_callees(mod[name]))
-    return [n for n in mod if n in seen]
-
-
 def unsupported_ops(mod: IRModule, names: Iterable[str], overrides: Mapping[str, Any]) -> list[str]:
     """``"relax.x (used by lv in f)"`` for every call of an op with no lowering and no decomposition."""
     found: list[str] = []

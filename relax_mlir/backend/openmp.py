@@ -26,7 +26,8 @@ import sys
 import warnings
 from typing import Iterator
 
-from .schedule.host import host_cpu
+from .host import host_cpu
+
 
 _ENTRY = "__kmpc_fork_call"
 

@@ -22,7 +22,6 @@ Example::
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 import warnings
@@ -34,10 +33,9 @@ from mlir.dialects import bufferization
 from .bool_storage import widen_bool_memrefs
 from . import loop_hints
 from .outline import mark_no_inline, outline_kernels
-from .openmp import resolve_threads
+from .options import STAGES, PipelineOptions
 from .schedule import schedule_module, vectorize_pools
 
-STAGES: tuple[str, ...] = ("linalg", "fused", "scheduled", "bufferized", "llvm")
 
 FUSE_PIPELINE = "builtin.module(func.func(linalg-fuse-elementwise-ops),canonicalize,cse)"
 
@@ -83,39 +81,6 @@ LLVM_PIPELINE = (
     "convert-to-llvm,"
     "reconcile-unrealized-casts)"
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class PipelineOptions:
-    """Knobs of the lowering pipeline.
-
-    opt_level: 0 naive loops; >= 1 (default 2) elementwise fusion + matmul tiling/vectorization schedules.
-    print_after_all: print the IR to stderr after every MLIR pass and every transform script
-        (``PassManager.enable_ir_printing``; the same banner as ``mlir-opt --mlir-print-ir-after-all``).
-    timing: print MLIR's pass timing report to stderr after each stage (``PassManager.enable_timing``).
-    fallback_on_schedule_failure: if a transform script fails, warn and lower that module naively instead
-        of raising.
-    num_threads: threads the schedules may split an op across (None: ``$RELAX_MLIR_NUM_THREADS`` or the
-        cores of this process; resolved when the options are made, and 1 when no OpenMP runtime is found).
-    checks: the runtime index checks (``take``, ``nll_loss``, ...: an out-of-range index raises ``IndexError``).
-        With ``False`` an out-of-range index reads a clamped (in-range) element or nothing, silently: memory stays
-        safe, the result is unspecified, and no error slot is read after a call.
-    outline: move each top-level loop nest of a public function into a kernel function of its own before the
-        lowering to LLVM (``outline.py``): LLVM compiles smaller functions faster, and on several cores at once.
-    """
-
-    opt_level: int = 2
-    print_after_all: bool = False
-    timing: bool = False
-    fallback_on_schedule_failure: bool = True
-    num_threads: int | None = None
-    checks: bool = True
-    outline: bool = True
-
-    def __post_init__(self) -> None:
-        if self.opt_level not in (0, 1, 2, 3):
-            raise ValueError(f"PipelineOptions: opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
-        object.__setattr__(self, "num_threads", resolve_threads(self.num_threads))
 
 
 def run_passes(module: ir.Module, pipeline: str, options: PipelineOptions) -> None:

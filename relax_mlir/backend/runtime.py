@@ -49,10 +49,14 @@ __all__ = ["ArgumentError", "CompiledFunction", "CompiledModule", "compile_modul
 
 # --- the runner libraries ------------------------------------------------------------------------------------
 def runner_library_dir() -> str:
-    """The ``mlir/lib`` directory of the installed bindings (``libmlir_c_runner_utils.so`` and friends)."""
-    import mlir
+    """The ``mlir/lib`` directory of the installed bindings (``libmlir_c_runner_utils.so`` and friends); found
+    without importing them."""
+    import importlib.util
 
-    return os.path.join(list(mlir.__path__)[0], "lib")
+    spec = importlib.util.find_spec("mlir")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("MLIR's Python bindings (the mlir package of xtc-mlir-python-bindings) are not installed")
+    return os.path.join(list(spec.submodule_search_locations)[0], "lib")
 
 
 _RUNNER_LIBS = ("libmlir_c_runner_utils.so", "libmlir_runner_utils.so", "libmlir_float16_utils.so")

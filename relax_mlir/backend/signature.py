@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
+from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+
 if TYPE_CHECKING:  # MLIR is imported where used: the call path runs without it
     from mlir import ir
 
@@ -255,3 +257,21 @@ def shape_evaluator(dims: tuple[Dim, ...]) -> Callable[[Mapping[str, int]], tupl
         else:
             parts.append(ShapeExpr(d))
     return lambda env: tuple(p(env) for p in parts)
+
+
+# --- what crosses a function boundary ------------------------------------------------------------------------
+class ExportError(ValueError):
+    """A Relax construct the MLIR export does not support; says what and where."""
+
+
+def flatten_struct_info(sinfo: StructInfo, name: str, where: str) -> list[tuple[str, TensorStructInfo]]:
+    """The tensors of a (possibly nested tuple) struct info, depth-first, named ``x``, ``x[0]``, ``x[1][0]``."""
+    if isinstance(sinfo, TensorStructInfo):
+        return [(name, sinfo)]
+    if isinstance(sinfo, TupleStructInfo):
+        out = []
+        for i, f in enumerate(sinfo.fields):
+            out += flatten_struct_info(f, f"{name}[{i}]", where)
+        return out
+    raise ExportError(f"{where}: {name} has struct info {sinfo}; only tensors and tuples of tensors cross "
+                      "function boundaries in the MLIR backend")

@@ -78,7 +78,7 @@ class DistributedTrainer(Trainer):
             C.abort_on_uncaught_exception(self.comm)
 
     def _used_functions(self) -> IRModule:
-        from ..backend.export import reachable
+        from ..transform.utils import reachable
 
         step = (SYNC_STATS, SYNC_ADJOINT_STATS, SYNC_GRAD_FLAT) if self.sync else (GRAD_FLAT,)
         names = {n for f in (*step, APPLY_FLAT, "predict") for n in reachable(self.mod, f)}

@@ -117,7 +117,7 @@ class Trainer:
     def _used_functions(self) -> IRModule:
         """The module restricted to what a Trainer calls (update_params, predict and their callees): compiling
         loss, loss_adjoint and the optimizer on their own as well would cost a third more LLVM time for nothing."""
-        from ..backend.export import reachable
+        from ..transform.utils import reachable
 
         names = set(reachable(self.mod, "update_params")) | set(reachable(self.mod, "predict"))
         return IRModule({name: self.mod[name] for name in self.mod if name in names}, self.mod.attrs)

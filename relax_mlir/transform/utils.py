@@ -153,6 +153,22 @@ def callees(func: "Function") -> set[str]:
     return out
 
 
+def reachable(mod, function: Optional[str]) -> list[str]:
+    """All of ``mod``'s functions, or ``function`` and every function it refers to, directly or not (module
+    order): what ``to_mlir`` exports and a ``Trainer`` compiles."""
+    if function is None:
+        return list(mod)
+    if function not in mod:
+        raise KeyError(f"to_mlir: the module has no function {function!r} (it has: {', '.join(mod) or 'none'})")
+    seen, todo = set(), [function]
+    while todo:
+        name = todo.pop()
+        if name not in seen and name in mod:
+            seen.add(name)
+            todo += sorted(callees(mod[name]))
+    return [n for n in mod if n in seen]
+
+
 def unique_function_name(name: str, mod) -> str:
     """``name``, or ``name_1``, ``name_2``, ... : the first that ``mod`` does not hold yet."""
     unique, k = name, 0

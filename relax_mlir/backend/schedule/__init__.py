@@ -11,7 +11,8 @@
   (instead of libm calls);
 * ``reduction.py``: float sums marked reassociable, so that LLVM vectorizes them;
 * ``transpose.py``: square register tiles for transposes that move the innermost dimension;
-* ``host.py``: the host facts (vector width, caches, cores) every tile size is derived from;
+* ``..host``: the host facts (vector width, caches, cores) every tile size is derived from (``backend/host.py``, apart
+  so that reading them does not import MLIR);
 * ``common.py``: finding ops, writing and applying transform-dialect scripts.
 
 Each schedule is a transform-dialect script written per module from the ops it finds (their static shapes
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from .host import HostCPU, host_cpu
+from ..host import HostCPU, host_cpu
 from .matmul import MATMUL_LIKE, PARALLEL_MIN_FLOPS, MatmulPlan, fold_transposed_lhs, plan_matmul, schedule_matmuls
 from .coalesce import coalesce_loops
 from .conv import im2col_convs

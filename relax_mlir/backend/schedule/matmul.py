@@ -1,7 +1,7 @@
 """Matmul schedules: register tiles, cache tiles and parallel tiles for ``linalg.matmul``/``batch_matmul``.
 
 The schedule is written per op: Python looks at each matmul-like op, picks tile sizes from its static shape and
-the host (``host.py``), tags it with a unit attribute, and emits a transform script that matches that tag. Two
+the host (``backend/host.py``), tags it with a unit attribute, and emits a transform script that matches that tag. Two
 scripts run in turn (``apply_named_sequence``):
 
 1. **tile and peel** — for a large op (at least ``PARALLEL_MIN_FLOPS``, with more than one thread), first
@@ -39,7 +39,7 @@ import math
 from mlir import ir
 
 from .common import ANY, VEC_TAG, all_static, apply, cleanup, element_bits, ops_named, script
-from .host import HostCPU, host_cpu
+from ..host import HostCPU, host_cpu
 
 #: Iteration-space position of the (M, N) loops of each scheduled op; K is always the last loop.
 MATMUL_LIKE: dict[str, tuple[int, int]] = {"linalg.matmul": (0, 1), "linalg.batch_matmul": (1, 2)}

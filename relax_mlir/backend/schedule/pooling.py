@@ -9,7 +9,7 @@ accesses (the loops stay scalar), and linalg's vectorizer cannot read a window p
 indexing map). This schedule replaces each tagged generic by an ``scf.for`` over the ``n*c*oh`` rows of
 windows whose body is vector code:
 
-* per row of windows and chunk of ``L`` windows (``L`` = lanes of one vector register, from ``host.py``), one
+* per row of windows and chunk of ``L`` windows (``L`` = lanes of one vector register, from ``backend/host.py``), one
   contiguous ``vector.transfer_read`` of ``kw*L`` elements per input row ``i``, split into the ``kw`` window
   columns with ``vector.shuffle``s (de-interleaving);
 * forward: ``maximumf`` of the ``kh*kw`` vectors (NaN-propagating, as ``linalg.pooling_nchw_max``), written
@@ -34,7 +34,7 @@ from mlir import ir
 from mlir.dialects import arith, scf, tensor, vector
 
 from .common import element_bits, ops_named
-from .host import HostCPU, host_cpu
+from ..host import HostCPU, host_cpu
 
 #: String attribute the lowering puts on a tiling max-pooling generic: "max" or "max_backward".
 POOL_TAG = "relax_mlir.pool"

@@ -29,7 +29,7 @@ import dataclasses
 from mlir import ir
 
 from .common import ANY, element_bits, match_tagged, schedule_each
-from .host import HostCPU, host_cpu
+from ..host import HostCPU, host_cpu
 
 #: Bits of one tile row: 8x8 tiles of float32 even where a register holds 16 (see the module's docstring).
 TILE_BITS = 256

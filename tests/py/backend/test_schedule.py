@@ -12,9 +12,9 @@ from mlir import ir
 from relax_mlir.backend import openmp
 from relax_mlir.backend.pipeline import PipelineOptions
 from relax_mlir.backend.runtime import compile_module
-from relax_mlir.backend.schedule import host as host_module
+from relax_mlir.backend import host as host_module
 from relax_mlir.backend.schedule import plan_matmul
-from relax_mlir.backend.schedule.host import HostCPU
+from relax_mlir.backend.host import HostCPU
 from relax_mlir.backend.schedule.matmul import PARALLEL_MIN_FLOPS, cache_tiles, register_tile
 
 from .linalg_samples import MATMUL_TEMPLATE as MATMUL
