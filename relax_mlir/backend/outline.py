@@ -14,14 +14,14 @@ without results at the top level of a public function (``scf.for``, ``scf.parall
                                                                        %c0 = arith.constant 0 : index
                                                                        scf.for %i = %c0 to %c64 step %c1 { ... }
 
-LLVM pays about 12 ms a function whatever its size, so kernels are not one per loop nest: the static allocations
+LLVM pays 10-12 ms a function whatever its size, so kernels are not one per loop nest: the static allocations
 and the views of memory are first moved up (``_hoist_memory``; never above a deallocation, so peak memory is
-unchanged), which makes most loop nests adjacent, and adjacent loop nests (with the copies
-and stores between them) share a kernel until it holds ``MERGE_BELOW_OPS`` ops. A nest holding a loop LLVM will
-unroll (``loop_hints.py``) keeps a kernel of its own: merged, such nests cost LLVM more than apart (the CNN's
-training module: 1.57 s instead of 1.47). Measured on a 2-core Intel Xeon, cold compiles, medians of 4-5 runs:
-the tutorial MLP's training module 0.508 s one kernel a nest -> 0.495 s (53 kernels -> 11), the CNN's 1.468 ->
-1.418 s.
+unchanged), which makes most loop nests adjacent, and adjacent loop nests (with the copies and stores between them)
+share a kernel until it holds ``MERGE_BELOW_OPS`` ops. A nest holding a loop LLVM will unroll (``loop_hints.py``)
+keeps a kernel of its own: merged, such nests cost LLVM more than apart (the CNN's training module: 1.57 s instead
+of 1.47 when they were merged too). Measured on a 2-core Intel Xeon, cold compiles, medians of 4-5 runs, one kernel
+a nest -> merged: the tutorial MLP's training module 0.528 -> 0.481 s (53 kernels -> 28), the CNN's 1.272 ->
+1.262 s.
 
 The constants a loop uses are copied into its kernel (loop bounds stay constants, so LLVM still sees trip
 counts); everything else it uses (buffers, sizes) becomes a parameter. Kernels are ``no_inline`` (LLVM would
@@ -42,7 +42,7 @@ KERNEL_PREFIX = "relax_mlir_kernel"
 #: Top-level ops moved into kernels: the ones that hold loops.
 REGION_OPS = frozenset({"scf.for", "scf.parallel", "scf.forall", "scf.while", "scf.if", "omp.parallel"})
 _TAG = "relax_mlir.outline"
-#: Adjacent loop nests share a kernel until it holds this many ops: LLVM pays ~12 ms a function whatever its size.
+#: Adjacent loop nests share a kernel until it holds this many ops: LLVM pays 10-12 ms a function whatever its size.
 MERGE_BELOW_OPS = 200
 
 
@@ -92,8 +92,8 @@ def _wrap(ops: list[ir.Operation], uses: list[tuple[ir.Operation, int, ir.Operat
     return region.operation
 
 
-#: Ops whose results only name memory (a static allocation, a reshaped view): moved to the top of a function so that
-#: the loop nests around them become adjacent. The deallocations stay at the end, so peak memory is unchanged.
+#: Ops whose results only name memory (a static allocation, a reshaped view): moved up so that the loop nests around
+#: them become adjacent (``_hoist_memory``).
 _HOISTABLE = frozenset({"memref.alloc", "memref.collapse_shape", "memref.expand_shape"})
 #: Result-less ops that may join a kernel between loop nests (a copy, a store).
 _JOINABLE = frozenset({"memref.copy", "memref.store"})
