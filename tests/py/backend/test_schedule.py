@@ -59,9 +59,17 @@ def test_plans_of_large_and_small_matmuls():
     assert big.unroll_k == 4 and _plan(256, 1024, 1024, 1, AVX512).unroll_k == 4 and small.unroll_k == 1
     uneven = _plan(100, 512, 70, 2, AVX512)
     assert uneven.peel == (1, 0) and uneven.parallel is None and uneven.cache is None
+    # large matmuls pack their cache blocks of A and B; small ones are not cache-tiled at all
+    assert big.pack and not small.pack and not uneven.pack
     avx2 = _plan(1024, 256, 1024, 4, AVX2)
     assert avx2.tile_sizes == (6, 16, 1) and avx2.peel == (0,)  # 1024 rows by 6: a peeled remainder
-    assert avx2.parallel == (0, 256, 0)  # 256 rows are not a whole number of 6-row tiles: split N
+    # B (1 MiB) fits in half of L2, but the packed blocks need cache tiles: M is split in whole 32-row blocks
+    # (KC = K = 256; NC = 2 MiB / (4 x 256 x 4 B) = 512)
+    assert avx2.pack and avx2.cache == (32, 512, 256) and avx2.parallel == (256, 0, 0)
+    with pytest.MonkeyPatch.context() as mp:  # packing off: B fits, no cache tiles, N split in 6-row-proof chunks
+        mp.setattr("relax_mlir.backend.schedule.matmul.PACK_MIN_FLOPS", 2 ** 62)
+        unpacked = _plan(1024, 256, 1024, 4, AVX2)
+    assert not unpacked.pack and unpacked.cache is None and unpacked.parallel == (0, 256, 0)
     # KC: 48 KiB / (16 x 4 B) = 768 -> 512 (a power of two); NC = 2 MiB / (4 x 512 x 4 B) = 256; MC: no
     # multiple of 6 up to 48 divides 1024, so the largest divisor up to 48, 32.
     assert _plan(1024, 2048, 1024, 2, AVX2).cache == (32, 256, 512)
