@@ -1,6 +1,6 @@
 """The kernels of the training steps, compiled from Relax, next to NumPy and PyTorch in the same run.
 
-    python benchmarks/kernels.py [--threads N] [--min-seconds 0.2]
+    python benchmarks/kernels.py [--threads N] [--min-seconds 0.2] [--no-pack]
 
 Rows: the matmul shapes of ``train_step.py``'s steps in the three forms their gradients produce (plain
 ``x w``, transposed ``x^T g`` and ``g w^T``: the transpose is part of the timed function, as in a step), the
@@ -8,7 +8,8 @@ CNN's convolutions forward and backward (``conv2d_transpose`` is the data gradie
 convolution over the batch), pooling, softmax/exp, tanh/erf/GELU and reductions. Each figure is the median time of repeated
 calls for at least ``--min-seconds``; GFLOP/s where the op has a flop count, else µs. NumPy and PyTorch run in
 this process too, with a pause between frameworks so that one's spinning threads do not slow another's.
-Every compiled result is checked against NumPy (or PyTorch) first.
+Every compiled result is checked against NumPy (or PyTorch) first. ``--no-pack`` compiles large matmuls without
+packing their blocks (``schedule/matmul.py``, ``PACK_MIN_FLOPS``), for the figures before and after it.
 """
 
 from __future__ import annotations
@@ -116,7 +117,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--min-seconds", type=float, default=0.2)
+    parser.add_argument("--no-pack", action="store_true", help="large matmuls without packed blocks")
     args = parser.parse_args()
+    if args.no_pack:
+        from relax_mlir.backend.schedule import matmul as matmul_schedule
+
+        matmul_schedule.PACK_MIN_FLOPS = 2 ** 62
     try:
         import torch
 

@@ -47,6 +47,7 @@ import dataclasses
 import math
 
 from mlir import ir
+from mlir.dialects import bufferization
 
 from .common import ANY, VEC_TAG, all_static, apply, cleanup, element_bits, ops_named, script
 from ..host import HostCPU, host_cpu
@@ -385,8 +386,6 @@ def _packs_as_copies(pads: list[ir.Operation]) -> None:
     contiguous buffer, without the fill with the padding value that bufferizing the pad writes first and the copy
     then overwrites whole (``memset`` fell from 2.5% to 0.6% of the wide MLP step's samples; the step's time moved
     within the noise of an A/B run)."""
-    from mlir.dialects import bufferization
-
     for op in pads:
         if "nofold" not in op.attributes:
             continue

@@ -66,7 +66,8 @@ def test_plans_of_large_and_small_matmuls():
     # B (1 MiB) fits in half of L2, but the packed blocks need cache tiles: M is split in whole 32-row blocks
     # (KC = K = 256; NC = 2 MiB / (4 x 256 x 4 B) = 512)
     assert avx2.pack and avx2.cache == (32, 512, 256) and avx2.parallel == (256, 0, 0)
-    with pytest.MonkeyPatch.context() as mp:  # packing off: B fits, no cache tiles, N split in 6-row-proof chunks
+    with pytest.MonkeyPatch.context() as mp:  # packing off: B fits, no cache tiles; 256-row chunks of M would not
+        # be whole 6-row tiles, so N is split
         mp.setattr("relax_mlir.backend.schedule.matmul.PACK_MIN_FLOPS", 2 ** 62)
         unpacked = _plan(1024, 256, 1024, 4, AVX2)
     assert not unpacked.pack and unpacked.cache is None and unpacked.parallel == (0, 256, 0)
