@@ -101,7 +101,7 @@ def _fuse(module: ir.Module, options: PipelineOptions) -> ir.Module:
         # Tiling max-poolings become vector loops first: elementwise fusion would otherwise merge the gradient's
         # consumer (ReLU's backward) into its generic, which the pooling schedule then no longer recognises, and
         # the merged generic runs scalar (a fifth of the 28x28 CNN's step, 2-core Intel Xeon).
-        vectorize_pools(module)
+        vectorize_pools(module, threads=options.num_threads)
         run_passes(module, FUSE_PIPELINE, options)
     return module
 

@@ -43,15 +43,33 @@ def _position(amap: ir.AffineMap, dim: int) -> Optional[int]:
     return None
 
 
-def _mergeable(maps: list[ir.AffineMap], iterators: list[str], a: int) -> bool:
-    """Whether loop ``a + 1`` can join loop ``a``: same kind, and read right after it or not at all by every map."""
+def _mergeable(maps: list[ir.AffineMap], iterators: list[str], a: int, breaks: list[set[int]]) -> bool:
+    """Whether loop ``a + 1`` can join loop ``a``: same kind, and read right after it or not at all by every map,
+    in two dimensions of the operand that are adjacent in memory (not a break of ``_breaks``)."""
     if iterators[a] != iterators[a + 1]:
         return False
-    for amap in maps:
+    for amap, cuts in zip(maps, breaks):
         first, second = _position(amap, a), _position(amap, a + 1)
-        if (first is None) != (second is None) or (first is not None and second != first + 1):
+        if (first is None) != (second is None) or (first is not None and (second != first + 1 or first in cuts)):
             return False
     return True
+
+
+def _breaks(value: ir.Value) -> set[int]:
+    """The dims ``p`` of an operand that cannot be collapsed with ``p + 1`` for free: an ``extract_slice`` that
+    keeps part of dim ``p + 1`` (a conv's output cropped from its wide rows) or steps over dim ``p`` is strided
+    there, and collapsing it would make bufferization copy the slice (a serial copy of the whole tensor)."""
+    owner = value.owner
+    owner = getattr(owner, "operation", owner)
+    if not isinstance(owner, ir.Operation) or owner.name != "tensor.extract_slice":
+        return set()
+    source = ir.RankedTensorType(owner.operands[0].type)
+    sizes = list(ir.DenseI64ArrayAttr(owner.attributes["static_sizes"]))
+    strides = list(ir.DenseI64ArrayAttr(owner.attributes["static_strides"]))
+    if len(sizes) != source.rank:  # rank-reducing: stay out of the way
+        return set(range(len(sizes)))
+    full = [size == extent and stride == 1 for size, extent, stride in zip(sizes, source.shape, strides)]
+    return {p for p in range(source.rank - 1) if not (full[p + 1] and strides[p] == 1)}
 
 
 def _plain(op: ir.Operation) -> bool:
@@ -73,9 +91,10 @@ def loop_groups(op: ir.Operation) -> Optional[list[list[int]]]:
     maps, iterators = _maps(op), _iterators(op)
     if not iterators:
         return None
+    breaks = [_breaks(v) for v in op.operands]
     groups = [[0]]
     for a in range(len(iterators) - 1):
-        if _mergeable(maps, iterators, a):
+        if _mergeable(maps, iterators, a, breaks):
             groups[-1].append(a + 1)
         else:
             groups.append([a + 1])

@@ -106,3 +106,13 @@ def schedule_each(module: ir.Module, names: set[str], tag: str, plan: Callable[[
             if tag in op.attributes:
                 del op.attributes[tag]
     return count
+
+
+def erase_if_unused(value: ir.Value) -> None:
+    """Erase the pad, transpose or fill that made ``value`` once nothing reads it (a schedule read through it,
+    or it was the initial value of an op a schedule replaced)."""
+    owner = value.owner
+    owner = getattr(owner, "operation", owner)
+    if (isinstance(owner, ir.Operation) and owner.name in ("tensor.pad", "linalg.transpose", "linalg.fill")
+            and not list(value.uses)):
+        owner.erase()

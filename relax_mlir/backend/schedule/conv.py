@@ -23,13 +23,17 @@ rewrite in MLIR and keep the naive loops.
 
 from __future__ import annotations
 
-from mlir import ir
-from mlir.dialects import arith, linalg, tensor
+import math
 
+from mlir import ir
+from mlir.dialects import arith, linalg, scf, tensor, vector
+
+from ..host import HostCPU, host_cpu
 from ..legalize.core import generic
 
-from .common import ANY, apply, ops_named, script
-from .matmul import CONTRACTION
+from .common import ANY, apply, element_bits, erase_if_unused, ops_named, script
+from .matmul import CONTRACTION, register_tile
+from .pad import through_transpose
 
 CONV_OPS = {"linalg.conv_2d_nchw_fchw"}
 #: A convolution takes the shifted-row im2col when its padded width is at most this many times its output
@@ -85,55 +89,260 @@ def _shift_plan(op: ir.Operation) -> tuple[int, ...] | None:
     return n, c, hp, wp, f, kh, kw, oh, ow
 
 
-def _shifted_im2col(op: ir.Operation, plan: tuple[int, ...]) -> None:
-    """Replace a stride-1 convolution by shifted-row im2col + a tagged contraction (see the module doc)."""
+def _shifted_direct(op: ir.Operation, plan: tuple[int, ...], host: HostCPU, threads: int) -> None:
+    """Replace a stride-1 convolution by direct vector code over shifted rows (see the module doc)."""
     n, c, hp, wp, f, kh, kw, oh, ow = plan
     x, w = op.operands[0], op.operands[1]
     t = ir.RankedTensorType(x.type).element_type
-    d = [ir.AffineDimExpr.get(k) for k in range(5)]
-    rows = oh * wp
+    mr, nr = register_tile(host, element_bits(t))
+    lanes = host.lanes(element_bits(t))
+    fb = _divisor(f, mr)
+    rows = oh * wp  # output rows computed whole: the KW - 1 columns past each row are cropped afterwards
+    span = -(-rows // nr) * nr  # rounded up to whole register tiles (the extra columns cropped too)
+    extra = -(-(span - rows + kw - 1) // wp)  # input rows read past the padded input by the last tiles
+    vt = ir.VectorType.get([lanes], t)
+    pmap = ir.AffineMapAttr.get(ir.AffineMap.get(3, 0, [ir.AffineDimExpr.get(2)]))
+    index = ir.IndexType.get()
+    const = _constants(op)
+
     with ir.InsertionPoint(op), op.location:
         zero = arith.constant(t, 0.0)
-        # one more input row: the last shifted copy runs KW - 1 elements past the padded input
-        padded = tensor.PadOp(ir.RankedTensorType.get([n, c, hp + 1, wp], t), x, [], [], [0, 0, 0, 0],
-                              [0, 0, 1, 0])
-        block = padded.region.blocks.append(*[ir.IndexType.get()] * 4)
+        x, low, high = _zero_padding(x)  # the convolution's own padding and the extra rows: one pad, one copy
+        high[2] += extra
+        padded = tensor.PadOp(ir.RankedTensorType.get([n, c, hp + extra, wp], t), x, [], [], low, high)
+        block = padded.region.blocks.append(*[index] * 4)
         with ir.InsertionPoint(block):
             tensor.YieldOp(zero)
-        flat = tensor.collapse_shape(ir.RankedTensorType.get([n, c, (hp + 1) * wp], t), padded.result,
+        flat = tensor.collapse_shape(ir.RankedTensorType.get([n, c, (hp + extra) * wp], t), padded.result,
                                      [[0], [1], [2, 3]])
-        shift = ir.AffineMap.get(5, 0, [d[0], d[1], d[2] * wp + d[3] + d[4]])
-        (col,) = generic([flat], [tensor.empty([n, c, kh, kw, rows], t)], [shift, ir.AffineMap.get_identity(5)],
-                         ["parallel"] * 5, lambda v, _o: v)
-        col = tensor.collapse_shape(ir.RankedTensorType.get([n, c * kh * kw, rows], t), col, [[0], [1, 2, 3], [4]])
-        wmat = tensor.collapse_shape(ir.RankedTensorType.get([f, c * kh * kw], t), w, [[0], [1, 2, 3]])
-        acc = linalg.fill(zero, outs=[tensor.empty([n, f, rows], t)])
-        e = [ir.AffineDimExpr.get(k) for k in range(4)]
-        maps = [ir.AffineMap.get(4, 0, [e[1], e[3]]), ir.AffineMap.get(4, 0, [e[0], e[3], e[2]]),
-                ir.AffineMap.get(4, 0, [e[0], e[1], e[2]])]
-        (wide,) = generic([wmat, col], [acc], maps, ["parallel"] * 3 + ["reduction"],
-                          lambda a, b, o: arith.addf(o, arith.mulf(a, b)))
-        wide.owner.attributes[CONTRACTION] = ir.UnitAttr.get()
+        f_tiles, r_tiles = f // fb, span // nr
+
+        def tile(k: ir.Value) -> tuple[list[ir.Value], ir.Value]:
+            """(offsets, the 1 x fb x nr tile of outputs) of tile ``k`` = (image, filter block, row block)."""
+            image = arith.divui(k, const(f_tiles * r_tiles))
+            rest = arith.remui(k, const(f_tiles * r_tiles))
+            f0 = arith.muli(arith.divui(rest, const(r_tiles)), const(fb))
+            r0 = arith.muli(arith.remui(rest, const(r_tiles)), const(nr))
+            filters = [arith.addi(f0, const(r)) for r in range(fb)]
+            splat = arith.constant(vt, ir.DenseElementsAttr.get_splat(vt, ir.FloatAttr.get(t, 0.0)))
+            over_c = scf.ForOp(const(0), const(c), const(1), [splat] * (fb * nr // lanes))
+            with ir.InsertionPoint(over_c.body):
+                ci = over_c.induction_variable
+                accs = list(over_c.inner_iter_args)
+                for i in range(kh):
+                    for j in range(kw):
+                        at = arith.addi(r0, const(i * wp + j))
+                        xs = [vector.transfer_read(vt, flat, [image, ci, arith.addi(at, const(v * lanes))], pmap,
+                                                   zero, [True]) for v in range(nr // lanes)]
+                        for r, fi in enumerate(filters):
+                            weight = vector.broadcast(vt, tensor.extract(w, [fi, ci, const(i), const(j)]))
+                            for v, xv in enumerate(xs):
+                                slot = r * len(xs) + v
+                                accs[slot] = vector.fma(weight, xv, accs[slot])
+                scf.YieldOp(accs)
+            dest = tensor.empty([1, fb, nr], t)
+            for r in range(fb):
+                for v in range(nr // lanes):
+                    dest = vector.transfer_write(dest.type, over_c.results[r * (nr // lanes) + v], dest,
+                                                 [const(0), const(r), const(v * lanes)], pmap, [True])
+            return [image, f0, r0], dest
+
+        init = tensor.empty([n, f, span], t)
+        n_tiles = n * f_tiles * r_tiles
+        dyn = ir.ShapedType.get_dynamic_size()
+        if threads > 1:
+            loop = scf.ForallOp([0], [n_tiles], [1], [init])
+            with ir.InsertionPoint(loop.body):
+                offsets, out = tile(loop.induction_variables[0])
+                with ir.InsertionPoint(loop.terminator().block):
+                    tensor.parallel_insert_slice(out, loop.inner_iter_args[0], offsets, [], [], [dyn] * 3,
+                                                 [1, fb, nr], [1, 1, 1])
+        else:
+            loop = scf.ForOp(const(0), const(n_tiles), const(1), [init])
+            with ir.InsertionPoint(loop.body):
+                offsets, out = tile(loop.induction_variable)
+                scf.YieldOp([tensor.insert_slice(out, loop.inner_iter_args[0], offsets, [], [], [dyn] * 3,
+                                                 [1, fb, nr], [1, 1, 1])])
+        wide = tensor.extract_slice(ir.RankedTensorType.get([n, f, rows], t), loop.results[0], [], [], [],
+                                    [0, 0, 0], [n, f, rows], [1, 1, 1])
         wide = tensor.expand_shape(ir.RankedTensorType.get([n, f, oh, wp], t), wide, [[0], [1], [2, 3]], [],
                                    [n, f, oh, wp])
         out = tensor.extract_slice(op.results[0].type, wide, [], [], [], [0, 0, 0, 0], [n, f, oh, ow], [1, 1, 1, 1])
+    folded, init = op.operands[0], op.operands[2]
     op.results[0].replace_all_uses_with(out)
     op.erase()
+    erase_if_unused(folded)
+    erase_if_unused(init)
 
 
-def im2col_convs(module: ir.Module, print_ir: bool = False) -> int:
-    """Rewrite every static NCHW convolution as im2col + a tagged contraction; returns how many."""
+# --- convolutions with wide filters (weight gradients): direct, vectorized along the filter's rows -------------
+#: Register tile of the direct convolution: output channels x output positions, each a vector accumulator.
+TILE_ROWS, TILE_COLS = 4, 4
+
+
+def _wide_filter_plan(op: ir.Operation, host: HostCPU) -> tuple[int, ...] | None:
+    """(B, C, Hp, Wp, F, KH, KW, OH, OW) of a stride-1 convolution whose filter rows fill at least half a vector
+    register (``KW >= lanes / 2``), or None."""
+    if not (_convertible(op) and _zero_init(op)):
+        return None
+    types = {str(ir.ShapedType(v.type).element_type) for v in list(op.operands) + list(op.results)}
+    strides = op.attributes["strides"] if "strides" in op.attributes else None
+    if len(types) != 1 or (strides is not None and any(int(s) != 1 for s in ir.DenseIntElementsAttr(strides))):
+        return None
+    b, c, hp, wp = ir.RankedTensorType(op.operands[0].type).shape
+    f, _, kh, kw = ir.RankedTensorType(op.operands[1].type).shape
+    lanes = host.lanes(element_bits(ir.RankedTensorType(op.operands[0].type).element_type))
+    if 2 * kw < lanes:
+        return None
+    return b, c, hp, wp, f, kh, kw, hp - kh + 1, wp - kw + 1
+
+
+def _zero_padding(x: ir.Value) -> tuple[ir.Value, list[int], list[int]]:
+    """(source, low, high) of ``x`` if it is a static ``tensor.pad`` with zeros, else (``x``, zeros, zeros)."""
+    owner = x.owner
+    owner = getattr(owner, "operation", owner)
+    rank = ir.RankedTensorType(x.type).rank
+    if isinstance(owner, ir.Operation) and owner.name == "tensor.pad" and len(owner.operands) == 1:
+        value = owner.regions[0].blocks[0].operations[0].operands[0].owner
+        value = getattr(value, "operation", value)
+        if (isinstance(value, ir.Operation) and value.name == "arith.constant"
+                and isinstance(value.attributes["value"], ir.FloatAttr)
+                and math.copysign(1.0, ir.FloatAttr(value.attributes["value"]).value) == 1.0
+                and ir.FloatAttr(value.attributes["value"]).value == 0.0):  # +0.0, as the pad added here
+            return (owner.operands[0], list(ir.DenseI64ArrayAttr(owner.attributes["static_low"])),
+                    list(ir.DenseI64ArrayAttr(owner.attributes["static_high"])))
+    return x, [0] * rank, [0] * rank
+
+
+def _constants(op: ir.Operation):
+    """``const(i)``: the index constant ``i``, made once, at the start of ``op``'s block (so that it dominates
+    every loop built in place of ``op``)."""
+    made: dict[int, ir.Value] = {}
+    where = ir.InsertionPoint.at_block_begin(op.block)
+
+    def const(i: int) -> ir.Value:
+        if i not in made:
+            made[i] = arith.constant(ir.IndexType.get(), i, ip=where, loc=op.location)
+        return made[i]
+    return const
+
+
+def _divisor(n: int, most: int) -> int:
+    """The largest divisor of ``n`` that is at most ``most`` (tiles that divide the work: no partial tiles)."""
+    return max(d for d in range(1, min(n, most) + 1) if n % d == 0)
+
+
+def _wide_filter_conv(op: ir.Operation, plan: tuple[int, ...], host: HostCPU, threads: int) -> None:
+    """Replace a convolution with wide filter rows by direct vector code (see the module doc)."""
+    b, c, _, _, f, kh, kw, oh, ow = plan
+    x = op.operands[0]
+    w, w_perm = through_transpose(op.operands[1])
+    t = ir.RankedTensorType(x.type).element_type
+    lanes = host.lanes(element_bits(t))
+    vt = ir.VectorType.get([lanes], t)
+    cols = b * oh * ow  # output positions (b, i, j), one column each
+    fb, cb = _divisor(f, TILE_ROWS), _divisor(cols, TILE_COLS)
+    n_col_tiles = cols // cb
+    const = _constants(op)
+
+    masks: dict[int, ir.Value] = {}
+
+    def read(src: ir.Value, at: list[ir.Value], n: int) -> ir.Value:
+        """``n`` elements of a row from ``at``, zeros in the other lanes (both operands: 0 x 0 adds nothing)."""
+        rank = ir.RankedTensorType(src.type).rank
+        pmap = ir.AffineMapAttr.get(ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(rank - 1)]))
+        if n == lanes:
+            return vector.transfer_read(vt, src, at, pmap, arith.constant(t, 0.0), [True])
+        if n not in masks:
+            masks[n] = vector.constant_mask(ir.VectorType.get([lanes], ir.IntegerType.get_signless(1)), [n],
+                                            ip=ir.InsertionPoint.at_block_begin(op.block), loc=op.location)
+        return vector.transfer_read(vt, src, at, pmap, arith.constant(t, 0.0), [False], mask=masks[n])
+
+    def tile(k: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(row offset, column offset, the fb x cb tile of sums) of tile ``k``."""
+        r0 = arith.muli(arith.divui(k, const(n_col_tiles)), const(fb))
+        q0 = arith.muli(arith.remui(k, const(n_col_tiles)), const(cb))
+        where = []
+        for q in range(cb):
+            col = arith.addi(q0, const(q))
+            pos = arith.remui(col, const(oh * ow))
+            where.append((arith.divui(col, const(oh * ow)), arith.divui(pos, const(ow)), arith.remui(pos, const(ow))))
+        rows = [arith.addi(r0, const(r)) for r in range(fb)]
+        zero = arith.constant(vt, ir.DenseElementsAttr.get_splat(vt, ir.FloatAttr.get(t, 0.0)))
+        over_c = scf.ForOp(const(0), const(c), const(1), [zero] * (fb * cb))
+        with ir.InsertionPoint(over_c.body):
+            ci = over_c.induction_variable
+            over_y = scf.ForOp(const(0), const(kh), const(1), list(over_c.inner_iter_args))
+            with ir.InsertionPoint(over_y.body):
+                y = over_y.induction_variable
+                accs = list(over_y.inner_iter_args)
+                for x0 in range(0, kw, lanes):
+                    n = min(lanes, kw - x0)
+                    w_rows = []
+                    for row in rows:
+                        at = [row, ci, y, const(x0)]
+                        w_rows.append(read(w, [at[w_perm.index(d)] for d in range(4)], n))
+                    x_rows = [read(x, [bq, ci, arith.addi(iq, y), arith.addi(jq, const(x0))], n)
+                              for bq, iq, jq in where]
+                    accs = [vector.fma(w_rows[r], x_rows[q], accs[r * cb + q]) for r in range(fb) for q in range(cb)]
+                scf.YieldOp(accs)
+            scf.YieldOp(list(over_y.results))
+        kind = ir.Attribute.parse("#vector.kind<add>")
+        reassoc = ir.Attribute.parse("#arith.fastmath<reassoc>")
+        sums = [vector.reduction(t, kind, acc, fastmath=reassoc) for acc in over_c.results]
+        tile_t = ir.VectorType.get([fb, cb], t)
+        block = vector.from_elements(tile_t, sums)
+        dest = tensor.empty([fb, cb], t)
+        pmap = ir.AffineMapAttr.get(ir.AffineMap.get_identity(2))
+        return r0, q0, vector.transfer_write(dest.type, block, dest, [const(0), const(0)], pmap, [True, True])
+
+    with ir.InsertionPoint(op), op.location:
+        init = tensor.empty([f, cols], t)
+        n_tiles = (f // fb) * n_col_tiles
+        sizes = [fb, cb]
+        dyn = ir.ShapedType.get_dynamic_size()
+        if threads > 1:
+            loop = scf.ForallOp([0], [n_tiles], [1], [init])
+            with ir.InsertionPoint(loop.body):
+                r0, q0, sums = tile(loop.induction_variables[0])
+                with ir.InsertionPoint(loop.terminator().block):
+                    tensor.parallel_insert_slice(sums, loop.inner_iter_args[0], [r0, q0], [], [],
+                                                 [dyn, dyn], sizes, [1, 1])
+        else:
+            loop = scf.ForOp(const(0), const(n_tiles), const(1), [init])
+            with ir.InsertionPoint(loop.body):
+                r0, q0, sums = tile(loop.induction_variable)
+                scf.YieldOp([tensor.insert_slice(sums, loop.inner_iter_args[0], [r0, q0], [], [],
+                                                 [dyn, dyn], sizes, [1, 1])])
+        by_filter = tensor.expand_shape(ir.RankedTensorType.get([f, b, oh, ow], t), loop.results[0],
+                                        [[0], [1, 2, 3]], [], [f, b, oh, ow])
+        out = linalg.transpose(by_filter, outs=[tensor.empty([b, f, oh, ow], t)], permutation=[1, 0, 2, 3])
+        out = out.results[0] if isinstance(out, ir.OpView) else out  # the binding returns the op or its result
+    transposed, init = op.operands[1], op.operands[2]
+    op.results[0].replace_all_uses_with(out)
+    op.erase()
+    erase_if_unused(transposed)
+    erase_if_unused(init)
+
+
+def im2col_convs(module: ir.Module, print_ir: bool = False, threads: int = 1, host: HostCPU | None = None) -> int:
+    """Rewrite every static NCHW convolution as direct vector code (wide filters) or im2col + a tagged
+    contraction; returns how many."""
+    host = host or host_cpu()
     shifted = 0
     for op in ops_named(module.operation, CONV_OPS):
         plan = _shift_plan(op)
         if plan is not None:
-            _shifted_im2col(op, plan)
+            _shifted_direct(op, plan, host, threads)
+            shifted += 1
+            continue
+        plan = _wide_filter_plan(op, host)
+        if plan is not None:
+            _wide_filter_conv(op, plan, host, threads)
             shifted += 1
     convs = [op for op in ops_named(module.operation, CONV_OPS) if _convertible(op)]
     if not convs:
         return shifted
-    if not convs:
-        return 0
     for op in convs:
         op.attributes[_TAG] = ir.UnitAttr.get()
     body = [f'%convs = transform.structured.match ops{{["linalg.conv_2d_nchw_fchw"]}} attributes{{{_TAG}}} '

@@ -20,9 +20,10 @@ from mlir import ir
 from .common import ANY, match_tagged, schedule_each
 
 #: Iteration points from which a generic is split across threads (256x1024: a layer's activations).
-PARALLEL_MIN_POINTS = 2 ** 18
+PARALLEL_MIN_POINTS = 2 ** 17
 
 _TAG = "relax_mlir.par"
+SPLIT_REDUCTIONS = True
 
 
 def _loop_ranges(op: ir.Operation) -> list[int] | None:
@@ -55,6 +56,11 @@ def plan_parallel_generic(op: ir.Operation, threads: int) -> list[int] | None:
     if points < PARALLEL_MIN_POINTS:
         return None
     kinds = [str(ir.Attribute(a)) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    if (SPLIT_REDUCTIONS and "reduction" in kinds[0] and "reduction" in kinds[-1] and ranges[0] >= threads
+            and len(op.results) == 1):
+        counts = [0] * len(ranges)
+        counts[0] = -threads
+        return counts
     for loop, (kind, extent) in enumerate(zip(kinds, ranges)):
         if "parallel" in kind and extent >= threads:
             counts = [0] * len(ranges)
@@ -66,6 +72,10 @@ def plan_parallel_generic(op: ir.Operation, threads: int) -> list[int] | None:
 def schedule_elementwise(module: ir.Module, threads: int = 1, print_ir: bool = False) -> int:
     """Split every large generic of ``module`` across ``threads``; returns how many were split."""
     def lines(i: int, name: str, counts: list[int]) -> list[str]:
+        if min(counts) < 0:
+            return [match_tagged(f"%g{i}", name, _TAG, i),
+                    f"%gi{i}, %gs{i}, %gc{i}, %gf{i} = transform.structured.tile_reduction_using_forall %g{i} by num_threads = "
+                    f"[{', '.join(str(abs(c)) for c in counts)}] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})"]
         return [match_tagged(f"%g{i}", name, _TAG, i),
                 f"%gt{i}, %gf{i} = transform.structured.tile_using_forall %g{i} num_threads "
                 f"[{', '.join(map(str, counts))}] : ({ANY}) -> ({ANY}, {ANY})"]

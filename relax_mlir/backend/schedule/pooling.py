@@ -34,6 +34,7 @@ from mlir import ir
 from mlir.dialects import arith, scf, tensor, vector
 
 from .common import element_bits, ops_named
+from . import elementwise
 from ..host import HostCPU, host_cpu
 
 #: String attribute the lowering puts on a tiling max-pooling generic: "max" or "max_backward".
@@ -101,9 +102,11 @@ def _merge(cols: list[ir.Value], n: int) -> ir.Value:
 
 
 def _row_body(kind: str, x: ir.Value, g: ir.Value | None, out: ir.Value, r: ir.Value, kernel: tuple[int, int],
-              ow: int, lanes: int) -> ir.Value:
-    """The vector code of one row of windows ``r``; returns the updated ``out``."""
+              ow: int, lanes: int, w: ir.Value | None = None) -> ir.Value:
+    """The vector code of one row of windows ``r``, written to row ``w`` of ``out`` (default ``r``: ``out``
+    may be a chunk of the rows); returns the updated ``out``."""
     kh, kw = kernel
+    w = r if w is None else w
     for ow0 in range(0, ow, lanes):
         n = min(lanes, ow - ow0)
         rows = [_read(x, [r, _index(a), _index(kw * ow0)], kw * n) for a in range(kh)]
@@ -112,7 +115,7 @@ def _row_body(kind: str, x: ir.Value, g: ir.Value | None, out: ir.Value, r: ir.V
             best = values[0]
             for v in values[1:]:
                 best = arith.maximumf(best, v)
-            out = _write(best, out, [r, _index(ow0)])
+            out = _write(best, out, [w, _index(ow0)])
             continue
         _, at = first_max(values)
         grad = _read(g, [r, _index(ow0)], n)
@@ -121,7 +124,7 @@ def _row_body(kind: str, x: ir.Value, g: ir.Value | None, out: ir.Value, r: ir.V
         for a in range(kh):
             cols = [arith.select(arith.cmpi(arith.CmpIPredicate.eq, at, _i32_like(a * kw + b, at)), grad, zero)
                     for b in range(kw)]
-            out = _write(_merge(cols, n), out, [r, _index(a), _index(kw * ow0)])
+            out = _write(_merge(cols, n), out, [w, _index(a), _index(kw * ow0)])
     return out
 
 
@@ -134,7 +137,41 @@ def _collapse(v: ir.Value, groups: list[list[int]]) -> ir.Value:
     return tensor.collapse_shape(ir.RankedTensorType.get(shape, t.element_type), v, groups)
 
 
-def _rewrite(op: ir.Operation, kind: str, host: HostCPU) -> bool:
+def _chunks(rows: int, points: int, threads: int) -> int:
+    """How many threads share the rows: all of them when the windows hold ``elementwise.PARALLEL_MIN_POINTS``
+    elements (the threshold every elementwise generic uses)."""
+    return min(threads, rows) if threads > 1 and points >= elementwise.PARALLEL_MIN_POINTS else 1
+
+
+def _chunked_rows(kind: str, x: ir.Value, g: ir.Value | None, init: ir.Value, chunks: int,
+                  kernel: tuple[int, int], ow: int, lanes: int) -> ir.Value:
+    """The rows of windows split into ``chunks`` consecutive blocks, one per thread (``scf.forall``), each an
+    ``scf.for`` of row bodies writing its block of ``init``; the last block may be shorter."""
+    out_t = ir.RankedTensorType(init.type)
+    rows, rest = out_t.shape[0], list(out_t.shape[1:])
+    per = -(-rows // chunks)
+    dyn = ir.ShapedType.get_dynamic_size()
+    block_t = ir.RankedTensorType.get([dyn] + rest, out_t.element_type)
+    zeros, ones = [0] * len(rest), [1] * (len(rest) + 1)
+    forall = scf.ForallOp([0], [-(-rows // per)], [1], [init])
+    with ir.InsertionPoint(forall.body):
+        k = forall.induction_variables[0]
+        lo = arith.muli(k, _index(per))
+        size = arith.minsi(_index(per), arith.subi(_index(rows), lo))
+        block = tensor.extract_slice(block_t, forall.inner_iter_args[0], [lo], [size], [],
+                                     [dyn] + zeros, [dyn] + rest, ones)
+        loop = scf.ForOp(_index(0), size, _index(1), [block])
+        with ir.InsertionPoint(loop.body):
+            i = loop.induction_variable
+            scf.YieldOp([_row_body(kind, x, g, loop.inner_iter_args[0], arith.addi(lo, i), kernel, ow, lanes,
+                                   w=i)])
+        with ir.InsertionPoint(forall.terminator().block):
+            tensor.parallel_insert_slice(loop.results[0], forall.inner_iter_args[0], [lo], [size], [],
+                                         [dyn] + zeros, [dyn] + rest, ones)
+    return forall.results[0]
+
+
+def _rewrite(op: ir.Operation, kind: str, host: HostCPU, threads: int = 1) -> bool:
     """Replace one tagged generic by its vector loop; False (and nothing changed) if it is not as tagged."""
     ins = list(op.operands)[:-1]
     windows = ins[1:] if kind == "max_backward" else ins
@@ -149,20 +186,27 @@ def _rewrite(op: ir.Operation, kind: str, host: HostCPU) -> bool:
         g = _collapse(ins[0], [[0, 1, 2], [3]]) if kind == "max_backward" else None  # [rows, ow]
         out_shape = [n * c * oh, ow] if kind == "max" else [n * c * oh, kh, ow * kw]
         init = tensor.empty(out_shape, six.element_type)
-        loop = scf.ForOp(_index(0), _index(n * c * oh), _index(1), [init])
-        with ir.InsertionPoint(loop.body):
-            scf.YieldOp([_row_body(kind, x, g, loop.inner_iter_args[0], loop.induction_variable, (kh, kw), ow,
-                                   host.lanes(element_bits(six.element_type)))])
+        rows, lanes = n * c * oh, host.lanes(element_bits(six.element_type))
+        chunks = _chunks(rows, rows * kh * kw * ow, threads)
+        if chunks == 1:
+            loop = scf.ForOp(_index(0), _index(rows), _index(1), [init])
+            with ir.InsertionPoint(loop.body):
+                scf.YieldOp([_row_body(kind, x, g, loop.inner_iter_args[0], loop.induction_variable, (kh, kw), ow,
+                                       lanes)])
+            rows_out = loop.results[0]
+        else:
+            rows_out = _chunked_rows(kind, x, g, init, chunks, (kh, kw), ow, lanes)
         res_t = ir.RankedTensorType(op.results[0].type)
         groups = [[0, 1, 2], [3]] if kind == "max" else [[0, 1, 2], [3], [4, 5]]
-        result = tensor.expand_shape(res_t, loop.results[0], groups, [], list(res_t.shape))
+        result = tensor.expand_shape(res_t, rows_out, groups, [], list(res_t.shape))
     op.results[0].replace_all_uses_with(result)
     op.erase()
     return True
 
 
-def vectorize_pools(module: ir.Module, host: HostCPU | None = None) -> int:
-    """Rewrite every tagged pooling generic of ``module`` (on tensors) as a vector loop; returns how many."""
+def vectorize_pools(module: ir.Module, host: HostCPU | None = None, threads: int = 1) -> int:
+    """Rewrite every tagged pooling generic of ``module`` (on tensors) as a vector loop, its rows split across
+    ``threads`` when large; returns how many."""
     host = host or host_cpu()
     count = 0
     for op in ops_named(module.operation, {"linalg.generic"}):
@@ -171,5 +215,5 @@ def vectorize_pools(module: ir.Module, host: HostCPU | None = None) -> int:
         kind = ir.StringAttr(op.attributes[POOL_TAG]).value
         del op.attributes[POOL_TAG]
         if kind in ("max", "max_backward") and all(isinstance(r.type, ir.RankedTensorType) for r in op.results):
-            count += _rewrite(op, kind, host)
+            count += _rewrite(op, kind, host, threads)
     return count

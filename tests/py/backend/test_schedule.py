@@ -322,6 +322,28 @@ def test_max_pool_vector_loops_match_the_interpreter_with_ties_and_nans(threads,
     assert np.isnan(got[0]).any() and np.count_nonzero(got[1]) == g.size
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_max_pool_rows_split_across_threads_match_the_interpreter(monkeypatch, threads):
+    """Large poolings split their rows of windows into one block per thread (scf.forall over scf.for); 9 rows
+    give blocks of 5 + 4 (two threads) and 3 + 3 + 3 (three); values and gradients as the NumPy reference."""
+    import relax_mlir
+    from relax_mlir.backend.schedule import elementwise
+
+    mod = _pool_module(1, 3, 6, 8, (2, 2))
+    monkeypatch.setattr(elementwise, "PARALLEL_MIN_POINTS", 1)  # these rows are far below the real threshold
+    text = relax_mlir.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=threads))
+    assert text.count("scf.forall") >= 2 and "vector.shuffle" in text
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 4, (1, 3, 6, 8)).astype(np.float32)
+    g = rng.standard_normal((1, 3, 3, 4), dtype=np.float32)
+    got = relax_mlir.VirtualMachine(relax_mlir.compile(mod, num_threads=threads))["main"](x, g)
+    want = relax_mlir.interpret(mod, "main", x, g)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    monkeypatch.setattr(elementwise, "PARALLEL_MIN_POINTS", 2 ** 18)
+    assert "scf.forall" not in relax_mlir.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=threads))
+
+
 def test_max_pool_of_tiling_windows_with_a_symbolic_batch_matches_the_interpreter():
     """A symbolic batch keeps the one-pass window generic (the vector loop needs static sizes): it compiles and
     its values, for two batch sizes, are the NumPy reference's."""
@@ -340,12 +362,80 @@ def test_max_pool_of_tiling_windows_with_a_symbolic_batch_matches_the_interprete
         np.testing.assert_array_equal(got[1], want[1])
 
 
+def _conv_module(x_shape, w_shape, padding, transpose_w=False):
+    """conv2d(x, w) (w given as its (1, 0, 2, 3) transpose when ``transpose_w``: the weight gradient's form)."""
+    from relax_mlir import op
+    from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var
+
+    w_given = (w_shape[1], w_shape[0], *w_shape[2:]) if transpose_w else w_shape
+    x = Var("x", TensorStructInfo(x_shape, "float32"))
+    w = Var("w", TensorStructInfo(w_given, "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            kernel = op.permute_dims(w, [1, 0, 2, 3]) if transpose_w else w
+            y = bb.emit_output(op.nn.conv2d(x, kernel, padding=padding))
+        bb.emit_func_output(y)
+    return bb.get()
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("x_shape, w_shape, padding, transpose_w, path", [
+    ((3, 5, 9, 11), (12, 5, 3, 3), 1, False, "shifted"),  # 12 filters: blocks of 6; 99 rows: tiles past the end
+    ((2, 3, 7, 6), (7, 3, 2, 3), 0, False, "shifted"),  # 7 filters (one block of 7), a 2x3 kernel
+    ((4, 6, 12, 12), (6, 6, 3, 11), 0, True, "wide"),  # kernel rows of 11: one masked vector (or 8 + 3 lanes)
+    ((2, 3, 9, 20), (5, 3, 4, 17), 1, False, "wide"),  # rows of 17: 16 + 1 (AVX-512) or 8 + 8 + 1 lanes
+    ((1, 2, 5, 21), (3, 2, 3, 16), 0, False, "wide"),  # 1 x 3 x 6 outputs: 18 positions, column tiles of 3
+])
+def test_direct_convolutions_match_the_interpreter(threads, x_shape, w_shape, padding, transpose_w, path):
+    """Stride-1 convolutions run as direct vector code (conv.py): over shifted rows (small kernels) or along
+    the kernel's rows (kernels at least half a vector register wide, read through a transpose that keeps the
+    innermost dimension). Shapes whose tiles do not divide evenly; values as the NumPy reference within the
+    reassociated sums' rounding (float32 sums of up to ~300 products of normal values: rtol 1e-4)."""
+    import relax_mlir
+
+    mod = _conv_module(x_shape, w_shape, padding, transpose_w)
+    scheduled = relax_mlir.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=threads))
+    assert "linalg.conv" not in scheduled and "vector.fma" in scheduled
+    assert ("vector.reduction <add>" in scheduled) == (path == "wide")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(x_shape, dtype=np.float32)
+    w = rng.standard_normal(mod["main"].params[1].struct_info.shape, dtype=np.float32)
+    got = relax_mlir.VirtualMachine(relax_mlir.compile(mod, num_threads=threads))["main"](x, w)
+    np.testing.assert_allclose(got, relax_mlir.interpret(mod, "main", x, w), rtol=1e-4, atol=1e-4)
+
+
+def test_large_pads_are_copied_by_a_generic_the_threads_share(monkeypatch):
+    """A large constant pad becomes fill + a copy generic split across threads (pad.py), reading through a
+    transpose that keeps the innermost dimension; one thread keeps the pad. Values as NumPy's."""
+    import relax_mlir
+    from relax_mlir import op
+    from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var
+
+    x = Var("x", TensorStructInfo((6, 40, 70), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            t = op.permute_dims(x, [1, 0, 2])
+            y = bb.emit_output(op.nn.pad(t, [0, 0, 1, 2, 3, 1], pad_value=1.5))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    two = relax_mlir.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=2))
+    assert "tensor.pad" not in two and "linalg.transpose" not in two and "scf.forall" in two
+    assert "tensor.pad" in relax_mlir.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=1))
+    data = np.random.default_rng(8).standard_normal((6, 40, 70), dtype=np.float32)
+    got = relax_mlir.VirtualMachine(relax_mlir.compile(mod, num_threads=2))["main"](data)
+    want = np.pad(data.transpose(1, 0, 2), [(0, 0), (1, 2), (3, 1)], constant_values=1.5)
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_stride_one_convolutions_take_shifted_rows_and_match_the_interpreter(threads):
-    """A stride-1 convolution narrow enough becomes shifted-row im2col (output rows as wide as the padded input:
-    one contiguous copy per channel and kernel offset, no floordiv) + a contraction; its padding and crop are copied by loops, not by
-    the runtime's element-at-a-time memrefCopy. A kernel as wide as the image (a weight gradient) keeps MLIR's
-    im2col. Values as the NumPy reference."""
+    """A stride-1 convolution narrow enough becomes direct vector code over shifted rows (output rows as wide as
+    the padded input, rounded up to whole register tiles; vector.fma of broadcast weights, no im2col copy, no
+    floordiv); its padding and crop are copied by loops, not by the runtime's element-at-a-time memrefCopy. A
+    kernel as wide as the image (a weight gradient's) is computed directly along its rows, reduced at the end
+    (vector.reduction). Values as the NumPy reference."""
     import relax_mlir
     from relax_mlir.script import ir as I, relax as R  # noqa: E741
 
@@ -364,7 +454,8 @@ def test_stride_one_convolutions_take_shifted_rows_and_match_the_interpreter(thr
     scheduled = relax_mlir.to_mlir(Module, "scheduled", options=PipelineOptions(num_threads=threads))
     assert "tensor<4x3x11x23xf32>" in scheduled  # x padded, one more row for the last shifted copy
     assert "tensor<4x5x184xf32>" in scheduled  # the wide output: 8 rows of 23 columns, 20 of them kept
-    assert "floordiv" in scheduled  # the second convolution: MLIR's im2col
+    assert "vector.fma" in scheduled and "floordiv" not in scheduled and "linalg.conv" not in scheduled
+    assert "vector.reduction <add>" in scheduled  # the second convolution, along its 20-wide kernel rows
     assert "memrefCopy" not in relax_mlir.to_mlir(Module, "llvm", options=PipelineOptions(num_threads=threads))
     rng = np.random.default_rng(4)
     args = [rng.standard_normal(s, dtype=np.float32) for s in ((4, 3, 9, 20), (5, 3, 3, 4), (2, 3, 9, 20))]
