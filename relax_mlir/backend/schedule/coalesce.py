@@ -8,7 +8,9 @@ and next to each other by every operand that reads either (and not at all by the
 ``(1, C, 1, 1)`` scale), they are one loop of ``h * w`` iterations over the same memory: the operands are
 collapsed (``tensor.collapse_shape``, a free view of a contiguous tensor), the generic runs over the merged
 loops and its results are expanded back. The body is moved unchanged (a body that reads ``linalg.index``
-is left alone, as is a tagged generic another schedule owns).
+is left alone, as is a tagged generic another schedule owns). Two dims of an ``extract_slice`` whose inner dim
+is cut (a convolution's output cropped from its wide rows) are not adjacent in memory and stay apart: collapsed,
+the slice would be copied whole, on one thread, before the generic.
 
 Measured on a 2-core AMD EPYC (AVX-512), the 28x28 CNN step at batch 64: a divide over ``64x16x14x14`` took
 0.17 ms as 4 loops and (see ``benchmarks/op_profile.py``) about a third of that as ``64x16x196``.

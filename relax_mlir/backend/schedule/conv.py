@@ -1,24 +1,40 @@
-"""Convolution schedules: ``linalg.conv_2d_nchw_fchw`` as im2col plus a matmul-like contraction.
+"""Convolution schedules: static NCHW/FCHW convolutions as direct vector code, or im2col plus a contraction.
 
-Every static 2-D convolution in NCHW/FCHW layout (the forward convolution, and the data and weight gradients,
-which the gradient rules also write as convolutions) is rewritten by ``convert_conv2d_to_img2col`` into
+Every static 2-D convolution with float elements and no dilation (the forward convolution, and the data and
+weight gradients, which the gradient rules also write as convolutions) takes one of three forms:
 
-* a copy that gathers the input patches, ``col[n, c*kh*kw, oh*ow]`` (an all-parallel ``linalg.generic``), and
-* a contraction ``out[n, f, oh*ow] += w[f, c*kh*kw] * col[n, c*kh*kw, oh*ow]``: a batched matmul with M = F,
-  N = OH*OW, K = C*KH*KW, tagged ``relax_mlir.contraction`` so that the matmul schedule (``matmul.py``) tiles it
-  by MR x NR registers, peels the uneven remainders and vectorizes it to ``vector.contract``.
+* **Shifted rows** (stride 1, padded width at most ``MAX_WIDE_WASTE`` x the output width: the forward
+  convolution and the data gradient). The padded input, with enough zero rows below, is seen as one flat row
+  per (image, channel) of ``Hp * Wp`` elements, and every output row is computed as wide as the padded input
+  (its ``KW - 1`` last columns are cropped afterwards): the output at flat position ``r`` is the sum over
+  ``(c, i, j)`` of ``w[f, c, i, j] * x[n, c, r + i*Wp + j]``, so each kernel offset reads a contiguous,
+  shifted vector of the row. Tiles of ``MR`` filters x ``NR`` positions (the matmul schedule's register tile:
+  8 x 32 with AVX-512) keep their ``MR * NR / lanes`` accumulators in registers across the loop over channels;
+  each offset broadcasts one weight per filter into a ``vector.fma`` with the shifted vectors. No im2col
+  buffer is written (the former shifted im2col copied 9x the input, 8 MB for the 28x28 CNN's data gradient).
+  The tiles (image, filter block, row block) are split across threads by an ``scf.forall``. The convolution's
+  own padding and the extra rows are one ``tensor.pad`` (``pad.py`` copies it with all threads).
+* **Wide kernels** (stride 1, kernel rows at least half a vector register, ``2 * KW >= lanes``: the weight
+  gradient, whose "kernel" is the output gradient, ``OH x OW``). Each output ``(b, f, i, j)`` is a sum over
+  ``(c, y)`` of products of two contiguous rows, ``w[f, c, y, :]`` and ``x[b, c, i + y, j:]``, vectorized
+  along the kernel row (the last, partial vector masked in both operands, so that the unused lanes add
+  ``0 x 0``) with a tile of (filter, output position) accumulators (``wide_tile``: 4 x 4 with 32 vector registers), each reduced
+  once at the end (``vector.reduction``, reassociated as every sum here). The kernel is read through a
+  ``linalg.transpose`` that keeps its innermost dimension (the gradient's ``g`` transposed to ``[F, N, ..]``
+  is not copied). Tiles are split across threads.
+* **im2col** (strided convolutions, and shapes neither form takes): ``convert_conv2d_to_img2col`` gathers the
+  patches and a contraction tagged ``relax_mlir.contraction`` is tiled, peeled and vectorized by the matmul
+  schedule (``matmul.py``).
 
-Both are large ``linalg.generic`` ops, so the elementwise schedule (``elementwise.py``) splits them across
-threads by their batch loop first.
+Measured on a 2-core Intel Xeon (AVX-512), the 28x28 CNN's training step (``benchmarks/train_step.py``,
+A/B in one process): weight gradients along the kernel rows instead of MLIR's im2col (a ``[C, N*OH*OW, 9]``
+patch copy and a contraction with N = 9) 4.02 -> 3.26 ms; shifted rows read directly instead of the shifted
+im2col copy 3.10 -> 2.47 ms (the 8x8 CNN: 0.63 -> 0.60 -> 0.53 ms). Alone, two threads: the weight gradient
+8x64x16x16 * 16x64x14x14 0.19 ms (150 GFLOP/s), 1x64x30x30 * 8x64x28x28 0.06 ms. Before (one thread, 2-core
+AMD EPYC): naive loops 7.6 ms for 64x8x16x16 * 16x8x3x3, im2col + contraction 1.13 ms, PyTorch 0.33 ms.
 
-Measured on a 2-core AMD EPYC (AVX-512), float32, one thread, against the naive loops before: the CNN's
-64x1x30x30 * 8x1x3x3 0.37 -> 0.24 ms; 64x8x16x16 * 16x8x3x3 7.6 -> 1.13 ms; its weight gradient 8x64x16x16 *
-16x64x14x14 12.0 -> 0.76 ms; 1x64x30x30 * 8x64x28x28 3.05 -> 0.25 ms (PyTorch: 0.46, 0.33, 0.47, 0.37 ms).
-Reordering the naive loops instead (``interchange`` to put the output width innermost) reached only 2-7
-GFLOP/s.
-
-Grouped convolutions (``conv_2d_ngchw_gfchw``), dilated or integer ones, and dynamic shapes have no im2col
-rewrite in MLIR and keep the naive loops.
+Grouped convolutions (``conv_2d_ngchw_gfchw``), dilated or integer ones, and dynamic shapes keep the naive
+loops.
 """
 
 from __future__ import annotations
@@ -29,15 +45,14 @@ from mlir import ir
 from mlir.dialects import arith, linalg, scf, tensor, vector
 
 from ..host import HostCPU, host_cpu
-from ..legalize.core import generic
 
 from .common import ANY, apply, element_bits, erase_if_unused, ops_named, script
 from .matmul import CONTRACTION, register_tile
 from .pad import through_transpose
 
 CONV_OPS = {"linalg.conv_2d_nchw_fchw"}
-#: A convolution takes the shifted-row im2col when its padded width is at most this many times its output
-#: width (the contraction computes ``KW - 1`` unused columns per output row).
+#: A convolution takes the shifted rows when its padded width is at most this many times its output width
+#: (each output row computes ``KW - 1`` columns that are cropped).
 MAX_WIDE_WASTE = 1.5
 _TAG = "relax_mlir.conv"
 
@@ -176,8 +191,10 @@ def _shifted_direct(op: ir.Operation, plan: tuple[int, ...], host: HostCPU, thre
 
 
 # --- convolutions with wide filters (weight gradients): direct, vectorized along the filter's rows -------------
-#: Register tile of the direct convolution: output channels x output positions, each a vector accumulator.
-TILE_ROWS, TILE_COLS = 4, 4
+def wide_tile(host: HostCPU) -> tuple[int, int]:
+    """(filters, output positions) of the wide-kernel register tile: one accumulator each, plus one vector of
+    each row read per step, within the vector registers (4 x 4 + 8 of 32 with AVX-512; 2 x 3 + 5 of 16)."""
+    return (4, 4) if host.vector_registers >= 32 else (2, 3)
 
 
 def _wide_filter_plan(op: ir.Operation, host: HostCPU) -> tuple[int, ...] | None:
@@ -241,7 +258,8 @@ def _wide_filter_conv(op: ir.Operation, plan: tuple[int, ...], host: HostCPU, th
     lanes = host.lanes(element_bits(t))
     vt = ir.VectorType.get([lanes], t)
     cols = b * oh * ow  # output positions (b, i, j), one column each
-    fb, cb = _divisor(f, TILE_ROWS), _divisor(cols, TILE_COLS)
+    rows_tile, cols_tile = wide_tile(host)
+    fb, cb = _divisor(f, rows_tile), _divisor(cols, cols_tile)
     n_col_tiles = cols // cb
     const = _constants(op)
 
