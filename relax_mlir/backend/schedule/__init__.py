@@ -3,7 +3,8 @@
 * ``matmul.py``: register, cache and parallel tiles for ``linalg.matmul``/``batch_matmul``, vectorized to
   ``vector.contract``; a transposed left operand
   (``x^T g``) read through its map instead of copied (``fold_transposed_lhs``);
-* ``conv.py``: NCHW convolutions as im2col plus a contraction the matmul schedule tiles;
+* ``conv.py``: NCHW convolutions as direct vector code (shifted rows; wide kernels along their rows), strided ones as
+  im2col plus a contraction the matmul schedule tiles;
 * ``pad.py``: large constant pads as a fill plus a copy generic that the elementwise schedule splits across threads;
 * ``pooling.py``: max pooling whose windows tile the input, and its gradient, as vector loops over rows;
 * ``coalesce.py``: adjacent loops every operand reads contiguously merged into one (short rows vectorize);
@@ -27,7 +28,7 @@ from mlir import ir
 from ..host import HostCPU, host_cpu
 from .matmul import MATMUL_LIKE, PARALLEL_MIN_FLOPS, MatmulPlan, fold_transposed_lhs, plan_matmul, schedule_matmuls
 from .coalesce import coalesce_loops
-from .conv import im2col_convs
+from .conv import schedule_convs
 from .elementwise import PARALLEL_MIN_POINTS, plan_parallel_generic, schedule_elementwise
 from .math_approx import approximate_math
 from .pad import parallel_pads
@@ -35,7 +36,7 @@ from .pooling import vectorize_pools
 from .reduction import reassociate_reductions
 from .transpose import TransposePlan, plan_transpose, schedule_transposes
 
-__all__ = ["approximate_math", "coalesce_loops", "parallel_pads", "vectorize_pools", "im2col_convs", "reassociate_reductions", "HostCPU", "host_cpu", "MATMUL_LIKE", "PARALLEL_MIN_FLOPS", "MatmulPlan", "plan_matmul",
+__all__ = ["approximate_math", "coalesce_loops", "parallel_pads", "vectorize_pools", "schedule_convs", "reassociate_reductions", "HostCPU", "host_cpu", "MATMUL_LIKE", "PARALLEL_MIN_FLOPS", "MatmulPlan", "plan_matmul",
            "schedule_matmuls", "schedule_module", "fold_transposed_lhs", "TransposePlan", "plan_transpose", "schedule_transposes",
            "PARALLEL_MIN_POINTS", "plan_parallel_generic", "schedule_elementwise"]
 
@@ -44,7 +45,7 @@ def schedule_module(module: ir.Module, threads: int = 1, print_ir: bool = False)
     """Apply every family's schedule to ``module`` (on tensors) in place; returns how many ops were scheduled."""
     approximate_math(module)
     vectorize_pools(module, threads=threads)  # before the elementwise split: the tagged generics become vector loops
-    im2col_convs(module, print_ir=print_ir, threads=threads)  # its contractions are scheduled as matmuls below
+    schedule_convs(module, print_ir=print_ir, threads=threads)  # im2col contractions are scheduled as matmuls below
     parallel_pads(module, threads=threads)  # the convolutions' padded inputs copied by all threads
     fold_transposed_lhs(module)  # x^T g read through a map instead of a transposed copy
     coalesce_loops(module)  # before the elementwise split, which cuts the outermost (merged) loop

@@ -87,7 +87,7 @@ def _zero_init(op: ir.Operation) -> bool:
 
 
 def _shift_plan(op: ir.Operation) -> tuple[int, ...] | None:
-    """(N, C, Hp, Wp, F, KH, KW, OH, OW) of a stride-1 convolution whose shifted-row im2col wastes at most
+    """(N, C, Hp, Wp, F, KH, KW, OH, OW) of a stride-1 convolution whose shifted rows waste at most
     ``MAX_WIDE_WASTE`` of its work on the ``KW - 1`` extra columns per output row, or None."""
     if not (_convertible(op) and _zero_init(op)):
         return None
@@ -343,24 +343,24 @@ def _wide_filter_conv(op: ir.Operation, plan: tuple[int, ...], host: HostCPU, th
     erase_if_unused(init)
 
 
-def im2col_convs(module: ir.Module, print_ir: bool = False, threads: int = 1, host: HostCPU | None = None) -> int:
-    """Rewrite every static NCHW convolution as direct vector code (wide filters) or im2col + a tagged
-    contraction; returns how many."""
+def schedule_convs(module: ir.Module, print_ir: bool = False, threads: int = 1, host: HostCPU | None = None) -> int:
+    """Rewrite every static NCHW convolution as direct vector code (shifted rows, or wide kernels along their
+    rows) or im2col + a tagged contraction; returns how many."""
     host = host or host_cpu()
-    shifted = 0
+    direct = 0
     for op in ops_named(module.operation, CONV_OPS):
         plan = _shift_plan(op)
         if plan is not None:
             _shifted_direct(op, plan, host, threads)
-            shifted += 1
+            direct += 1
             continue
         plan = _wide_filter_plan(op, host)
         if plan is not None:
             _wide_filter_conv(op, plan, host, threads)
-            shifted += 1
+            direct += 1
     convs = [op for op in ops_named(module.operation, CONV_OPS) if _convertible(op)]
     if not convs:
-        return shifted
+        return direct
     for op in convs:
         op.attributes[_TAG] = ir.UnitAttr.get()
     body = [f'%convs = transform.structured.match ops{{["linalg.conv_2d_nchw_fchw"]}} attributes{{{_TAG}}} '
@@ -370,7 +370,7 @@ def im2col_convs(module: ir.Module, print_ir: bool = False, threads: int = 1, ho
     for op in ops_named(module.operation, {"linalg.generic"}):
         if _is_contraction(op) and _reads_im2col(op):
             op.attributes[CONTRACTION] = ir.UnitAttr.get()
-    return shifted + len(convs)
+    return direct + len(convs)
 
 
 def _reads_im2col(op: ir.Operation) -> bool:

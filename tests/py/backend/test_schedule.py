@@ -189,6 +189,24 @@ func.func @main(%x: tensor<{m}x{n}xf32>, %b: tensor<{n}xf32>) -> tensor<{m}x{n}x
 """
 
 
+CHANNEL_SUM = """
+#in = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#out = affine_map<(d0, d1, d2) -> (d1)>
+func.func @main(%x: tensor<{n}x{c}x{p}xf32>) -> tensor<{c}xf32> {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{c}xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{c}xf32>) -> tensor<{c}xf32>
+  %r = linalg.generic {{indexing_maps = [#in, #out], iterator_types = ["{outer}", "parallel", "{inner}"]}}
+       ins(%x : tensor<{n}x{c}x{p}xf32>) outs(%f : tensor<{c}xf32>) {{
+  ^bb0(%i: f32, %o: f32):
+    %s = arith.addf %i, %o : f32
+    linalg.yield %s : f32
+  }} -> tensor<{c}xf32>
+  return %r : tensor<{c}xf32>
+}}
+"""
+
+
 def _first_plan(text: str, name: str, planner):
     with ir.Context(), ir.Location.unknown():
         mod = ir.Module.parse(text)
@@ -222,6 +240,24 @@ def test_elementwise_plans():
                        lambda op: plan_parallel_generic(op, 2)) is None  # small: one thread
     assert _first_plan(BIAS_RELU.format(m=256, n=1024), "linalg.generic",
                        lambda op: plan_parallel_generic(op, 1)) is None
+    # a batch-norm statistic (sum over images and pixels per channel): split by image, partials per thread
+    stat = CHANNEL_SUM.format(n=64, c=16, p=196, outer="reduction", inner="reduction")
+    assert _first_plan(stat, "linalg.generic", lambda op: plan_parallel_generic(op, 2)) == [-2, 0, 0]
+    # innermost loop parallel (its partials would be stored every iteration): split along the parallel loop
+    inner = CHANNEL_SUM.format(n=64, c=16, p=196, outer="reduction", inner="parallel").replace("-> (d1)", "-> (d1, d2)")
+    inner = inner.replace("tensor<16xf32>", "tensor<16x196xf32>")
+    assert _first_plan(inner, "linalg.generic", lambda op: plan_parallel_generic(op, 2)) == [0, 2, 0]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_batch_split_reductions_match_numpy(threads):
+    """A sum over images and pixels per channel split by image across threads (partials combined after) equals
+    NumPy's float64 sum within float32 reassociation (a sum of 6272 values of magnitude ~1: rtol 1e-5)."""
+    options = PipelineOptions(num_threads=threads)
+    text = CHANNEL_SUM.format(n=64, c=16, p=196, outer="reduction", inner="reduction")
+    x = np.random.default_rng(threads).standard_normal((64, 16, 196), dtype=np.float32)
+    got = compile_module(text, options=options).main(x)
+    np.testing.assert_allclose(got, x.astype(np.float64).sum(axis=(0, 2)), rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("m, n", [(1024, 512), (48, 32), (100, 30)])
@@ -420,6 +456,9 @@ def test_large_pads_are_copied_by_a_generic_the_threads_share(monkeypatch):
             y = bb.emit_output(op.nn.pad(t, [0, 0, 1, 2, 3, 1], pad_value=1.5))
         bb.emit_func_output(y)
     mod = bb.get()
+    from relax_mlir.backend.schedule import elementwise
+
+    monkeypatch.setattr(elementwise, "PARALLEL_MIN_POINTS", 2 ** 12)  # 40x9x74 is below the real threshold
     two = relax_mlir.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=2))
     assert "tensor.pad" not in two and "linalg.transpose" not in two and "scf.forall" in two
     assert "tensor.pad" in relax_mlir.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=1))
