@@ -443,6 +443,30 @@ def test_direct_convolutions_match_the_interpreter(threads, x_shape, w_shape, pa
     np.testing.assert_allclose(got, relax_mlir.interpret(mod, "main", x, w), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("x_shape, w_shape, padding, transpose_w", [
+    ((2, 3, 9, 11), (4, 3, 3, 3), 1, False), ((2, 5, 12, 12), (2, 5, 10, 10), 0, True)])
+def test_direct_convolutions_keep_nans_and_infinities_where_the_reference_has_them(x_shape, w_shape, padding,
+                                                                                   transpose_w):
+    """The columns the shifted rows compute past each output row (cropped) and the masked lanes of a wide
+    kernel's last vector (0 x 0) never reach a kept output: a NaN or an infinity in the input shows exactly
+    where the NumPy reference has one."""
+    import relax_mlir
+
+    mod = _conv_module(x_shape, w_shape, padding, transpose_w)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(x_shape, dtype=np.float32)
+    x.flat[rng.choice(x.size, 3, replace=False)] = [np.nan, np.inf, -np.inf]
+    w = rng.standard_normal(mod["main"].params[1].struct_info.shape, dtype=np.float32)
+    want = relax_mlir.interpret(mod, "main", x, w)
+    got = relax_mlir.VirtualMachine(relax_mlir.compile(mod, num_threads=2))["main"](x, w)
+    assert np.isnan(want).any() and np.isfinite(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-4)
+
+
 def test_large_pads_are_copied_by_a_generic_the_threads_share(monkeypatch):
     """A large constant pad becomes fill + a copy generic split across threads (pad.py), reading through a
     transpose that keeps the innermost dimension; one thread keeps the pad. Values as NumPy's."""
