@@ -26,7 +26,8 @@ from __future__ import annotations
 from mlir import ir
 
 from ..host import HostCPU, host_cpu
-from .matmul import MATMUL_LIKE, PARALLEL_MIN_FLOPS, MatmulPlan, fold_transposed_lhs, plan_matmul, schedule_matmuls
+from .matmul import (MATMUL_LIKE, PARALLEL_MIN_FLOPS, MatmulPlan, defer_packed_transposes, fold_transposed_lhs,
+                     plan_matmul, schedule_matmuls)
 from .coalesce import coalesce_loops
 from .conv import schedule_convs
 from .elementwise import PARALLEL_MIN_POINTS, plan_parallel_generic, schedule_elementwise
@@ -50,6 +51,18 @@ def schedule_module(module: ir.Module, threads: int = 1, print_ir: bool = False)
     fold_transposed_lhs(module)  # x^T g read through a map instead of a transposed copy
     coalesce_loops(module)  # before the elementwise split, which cuts the outermost (merged) loop
     count = schedule_elementwise(module, threads=threads, print_ir=print_ir)
+    defer_packed_transposes(module, threads=threads)  # g w^T: w's blocks transposed by the packing instead
     count += schedule_transposes(module, threads=threads, print_ir=print_ir)
     reassociate_reductions(module)
-    return count + schedule_matmuls(module, print_ir=print_ir, threads=threads)
+    count += schedule_matmuls(module, print_ir=print_ir, threads=threads)
+    _undefer_transposes(module)
+    return count + schedule_transposes(module, threads=threads, print_ir=print_ir)  # the packing transposes
+
+
+def _undefer_transposes(module: ir.Module) -> None:
+    from .common import ops_named
+    from .transpose import DEFER_TAG
+
+    for op in ops_named(module.operation, {"linalg.transpose"}):
+        if DEFER_TAG in op.attributes:
+            del op.attributes[DEFER_TAG]

@@ -38,6 +38,9 @@ TILE_BITS = 256
 PARALLEL_MIN_ELEMENTS = 2 ** 18
 
 _TAG = "relax_mlir.transpose"
+#: A transpose only a packed matmul reads as its B: left to the matmul schedule, whose packing copies transpose
+#: each block of it instead (``matmul.defer_packed_transposes``).
+DEFER_TAG = "relax_mlir.packed_b"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,8 +60,10 @@ def plan_transpose(op: ir.Operation, threads: int = 1, host: HostCPU | None = No
     """Tiles for a ``linalg.transpose`` on static tensors that moves the innermost dimension (register tiles, and a
     split across threads when large), or for a large one that keeps it (the split only: ``tiles`` empty); None
     for the rest."""
-    if op.name != "linalg.transpose" or len(op.results) != 1:
+    if op.name != "linalg.transpose" or len(op.results) != 1 or DEFER_TAG in op.attributes:
         return None
+    if _inside_forall(op):
+        threads = 1  # already one chunk of a thread's work (a matmul's packed block)
     out = op.results[0].type
     if not isinstance(out, ir.RankedTensorType) or not out.has_static_shape or out.rank < 2:
         return None
@@ -87,6 +92,15 @@ def plan_transpose(op: ir.Operation, threads: int = 1, host: HostCPU | None = No
         if rest == 0 and chunk % tiles[split] == 0:
             parallel = tuple([chunk] + [0] * (rank - 1))
     return TransposePlan(tuple(tiles), parallel)
+
+
+def _inside_forall(op: ir.Operation) -> bool:
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        if parent.name == "scf.forall":
+            return True
+        parent = parent.parent
+    return False
 
 
 def _lines(i: int, name: str, plan: TransposePlan) -> list[str]:

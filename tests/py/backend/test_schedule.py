@@ -530,6 +530,33 @@ def test_stride_one_convolutions_take_shifted_rows_and_match_the_interpreter(thr
         np.testing.assert_allclose(g, w_, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_packed_matmul_of_a_transposed_b_transposes_its_blocks(threads):
+    """g w^T (large enough to be packed): no transpose of all of w is written; the packing transposes each block
+    of w it needs. Values as float64 NumPy within float32 sums of 1024 products."""
+    import relax_mlir
+    from relax_mlir import op
+    from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var
+
+    g = Var("g", TensorStructInfo((256, 1024), "float32"))
+    w = Var("w", TensorStructInfo((512, 1024), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [g, w]):
+        with bb.dataflow():
+            y = bb.emit_output(op.matmul(g, op.permute_dims(w, [1, 0])))
+        bb.emit_func_output(y)
+    mod = bb.get()
+    text = relax_mlir.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=threads))
+    assert "linalg.transpose" not in text and "tensor<1024x512xf32>" not in text
+    assert "permutation_map" in text  # 8x8 blocks of w read transposed into the packed buffer
+    rng = np.random.default_rng(threads)
+    gv = rng.standard_normal((256, 1024), dtype=np.float32)
+    wv = rng.standard_normal((512, 1024), dtype=np.float32)
+    got = relax_mlir.VirtualMachine(relax_mlir.compile(mod, num_threads=threads))["main"](gv, wv)
+    np.testing.assert_allclose(got, gv.astype(np.float64) @ wv.T.astype(np.float64), rtol=1e-4,
+                               atol=1e-4 * np.sqrt(1024))
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("m, k, n", [(128, 64, 256), (1024, 256, 1024), (10, 64, 10)])
 def test_a_transposed_left_operand_is_read_through_the_map(threads, m, k, n):
