@@ -64,14 +64,14 @@ MATMUL_LIKE: dict[str, tuple[int, int]] = {"linalg.matmul": (0, 1), "linalg.batc
 #: first operand with K last, B the second (``conv.py`` tags the contractions of its im2col convolutions).
 CONTRACTION = "relax_mlir.contraction"
 #: A matmul is split across threads only from this many flops (2*M*N*K) on: below it the fork/join of a
-#: parallel region (2-5 µs with hot threads, tens of µs with sleeping ones) costs more than it saves. The
-#: 64x784x128 matmuls of the 784-input MLP's step (12.8 MFLOP, ~90 µs on one AVX-512 core) are split: its step
-#: 0.346 -> 0.326 ms (2**22: 0.327; 2-core Intel Xeon, A/B in one process); the 64x128x128 ones are not.
-PARALLEL_MIN_FLOPS = 2 ** 23
+#: parallel region (2-5 µs with hot threads, tens of µs with sleeping ones) costs more than it saves. 2**24
+#: flops take about 170 µs on one AVX-512 core; the 64x784x128 matmul of the tutorial step (12.8 MFLOP) stays
+#: on one thread.
+PARALLEL_MIN_FLOPS = 2 ** 24
 #: Flops from which a matmul's cache blocks of A and B are packed (copied contiguous): see the module docstring.
-PACK_MIN_FLOPS = 2 ** 24
-#: K steps one iteration of a large matmul's register-tile loop does (see ``plan_matmul``), from this many flops.
-K_UNROLL, UNROLL_MIN_FLOPS = 4, 2 ** 24
+PACK_MIN_FLOPS = PARALLEL_MIN_FLOPS
+#: K steps one iteration of a large matmul's register-tile loop does (see ``plan_matmul``).
+K_UNROLL = 4
 
 _TAG = "relax_mlir.sched"
 
@@ -189,7 +189,7 @@ def plan_matmul(op: ir.Operation, threads: int = 1, host: HostCPU | None = None)
         return MatmulPlan(op.name, tuple(tiles), tuple(peel))
     # Outer tiles divide the sizes evenly, so every register-tile loop inside them has a static trip count
     # and its peeled remainder a static size.
-    large = 2 * mnk[0] * mnk[1] * mnk[2] >= UNROLL_MIN_FLOPS
+    large = 2 * mnk[0] * mnk[1] * mnk[2] >= PARALLEL_MIN_FLOPS
     pack = (2 * mnk[0] * mnk[1] * mnk[2] >= PACK_MIN_FLOPS and op.name == "linalg.matmul"
             and isinstance(out.element_type, ir.FloatType))
     cache = cache_tiles(mnk, mr, nr, max(1, bits // 8), host, pack)
