@@ -66,7 +66,9 @@ CONTRACTION = "relax_mlir.contraction"
 #: A matmul is split across threads only from this many flops (2*M*N*K) on: below it the fork/join of a
 #: parallel region (2-5 µs with hot threads, tens of µs with sleeping ones) costs more than it saves. 2**24
 #: flops take about 170 µs on one AVX-512 core; the 64x784x128 matmul of the tutorial step (12.8 MFLOP) stays
-#: on one thread.
+#: on one thread. At 2**23 it was split: the 784-input MLP's step ran 6% faster alone (0.346 -> 0.326 ms, A/B in
+#: one process) but 40% slower in ``train_step.py`` (0.35 -> 0.49 ms), where the other frameworks' idle
+#: threads share the two cores: a parallel region waits for its slowest thread.
 PARALLEL_MIN_FLOPS = 2 ** 24
 #: Flops from which a matmul's cache blocks of A and B are packed (copied contiguous): see the module docstring.
 PACK_MIN_FLOPS = PARALLEL_MIN_FLOPS
