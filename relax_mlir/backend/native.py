@@ -224,9 +224,12 @@ def _size(op: ir.Operation) -> int:
     return count[0]
 
 
-#: What a function costs LLVM apart from its ops, in ops: fitted over the CNN's 129 kernels compiled one by one
-#: (2-core Intel Xeon), 12 ms + 0.011 ms an op.
-FUNCTION_COST_OPS = 1000
+#: What a function costs LLVM apart from its ops, in ops. First fitted over the CNN's 129 kernels compiled one by
+#: one (2-core Intel Xeon), 12 ms + 0.011 ms an op: 1000. Once the convolutions became direct vector code (kernels
+#: of a few large unrolled bodies), the two parts of the 8x8 CNN came out 0.45 and 0.60 s with 1000 and 0.52 and
+#: 0.53 s with 100 (0.48 and 0.57 with 200; cold build 1.51 -> 1.42 s, median of three; the 28x28 CNN 1.81 -> 1.69 s
+#: at 100-300; the MLP the same).
+FUNCTION_COST_OPS = 100
 
 
 def partition(module: ir.Module, parts: int) -> list[list[str]]:
