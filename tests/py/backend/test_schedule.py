@@ -419,6 +419,7 @@ def _conv_module(x_shape, w_shape, padding, transpose_w=False):
 @pytest.mark.parametrize("x_shape, w_shape, padding, transpose_w, path", [
     ((3, 5, 9, 11), (12, 5, 3, 3), 1, False, "shifted"),  # 12 filters: blocks of 6; 99 rows: tiles past the end
     ((2, 3, 7, 6), (7, 3, 2, 3), 0, False, "shifted"),  # 7 filters (one block of 7), a 2x3 kernel
+    ((2, 2, 12, 14), (3, 2, 5, 5), 2, False, "shifted"),  # 3 filters, 5x5: a loop over the kernel's rows
     ((4, 6, 12, 12), (6, 6, 3, 11), 0, True, "wide"),  # kernel rows of 11: one masked vector (or 8 + 3 lanes)
     ((2, 3, 9, 20), (5, 3, 4, 17), 1, False, "wide"),  # rows of 17: 16 + 1 (AVX-512) or 8 + 8 + 1 lanes
     ((1, 2, 5, 21), (3, 2, 3, 16), 0, False, "wide"),  # 1 x 3 x 6 outputs: 18 positions, column tiles of 3
@@ -434,6 +435,8 @@ def test_direct_convolutions_match_the_interpreter(threads, x_shape, w_shape, pa
     scheduled = relax_mlir.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=threads))
     assert "linalg.conv" not in scheduled and "vector.fma" in scheduled
     assert ("vector.reduction <add>" in scheduled) == (path == "wide")
+    if path == "shifted" and w_shape[0] == 3:  # the kernel's rows looped, one row unrolled: KW columns x 3 filters
+        assert scheduled.count("vector.fma") == w_shape[3] * 3 * 2  # (one block) x 2 vectors of the register tile
     rng = np.random.default_rng(7)
     x = rng.standard_normal(x_shape, dtype=np.float32)
     w = rng.standard_normal(mod["main"].params[1].struct_info.shape, dtype=np.float32)
