@@ -35,7 +35,7 @@ from .math_approx import approximate_math
 from .pad import parallel_pads
 from .pooling import vectorize_pools
 from .reduction import reassociate_reductions
-from .transpose import TransposePlan, plan_transpose, schedule_transposes
+from .transpose import TransposePlan, plan_transpose, schedule_transposes, undefer_transposes
 
 __all__ = ["approximate_math", "coalesce_loops", "parallel_pads", "vectorize_pools", "schedule_convs", "reassociate_reductions", "HostCPU", "host_cpu", "MATMUL_LIKE", "PARALLEL_MIN_FLOPS", "MatmulPlan", "plan_matmul",
            "schedule_matmuls", "schedule_module", "fold_transposed_lhs", "TransposePlan", "plan_transpose", "schedule_transposes",
@@ -55,14 +55,5 @@ def schedule_module(module: ir.Module, threads: int = 1, print_ir: bool = False)
     count += schedule_transposes(module, threads=threads, print_ir=print_ir)
     reassociate_reductions(module)
     count += schedule_matmuls(module, print_ir=print_ir, threads=threads)
-    _undefer_transposes(module)
+    undefer_transposes(module)
     return count + schedule_transposes(module, threads=threads, print_ir=print_ir)  # the packing transposes
-
-
-def _undefer_transposes(module: ir.Module) -> None:
-    from .common import ops_named
-    from .transpose import DEFER_TAG
-
-    for op in ops_named(module.operation, {"linalg.transpose"}):
-        if DEFER_TAG in op.attributes:
-            del op.attributes[DEFER_TAG]

@@ -49,7 +49,7 @@ from ..host import HostCPU, host_cpu
 
 from .common import ANY, apply, element_bits, erase_if_unused, ops_named, script
 from .matmul import CONTRACTION, register_tile
-from .pad import through_transpose
+from .pad import padding_value, through_transpose
 
 CONV_OPS = {"linalg.conv_2d_nchw_fchw"}
 #: A convolution takes the shifted rows when its padded width is at most this many times its output width
@@ -184,23 +184,9 @@ def _shifted_direct(op: ir.Operation, plan: tuple[int, ...], host: HostCPU, thre
                                                  [const(0), const(r), const(v * lanes)], pmap, [True])
             return [image, f0, r0], dest
 
-        init = tensor.empty([n, f, span], t)
-        n_tiles = n * f_tiles * r_tiles
-        dyn = ir.ShapedType.get_dynamic_size()
-        if threads > 1:
-            loop = scf.ForallOp([0], [n_tiles], [1], [init])
-            with ir.InsertionPoint(loop.body):
-                offsets, out = tile(loop.induction_variables[0])
-                with ir.InsertionPoint(loop.terminator().block):
-                    tensor.parallel_insert_slice(out, loop.inner_iter_args[0], offsets, [], [], [dyn] * 3,
-                                                 [1, fb, nr], [1, 1, 1])
-        else:
-            loop = scf.ForOp(const(0), const(n_tiles), const(1), [init])
-            with ir.InsertionPoint(loop.body):
-                offsets, out = tile(loop.induction_variable)
-                scf.YieldOp([tensor.insert_slice(out, loop.inner_iter_args[0], offsets, [], [], [dyn] * 3,
-                                                 [1, fb, nr], [1, 1, 1])])
-        wide = tensor.extract_slice(ir.RankedTensorType.get([n, f, rows], t), loop.results[0], [], [], [],
+        computed = _over_tiles(tensor.empty([n, f, span], t), n * f_tiles * r_tiles, [1, fb, nr], tile, threads,
+                               const)
+        wide = tensor.extract_slice(ir.RankedTensorType.get([n, f, rows], t), computed, [], [], [],
                                     [0, 0, 0], [n, f, rows], [1, 1, 1])
         wide = tensor.expand_shape(ir.RankedTensorType.get([n, f, oh, wp], t), wide, [[0], [1], [2, 3]], [],
                                    [n, f, oh, wp])
@@ -242,8 +228,8 @@ def _zero_padding(x: ir.Value) -> tuple[ir.Value, list[int], list[int]]:
     owner = getattr(owner, "operation", owner)
     rank = ir.RankedTensorType(x.type).rank
     if isinstance(owner, ir.Operation) and owner.name == "tensor.pad" and len(owner.operands) == 1:
-        value = owner.regions[0].blocks[0].operations[0].operands[0].owner
-        value = getattr(value, "operation", value)
+        value = padding_value(owner)
+        value = getattr(value.owner, "operation", value.owner) if value is not None else None
         if (isinstance(value, ir.Operation) and value.name == "arith.constant"
                 and isinstance(value.attributes["value"], ir.FloatAttr)
                 and math.copysign(1.0, ir.FloatAttr(value.attributes["value"]).value) == 1.0
@@ -264,6 +250,25 @@ def _constants(op: ir.Operation):
             made[i] = arith.constant(ir.IndexType.get(), i, ip=where, loc=op.location)
         return made[i]
     return const
+
+
+def _over_tiles(init: ir.Value, n_tiles: int, sizes: list[int], tile, threads: int, const) -> ir.Value:
+    """``init`` with each of its ``n_tiles`` static-size blocks computed by ``tile(k) -> (offsets, block)``: an
+    ``scf.forall`` over the tiles (one OpenMP region) with several threads, an ``scf.for`` with one."""
+    dyn = [ir.ShapedType.get_dynamic_size()] * len(sizes)
+    ones = [1] * len(sizes)
+    if threads > 1:
+        loop = scf.ForallOp([0], [n_tiles], [1], [init])
+        with ir.InsertionPoint(loop.body):
+            offsets, block = tile(loop.induction_variables[0])
+            with ir.InsertionPoint(loop.terminator().block):
+                tensor.parallel_insert_slice(block, loop.inner_iter_args[0], offsets, [], [], dyn, sizes, ones)
+    else:
+        loop = scf.ForOp(const(0), const(n_tiles), const(1), [init])
+        with ir.InsertionPoint(loop.body):
+            offsets, block = tile(loop.induction_variable)
+            scf.YieldOp([tensor.insert_slice(block, loop.inner_iter_args[0], offsets, [], [], dyn, sizes, ones)])
+    return loop.results[0]
 
 
 def _divisor(n: int, most: int) -> int:
@@ -298,8 +303,8 @@ def _wide_filter_conv(op: ir.Operation, plan: tuple[int, ...], host: HostCPU, th
                                             ip=ir.InsertionPoint.at_block_begin(op.block), loc=op.location)
         return vector.transfer_read(vt, src, at, pmap, arith.constant(t, 0.0), [False], mask=masks[n])
 
-    def tile(k: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-        """(row offset, column offset, the fb x cb tile of sums) of tile ``k``."""
+    def tile(k: ir.Value) -> tuple[list[ir.Value], ir.Value]:
+        """([row offset, column offset], the fb x cb tile of sums) of tile ``k``."""
         r0 = arith.muli(arith.divui(k, const(n_col_tiles)), const(fb))
         q0 = arith.muli(arith.remui(k, const(n_col_tiles)), const(cb))
         where = []
@@ -334,27 +339,11 @@ def _wide_filter_conv(op: ir.Operation, plan: tuple[int, ...], host: HostCPU, th
         block = vector.from_elements(tile_t, sums)
         dest = tensor.empty([fb, cb], t)
         pmap = ir.AffineMapAttr.get(ir.AffineMap.get_identity(2))
-        return r0, q0, vector.transfer_write(dest.type, block, dest, [const(0), const(0)], pmap, [True, True])
+        return [r0, q0], vector.transfer_write(dest.type, block, dest, [const(0), const(0)], pmap, [True, True])
 
     with ir.InsertionPoint(op), op.location:
-        init = tensor.empty([f, cols], t)
-        n_tiles = (f // fb) * n_col_tiles
-        sizes = [fb, cb]
-        dyn = ir.ShapedType.get_dynamic_size()
-        if threads > 1:
-            loop = scf.ForallOp([0], [n_tiles], [1], [init])
-            with ir.InsertionPoint(loop.body):
-                r0, q0, sums = tile(loop.induction_variables[0])
-                with ir.InsertionPoint(loop.terminator().block):
-                    tensor.parallel_insert_slice(sums, loop.inner_iter_args[0], [r0, q0], [], [],
-                                                 [dyn, dyn], sizes, [1, 1])
-        else:
-            loop = scf.ForOp(const(0), const(n_tiles), const(1), [init])
-            with ir.InsertionPoint(loop.body):
-                r0, q0, sums = tile(loop.induction_variable)
-                scf.YieldOp([tensor.insert_slice(sums, loop.inner_iter_args[0], [r0, q0], [], [],
-                                                 [dyn, dyn], sizes, [1, 1])])
-        by_filter = tensor.expand_shape(ir.RankedTensorType.get([f, b, oh, ow], t), loop.results[0],
+        computed = _over_tiles(tensor.empty([f, cols], t), (f // fb) * n_col_tiles, [fb, cb], tile, threads, const)
+        by_filter = tensor.expand_shape(ir.RankedTensorType.get([f, b, oh, ow], t), computed,
                                         [[0], [1, 2, 3]], [], [f, b, oh, ow])
         out = linalg.transpose(by_filter, outs=[tensor.empty([b, f, oh, ow], t)], permutation=[1, 0, 2, 3])
         out = out.results[0] if isinstance(out, ir.OpView) else out  # the binding returns the op or its result

@@ -55,7 +55,7 @@ import math
 from mlir import ir
 from mlir.dialects import bufferization
 
-from .common import ANY, VEC_TAG, all_static, apply, cleanup, element_bits, ops_named, script
+from .common import ANY, VEC_TAG, all_static, apply, cleanup, element_bits, erase_if_unused, ops_named, script
 from ..host import HostCPU, host_cpu
 
 #: Iteration-space position of the (M, N) loops of each scheduled op; K is always the last loop.
@@ -272,8 +272,7 @@ def fold_transposed_lhs(module: ir.Module) -> int:
             res = linalg.matmul(x, b, outs=[c], indexing_maps=maps)
         op.results[0].replace_all_uses_with(res)
         op.erase()
-        if not list(source.results[0].uses):
-            source.erase()
+        erase_if_unused(source.results[0])
         count += 1
     return count
 

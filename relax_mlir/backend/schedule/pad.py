@@ -38,7 +38,7 @@ def through_transpose(value: ir.Value) -> tuple[ir.Value, list[int]]:
     return value, list(range(ir.RankedTensorType(value.type).rank))
 
 
-def _padding_value(pad: ir.Operation) -> ir.Value | None:
+def padding_value(pad: ir.Operation) -> ir.Value | None:
     """The value a pad yields if it is the same everywhere (defined outside its region), else None."""
     block = pad.regions[0].blocks[0]
     value = block.operations[0].operands[0] if len(block.operations) == 1 else None
@@ -56,7 +56,7 @@ def _rewrite(pad: ir.Operation) -> bool:
     source_t = ir.RankedTensorType(source.type)
     if len(pad.operands) != 1 or not (result_t.has_static_shape and source_t.has_static_shape):
         return False  # dynamic padding amounts or shapes: bufferization's copy stays
-    value = _padding_value(pad)
+    value = padding_value(pad)
     if value is None:
         return False
     low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))

@@ -28,7 +28,7 @@ import dataclasses
 
 from mlir import ir
 
-from .common import ANY, element_bits, match_tagged, schedule_each
+from .common import ANY, element_bits, match_tagged, ops_named, schedule_each
 from ..host import HostCPU, host_cpu
 
 #: Bits of one tile row: 8x8 tiles of float32 even where a register holds 16 (see the module's docstring).
@@ -124,3 +124,10 @@ def schedule_transposes(module: ir.Module, threads: int = 1, print_ir: bool = Fa
     return schedule_each(module, {"linalg.transpose"}, _TAG, lambda op: plan_transpose(op, threads), _lines,
                          "tile and vectorize transposes", print_ir,
                          patterns="transform.apply_patterns.tensor.fold_tensor_subset_ops_into_vector_transfers")
+
+
+def undefer_transposes(module: ir.Module) -> None:
+    """Drop ``DEFER_TAG`` from the transposes the matmul schedule's packing did not take (they are scheduled then)."""
+    for op in ops_named(module.operation, {"linalg.transpose"}):
+        if DEFER_TAG in op.attributes:
+            del op.attributes[DEFER_TAG]
