@@ -66,3 +66,43 @@ def test_what_merges():
         module.operation.walk(visit)
     assert [[0], [1], [2, 3]] in found  # the fused multiply-add-relu and the sum over (n, h, w)
     assert all(g is None or [2, 3] in g for g in found)  # nothing else merges (the transpose stays 4-D)
+
+
+CROPPED = """
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @main(%x: tensor<4x3x6x8xf32>) -> tensor<4x3x6x6xf32> {
+  %s = tensor.extract_slice %x[0, 0, 0, 0] [4, 3, 6, 6] [1, 1, 1, 1] : tensor<4x3x6x8xf32> to tensor<4x3x6x6xf32>
+  %e = tensor.empty() : tensor<4x3x6x6xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+       ins(%s : tensor<4x3x6x6xf32>) outs(%e : tensor<4x3x6x6xf32>) {
+  ^bb0(%i: f32, %o: f32):
+    %n = arith.negf %i : f32
+    linalg.yield %n : f32
+  } -> tensor<4x3x6x6xf32>
+  return %r : tensor<4x3x6x6xf32>
+}
+"""
+
+
+def test_a_cropped_slice_keeps_its_cut_dims_apart():
+    """An operand sliced from wider rows (a convolution's output cropped: 6 of 8 columns) has its rows evenly
+    spaced over (n, c, h) but (h, w) is not contiguous: (n, c, h) merge and w stays apart, so bufferization
+    copies nothing before the generic. Without the crop the same generic merges all four loops."""
+    from mlir import ir
+
+    from relax_mlir.backend.schedule.coalesce import loop_groups
+
+    def groups(text):
+        with ir.Context(), ir.Location.unknown():
+            module = ir.Module.parse(text)
+            found = []
+            module.operation.walk(lambda op: (found.append(loop_groups(op)) if op.name == "linalg.generic"
+                                              else None) or ir.WalkResult.ADVANCE)
+            return found[0]
+
+    assert groups(CROPPED) == [[0, 1, 2], [3]]
+    whole = CROPPED.replace("[0, 0, 0, 0] [4, 3, 6, 6]", "[0, 0, 0, 0] [4, 3, 6, 8]").replace(
+        "to tensor<4x3x6x6xf32>", "to tensor<4x3x6x8xf32>").replace("ins(%s : tensor<4x3x6x6xf32>)",
+                                                                     "ins(%s : tensor<4x3x6x8xf32>)")
+    whole = whole.replace("tensor<4x3x6x6xf32>", "tensor<4x3x6x8xf32>")
+    assert groups(whole) == [[0, 1, 2, 3]]
