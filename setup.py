@@ -4,4 +4,4 @@ it cannot be built (no C compiler or Python headers), the same checks run in Pyt
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("relax_mlir._callpath", ["relax_mlir/_callpath.c"], optional=True,
-                             extra_compile_args=["-O2", "-std=c11"])])
+                             extra_compile_args=["-O3", "-std=c11"])])

@@ -2,6 +2,12 @@
  * it is exactly a NumPy array of the parameter's dtype and shape, C-contiguous, writable and aligned, and write
  * its data pointer into the function's descriptor buffer. Any argument that does not fit makes the whole call
  * answer False and the caller takes the general (Python) route, which converts or refuses it with the full error.
+ * Preallocated results (``out=``) are checked the same way against the results' dtypes and shapes, and must share
+ * no byte with any argument or with each other (compiled code reads its arguments while it writes its results).
+ *
+ * Also here, for the Trainer's per-step checks: ``all_finite(arrays)``, whether every floating value a step wrote
+ * is finite (training/nan_policy.py), and ``labels_in_range(y, lo, hi)``, whether class labels name a class; one
+ * pass over each array, no Python work per element, no thread pool.
  *
  * The data pointer is read through the buffer protocol (PyObject_GetBuffer), the documented interface; nothing
  * reads an object's layout. Python side: relax_mlir/backend/callpath.py (the same checks, written in Python, are
@@ -10,6 +16,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #define PLAN_NAME "relax_mlir.callpath.plan"
 #define MAX_RANK 16
@@ -23,7 +30,8 @@ typedef struct {
 } Param;
 
 typedef struct {
-    Py_ssize_t n;
+    Py_ssize_t n;           /* parameters: params[0 .. n) */
+    Py_ssize_t n_results;   /* results: params[n .. n + n_results) */
     PyObject *ndarray;      /* numpy.ndarray (a new reference): the exact class every argument must have */
     Param params[];
 } Plan;
@@ -36,69 +44,85 @@ static void plan_free(PyObject *capsule) {
         PyErr_Clear();
         return;
     }
-    for (Py_ssize_t i = 0; i < plan->n; i++)
+    for (Py_ssize_t i = 0; i < plan->n + plan->n_results; i++)
         Py_XDECREF(plan->params[i].dtype);
     Py_XDECREF(plan->ndarray);
     PyMem_Free(plan);
 }
 
-/* make_plan(ndarray_type, [(base, dtype, align_mask, shape_tuple), ...]) -> capsule */
+/* Reads one (base, dtype, align_mask, shape_tuple) entry into p; 0 on success, -1 with an error set. */
+static int read_spec(PyObject *entry, Param *p) {
+    PyObject *dtype, *shape;
+    Py_ssize_t base, mask;
+    if (!PyArg_ParseTuple(entry, "nOnO!", &base, &dtype, &mask, &PyTuple_Type, &shape))
+        return -1;
+    p->base = base;
+    p->align_mask = (uintptr_t)mask;
+    p->ndim = (int)PyTuple_GET_SIZE(shape);
+    if (p->ndim > MAX_RANK) {
+        PyErr_Format(PyExc_ValueError, "make_plan: rank %d is above %d", p->ndim, MAX_RANK);
+        return -1;
+    }
+    for (int d = 0; d < p->ndim; d++) {
+        p->shape[d] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
+        if (p->shape[d] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    Py_INCREF(dtype);
+    p->dtype = dtype;
+    return 0;
+}
+
+/* make_plan(ndarray_type, params, results=()) -> capsule; each entry (base, dtype, align_mask, shape_tuple) */
 static PyObject *make_plan(PyObject *self, PyObject *args) {
-    PyObject *ndarray, *specs;
-    if (!PyArg_ParseTuple(args, "OO", &ndarray, &specs))
+    PyObject *ndarray, *specs, *result_specs = NULL;
+    if (!PyArg_ParseTuple(args, "OO|O", &ndarray, &specs, &result_specs))
         return NULL;
     PyObject *seq = PySequence_Fast(specs, "make_plan: the parameters must be a sequence");
     if (seq == NULL)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    Plan *plan = (Plan *)PyMem_Calloc(1, sizeof(Plan) + (size_t)n * sizeof(Param));
+    PyObject *rseq = result_specs ? PySequence_Fast(result_specs, "make_plan: the results must be a sequence")
+                                  : PyTuple_New(0);
+    if (rseq == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), m = PySequence_Fast_GET_SIZE(rseq);
+    Plan *plan = (Plan *)PyMem_Calloc(1, sizeof(Plan) + (size_t)(n + m) * sizeof(Param));
     if (plan == NULL) {
         Py_DECREF(seq);
+        Py_DECREF(rseq);
         return PyErr_NoMemory();
     }
     Py_INCREF(ndarray);
     plan->ndarray = ndarray;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *dtype, *shape;
-        Py_ssize_t base, mask;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "nOnO!", &base, &dtype, &mask, &PyTuple_Type,
-                              &shape))
+    /* plan->n and n_results count what is read so far, so that plan_free releases exactly those dtypes */
+    for (Py_ssize_t i = 0; i < n; i++, plan->n++)
+        if (read_spec(PySequence_Fast_GET_ITEM(seq, i), &plan->params[i]) < 0)
             goto fail;
-        Param *p = &plan->params[i];
-        p->base = base;
-        p->align_mask = (uintptr_t)mask;
-        p->ndim = (int)PyTuple_GET_SIZE(shape);
-        if (p->ndim > MAX_RANK) {
-            PyErr_Format(PyExc_ValueError, "make_plan: rank %d is above %d", p->ndim, MAX_RANK);
+    for (Py_ssize_t i = 0; i < m; i++, plan->n_results++)
+        if (read_spec(PySequence_Fast_GET_ITEM(rseq, i), &plan->params[n + i]) < 0)
             goto fail;
-        }
-        for (int d = 0; d < p->ndim; d++) {
-            p->shape[d] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, d));
-            if (p->shape[d] == -1 && PyErr_Occurred())
-                goto fail;
-        }
-        Py_INCREF(dtype);
-        p->dtype = dtype;
-        plan->n = i + 1;
-    }
-    plan->n = n;
     Py_DECREF(seq);
+    Py_DECREF(rseq);
     PyObject *capsule = PyCapsule_New(plan, PLAN_NAME, plan_free);
     if (capsule == NULL)
         goto free_plan;
     return capsule;
 fail:
     Py_DECREF(seq);
+    Py_DECREF(rseq);
 free_plan:
-    for (Py_ssize_t i = 0; i < plan->n; i++)
+    for (Py_ssize_t i = 0; i < plan->n + plan->n_results; i++)
         Py_XDECREF(plan->params[i].dtype);
     Py_DECREF(plan->ndarray);
     PyMem_Free(plan);
     return NULL;
 }
 
-/* One argument: 1 written, 0 not fitting (the general route), -1 an error set. */
-static int write_one(const Param *p, PyObject *ndarray, PyObject *a, int64_t *buf) {
+/* One argument: 1 written, 0 not fitting (the general route), -1 an error set. The span of its bytes goes to
+ * span[0..1] when span is not NULL. */
+static int write_one(const Param *p, PyObject *ndarray, PyObject *a, int64_t *buf, uintptr_t *span) {
     if ((PyObject *)Py_TYPE(a) != ndarray)
         return 0;
     PyObject *dtype = PyObject_GetAttr(a, dtype_name);
@@ -128,14 +152,19 @@ static int write_one(const Param *p, PyObject *ndarray, PyObject *a, int64_t *bu
         ok = view.shape[d] == p->shape[d];
     if (ok)
         buf[p->base + 1] = (int64_t)(intptr_t)view.buf;
+    if (ok && span != NULL) {
+        span[0] = (uintptr_t)view.buf;
+        span[1] = span[0] + (uintptr_t)view.len;
+    }
     PyBuffer_Release(&view);
     return ok;
 }
 
-/* write_args(plan, args_tuple, buffer_address) -> bool */
+/* write_args(plan, args: tuple, buffer_address[, outs: tuple]) -> bool: every argument (and every out= array)
+ * fitted and its descriptor is written; outs must not overlap the arguments or each other. */
 static PyObject *write_args(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyTuple_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "write_args(plan, args: tuple, buffer_address: int)");
+    if ((nargs != 3 && nargs != 4) || !PyTuple_Check(args[1]) || (nargs == 4 && !PyTuple_Check(args[3]))) {
+        PyErr_SetString(PyExc_TypeError, "write_args(plan, args: tuple, buffer_address: int[, outs: tuple])");
         return NULL;
     }
     Plan *plan = (Plan *)PyCapsule_GetPointer(args[0], PLAN_NAME);
@@ -146,20 +175,142 @@ static PyObject *write_args(PyObject *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     if (PyTuple_GET_SIZE(args[1]) != plan->n)
         Py_RETURN_FALSE;
-    for (Py_ssize_t i = 0; i < plan->n; i++) {
-        int r = write_one(&plan->params[i], plan->ndarray, PyTuple_GET_ITEM(args[1], i), buf);
-        if (r < 0)
-            return NULL;
-        if (r == 0)
-            Py_RETURN_FALSE;
+    PyObject *outs = nargs == 4 ? args[3] : NULL;
+    if (outs != NULL && PyTuple_GET_SIZE(outs) != plan->n_results)
+        Py_RETURN_FALSE;
+    uintptr_t *spans = NULL;  /* [lo, hi) of every argument, then of every out, when outs are given */
+    if (outs != NULL) {
+        spans = (uintptr_t *)PyMem_Malloc(sizeof(uintptr_t) * 2 * (size_t)(plan->n + plan->n_results + 1));
+        if (spans == NULL)
+            return PyErr_NoMemory();
     }
-    Py_RETURN_TRUE;
+    int ok = 1;
+    for (Py_ssize_t i = 0; ok == 1 && i < plan->n; i++)
+        ok = write_one(&plan->params[i], plan->ndarray, PyTuple_GET_ITEM(args[1], i), buf,
+                       spans ? spans + 2 * i : NULL);
+    for (Py_ssize_t j = 0; ok == 1 && outs != NULL && j < plan->n_results; j++) {
+        Py_ssize_t k = plan->n + j;
+        uintptr_t *span = spans + 2 * k;
+        ok = write_one(&plan->params[k], plan->ndarray, PyTuple_GET_ITEM(outs, j), buf, span);
+        for (Py_ssize_t i = 0; ok == 1 && i < k; i++)  /* empty arrays share no byte with anything */
+            if (span[0] < span[1] && spans[2 * i] < spans[2 * i + 1] && span[0] < spans[2 * i + 1] &&
+                spans[2 * i] < span[1])
+                ok = 0;
+    }
+    PyMem_Free(spans);
+    if (ok < 0)
+        return NULL;
+    return PyBool_FromLong(ok);
+}
+
+/* Whether every element of a contiguous float buffer is finite: a value is NaN or infinite exactly when its
+ * exponent bits are all ones. The loop ORs one comparison per element (no early exit: it vectorizes), a block at
+ * a time so that a non-finite value stops the scan at the end of its block. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define WIDE_VECTORS __attribute__((target_clones("avx2", "default")))  /* chosen at load from the CPU */
+#else
+#define WIDE_VECTORS
+#endif
+#define FINITE_SCAN(NAME, UINT, EXPONENT)                                                                \
+    WIDE_VECTORS static int NAME(const UINT *x, Py_ssize_t n) {                                                         \
+        for (Py_ssize_t start = 0; start < n; start += 4096) {                                             \
+            Py_ssize_t end = n - start < 4096 ? n : start + 4096;                                          \
+            int bad = 0;                                                                                   \
+            for (Py_ssize_t i = start; i < end; i++)                                                       \
+                bad |= (x[i] & (EXPONENT)) == (EXPONENT);                                                  \
+            if (bad)                                                                                       \
+                return 0;                                                                                  \
+        }                                                                                                  \
+        return 1;                                                                                          \
+    }
+FINITE_SCAN(finite16, uint16_t, 0x7c00u)
+FINITE_SCAN(finite32, uint32_t, 0x7f800000u)
+FINITE_SCAN(finite64, uint64_t, 0x7ff0000000000000ull)
+
+/* all_finite(arrays: tuple | list) -> True, False, or None when some array is not one this scan reads (a float
+ * format other than native float16/32/64, or a buffer that is not C-contiguous): the caller checks then. Arrays
+ * of integers or booleans are finite. */
+static PyObject *all_finite(PyObject *self, PyObject *arrays) {
+    PyObject *seq = PySequence_Fast(arrays, "all_finite: expected a sequence of arrays");
+    if (seq == NULL)
+        return NULL;
+    PyObject *answer = Py_True;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq) && answer == Py_True; i++) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+            PyErr_Clear();
+            answer = Py_None;
+            break;
+        }
+        const char *f = view.format ? view.format : "B";
+        if (f[0] == '@' || f[0] == '=')
+            f++;  /* native byte order */
+        if (f[0] != '\0' && f[1] == '\0' && strchr("bBhHiIlLqQnN?", f[0]) != NULL) {
+            /* integers and booleans: always finite */
+        } else if (strcmp(f, "e") == 0 && view.itemsize == 2) {
+            answer = finite16((const uint16_t *)view.buf, view.len / 2) ? Py_True : Py_False;
+        } else if (strcmp(f, "f") == 0 && view.itemsize == 4) {
+            answer = finite32((const uint32_t *)view.buf, view.len / 4) ? Py_True : Py_False;
+        } else if (strcmp(f, "d") == 0 && view.itemsize == 8) {
+            answer = finite64((const uint64_t *)view.buf, view.len / 8) ? Py_True : Py_False;
+        } else {
+            answer = Py_None;  /* long double, complex, byte-swapped, structured: not read here */
+        }
+        PyBuffer_Release(&view);
+    }
+    Py_DECREF(seq);
+    Py_INCREF(answer);
+    return answer;
+}
+
+/* Whether lo <= x < hi for every element of a contiguous integer array, in one pass (OR of two comparisons per
+ * element, vectorized like the finite scan). */
+#define RANGE_SCAN(NAME, INT)                                                                            \
+    WIDE_VECTORS static int NAME(const INT *x, Py_ssize_t n, long long lo, long long hi) {                \
+        int bad = 0;                                                                                       \
+        for (Py_ssize_t i = 0; i < n; i++)                                                                 \
+            bad |= (x[i] < lo) | (x[i] >= hi);                                                             \
+        return !bad;                                                                                       \
+    }
+RANGE_SCAN(range64, int64_t)
+RANGE_SCAN(range32, int32_t)
+
+/* labels_in_range(array, lo, hi) -> True, False, or None when the array is not a C-contiguous native int32 or
+ * int64 one (the caller checks it with NumPy). */
+static PyObject *labels_in_range(PyObject *self, PyObject *args) {
+    PyObject *a;
+    long long lo, hi;
+    if (!PyArg_ParseTuple(args, "OLL", &a, &lo, &hi))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(a, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    const char *f = view.format ? view.format : "B";
+    if (f[0] == '@' || f[0] == '=')
+        f++;
+    int answer = -1;
+    if (f[0] != '\0' && f[1] == '\0' && strchr("lqn", f[0]) != NULL && view.itemsize == 8)
+        answer = range64((const int64_t *)view.buf, view.len / 8, lo, hi);
+    else if (f[0] != '\0' && f[1] == '\0' && strchr("il", f[0]) != NULL && view.itemsize == 4)
+        answer = range32((const int32_t *)view.buf, view.len / 4, lo, hi);
+    PyBuffer_Release(&view);
+    if (answer < 0)
+        Py_RETURN_NONE;
+    return PyBool_FromLong(answer);
 }
 
 static PyMethodDef methods[] = {
-    {"make_plan", make_plan, METH_VARARGS, "make_plan(ndarray, [(base, dtype, align_mask, shape), ...]) -> plan"},
+    {"make_plan", make_plan, METH_VARARGS,
+     "make_plan(ndarray, params, results=()) -> plan; each entry (base, dtype, align_mask, shape)"},
     {"write_args", (PyCFunction)(void (*)(void))write_args, METH_FASTCALL,
-     "write_args(plan, args, buffer_address) -> whether every argument fitted (descriptors written)"},
+     "write_args(plan, args, buffer_address[, outs]) -> whether every argument (and out) fitted, descriptors "
+     "written"},
+    {"all_finite", all_finite, METH_O,
+     "all_finite(arrays) -> whether every float is finite (None: an array this scan does not read)"},
+    {"labels_in_range", labels_in_range, METH_VARARGS,
+     "labels_in_range(array, lo, hi) -> whether lo <= x < hi everywhere (None: not a contiguous int32/int64 array)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,8 +16,9 @@ for read-only and empty arrays. Measured by ``benchmarks/call_overhead.py``.
 
 With static shapes (the training steps' case), the native module ``relax_mlir._callpath`` (``_callpath.c``, built
 at install) does the same checks for every argument in one call, through the C buffer protocol
-(``PyObject_GetBuffer``): about 0.05 µs an argument instead of 0.5. Without it (no C compiler at install) the
-Python checks run; tests run both.
+(``PyObject_GetBuffer``): about 0.05 µs an argument instead of 0.5; preallocated results given as a tuple
+(``out=``, how the ``Trainer`` reuses its buffers) are checked in the same call, overlaps included. Without it (no
+C compiler at install) the Python checks run; tests run both.
 """
 
 from __future__ import annotations
@@ -130,8 +131,13 @@ class CallPlan:
         self.static_params = [(p.dtype, tuple(p.shape) if self.all_static else None, b, p.dtype.alignment - 1)
                               for p, b in zip(params, bases)]
         # static shapes: the native module checks every argument and writes every pointer in one call
+        static_results = all(isinstance(d, int) for r in results for d in r.shape)
+        result_specs = [(b, r.dtype, r.dtype.alignment - 1, tuple(r.shape))
+                        for r, b in zip(results, bases[len(params):])] if static_results else []
         self.native = (_native.make_plan(_ND, [(base, dtype, mask, shape) for dtype, shape, base, mask
-                                               in self.static_params]) if _native and self.all_static else None)
+                                               in self.static_params], result_specs)
+                       if _native and self.all_static else None)
+        self.native_outs = self.native is not None and static_results  # out= checked natively too
         self.buf_address = ctypes.addressof(buf)
         self.static = signature.is_static
         self.param_bases = list(bases[:len(params)])
@@ -148,8 +154,10 @@ class CallPlan:
         function's lock held."""
         buf, sizes = self.buf, {}
         if self.native is not None:
-            if not _native.write_args(self.native, args if args.__class__ is tuple else tuple(args),
-                                      self.buf_address):
+            args = args if args.__class__ is tuple else tuple(args)
+            if out is not None and self.native_outs and out.__class__ is tuple:  # (a tuple: the Trainer's call)
+                return list(out) if _native.write_args(self.native, args, self.buf_address, out) else None
+            if not _native.write_args(self.native, args, self.buf_address):
                 return None
         elif self.all_static:  # the common case, inlined: a writer call per argument costs more than its checks
             for a, (dtype, shape, base, mask) in zip(args, self.static_params):

@@ -28,6 +28,11 @@ from ..op.random import fold_in
 from . import checkpoint_io
 from .nan_policy import FiniteCheck, check_policy, non_finite_error
 
+try:  # the native checks (relax_mlir/_callpath.c), built at install when a C compiler is there
+    from .. import _callpath as _native
+except ImportError:  # pragma: no cover - NumPy does the same, slower
+    _native = None
+
 
 class NDArray(np.ndarray):
     """A NumPy array that also answers ``.numpy()``, as TVM's arrays do in the tutorial's code."""
@@ -97,6 +102,10 @@ class Trainer:
         self.step, self.seed, self.skipped_steps = 0, seed, 0
         self._finite = FiniteCheck()
         self.vm = None
+        self._step_fn = None  # the compiled update_params, flat, when it writes into the Trainer's own buffers
+        self._spare: list[Optional[np.ndarray]] = []  # where the next step writes (see _reuse_buffers)
+        self._made: list[np.ndarray] = []  # the arrays the last adopted step wrote: the Trainer's own buffers
+        self._labels: Optional[list[tuple[int, int]]] = None  # the class-index targets (_label_targets)
 
     # -- building ---------------------------------------------------------------------------------
     def build(self, target: str = "cpu", device: Any = None, opt_level: int = 2, checks: bool = True) -> "Trainer":
@@ -105,11 +114,19 @@ class Trainer:
         ``checks=False`` compiles without the runtime index checks (``relax_mlir.compile``)."""
         if target in ("cpu", "llvm"):
             from ..backend import VirtualMachine, compile
+            from ..backend.runtime import CompiledFunction
 
             self.vm = VirtualMachine(compile(self._used_functions(), target="cpu", opt_level=opt_level,
                                              checks=checks))
+            step = getattr(self.vm.executable.compiled, "functions", {}).get("update_params")
+            n_out = 1 + self.param_num + self.state_num + len(self.optim_state)
+            fits = isinstance(step, CompiledFunction) and len(step.signature.results) == n_out and all(
+                isinstance(d, int) for r in step.signature.results for d in r.shape)
+            self._step_fn = step if fits else None
+            self._n_buffers = n_out - 1
         elif target in ("numpy", "interpreter"):
             self.vm = _InterpreterVM(self.mod)
+            self._step_fn = None
         else:
             raise ValueError(f"Trainer.build: unknown target {target!r}; expected 'cpu' (or 'llvm') or 'numpy'")
         return self
@@ -188,12 +205,36 @@ class Trainer:
 
     # -- running ----------------------------------------------------------------------------------
     def update_params(self, *batch) -> NDArray:
-        """One training step on ``(inputs..., targets...)``; returns the loss (a 0-d array with ``.numpy()``)."""
+        """One training step on ``(inputs..., targets...)``; returns the loss (a 0-d array with ``.numpy()``).
+
+        A compiled step writes the new parameters, states and optimizer state into the Trainer's spare buffers
+        (allocated once), which become current when the step is adopted; the arrays they replace become the
+        spare ones. So no step allocates them, and a refused step (``nan_policy``) leaves the current arrays
+        untouched. The arrays of ``trainer.params`` are therefore rewritten two steps later: keep a snapshot with
+        ``export_params()`` (a copy) or ``np.copy``."""
         vm = self._require_vm("update_params")
         inputs, targets = self._training_batch(batch)
-        loss, params, states, optim = vm["update_params"](*inputs, *self.params, *self.states, *targets,
-                                                          *self._rng_keys(), *self.optim_state)
-        return self._finish_step(loss, params, states, optim, inputs)
+        args = (*inputs, *self.params, *self.states, *targets, *self._rng_keys(), *self.optim_state)
+        if self._step_fn is None:
+            loss, params, states, optim = vm["update_params"](*args)
+            return self._finish_step(loss, params, states, optim, inputs)
+        spare = self._reuse_buffers()
+        loss = np.empty((), self._step_fn.signature.results[0].dtype)  # returned to the caller: fresh each step
+        self._step_fn(*args, out=(loss, *spare))
+        p, s = self.param_num, self.param_num + self.state_num
+        return self._finish_step(loss, spare[:p], spare[p:s], spare[s:], inputs)
+
+    def _reuse_buffers(self) -> tuple[np.ndarray, ...]:
+        """The buffers the next compiled step writes: the spare set, where each slot is one the Trainer made
+        (never an array a caller gave: ``load_params`` and ``restore`` copy, but a caller may also assign into
+        ``trainer.params``), else a new array."""
+        spare = self._spare
+        if len(spare) == self._n_buffers and all(b is not None for b in spare):
+            return tuple(spare)
+        results = self._step_fn.signature.results[1:]
+        if len(spare) != len(results):
+            spare = [None] * len(results)
+        return tuple(b if b is not None else np.empty(r.shape, r.dtype) for b, r in zip(spare, results))
 
     def _training_batch(self, batch) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """``(inputs, targets)`` of ``update_params``'s arguments, checked (count, shapes, dtypes, labels)."""
@@ -217,6 +258,11 @@ class Trainer:
         if self.nan_policy != "ignore" and not self._finite.all_finite([loss, *params, *states, *optim]):
             self._refuse(loss, params, states, optim, inputs)
             return _nd(loss)
+        if self._step_fn is not None:  # the arrays replaced become the next step's buffers, when they are ours
+            current = [*self.params, *self.states, *self.optim_state]
+            mine = self._made if len(self._made) == len(current) else [None] * len(current)
+            self._spare = [a if a is m else None for a, m in zip(current, mine)]
+            self._made = [*params, *states, *optim]
         self.params, self.states, self.optim_state = list(params), list(states), list(optim)
         self.step += 1
         return _nd(loss)
@@ -261,24 +307,35 @@ class Trainer:
             out.append(a)
         return out
 
-    def _check_labels(self, targets: list[np.ndarray]) -> None:
-        """Class-index targets must name a class: 0 <= y < C (or the loss's ignore_index)."""
+    def _label_targets(self) -> list[tuple[int, int]]:
+        """``(position among the targets, number of classes)`` of every class-index target (an integer target one
+        rank below the prediction, whose last dimension is static); worked out once."""
         pred = self.mod["predict"].ret_struct_info
         pred = pred.fields[0] if self.state_num else pred
         if not isinstance(pred, TensorStructInfo) or pred.shape is None or not isinstance(pred.shape[-1], int):
-            return
-        classes = pred.shape[-1]
-        ignore = self.mod.attrs.get("ignore_index")
-        for y, v in zip(targets, self.target_vars):
-            if is_int(v.struct_info.dtype) and v.struct_info.ndim == pred.ndim - 1:
-                if y.size == 0 or (y.min() >= 0 and y.max() < classes):  # the common case: two reductions
-                    continue
-                bad = (y < 0) | (y >= classes)
-                if ignore is not None:
-                    bad &= y != ignore
-                if bad.any():
-                    raise ValueError(f"Trainer.update_params: {v.name_hint!r} holds labels outside the "
-                                     f"{classes} classes [0, {classes}): {np.unique(y[bad])[:8].tolist()}")
+            return []
+        return [(i, pred.shape[-1]) for i, v in enumerate(self.target_vars)
+                if is_int(v.struct_info.dtype) and v.struct_info.ndim == pred.ndim - 1]
+
+    def _check_labels(self, targets: list[np.ndarray]) -> None:
+        """Class-index targets must name a class: 0 <= y < C (or the loss's ignore_index)."""
+        if self._labels is None:
+            self._labels = self._label_targets()
+        for i, classes in self._labels:
+            y = targets[i]
+            # the common case, every label a class: one native pass (or two NumPy reductions without it)
+            fits = _native.labels_in_range(y, 0, classes) if _native is not None else None
+            if fits is None:
+                fits = y.size == 0 or (y.min() >= 0 and y.max() < classes)
+            if fits:
+                continue
+            bad = (y < 0) | (y >= classes)
+            ignore = self.mod.attrs.get("ignore_index")
+            if ignore is not None:
+                bad &= y != ignore
+            if bad.any():
+                raise ValueError(f"Trainer.update_params: {self.target_vars[i].name_hint!r} holds labels outside "
+                                 f"the {classes} classes [0, {classes}): {np.unique(y[bad])[:8].tolist()}")
 
     # -- checkpoints ------------------------------------------------------------------------------
     def save(self, path: str, extra: Optional[Mapping[str, Any]] = None) -> None:

@@ -438,3 +438,42 @@ def test_static_plan_native_and_python_checks_agree(monkeypatch, native):
     with pytest.raises(ArgumentError):
         f(x, w[:, :9])
     assert len(taken) == len(odd) + 2
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native checks", "python checks"])
+@pytest.mark.parametrize("kind", list(BAD_OUTS))
+def test_bad_out_tuples_are_refused_by_both_checks(monkeypatch, native, kind):
+    """A tuple of out= arrays (how the Trainer passes its buffers) is checked in the native plan's one call, or
+    in Python without it: a bad one goes to the general route, which raises the same error as for an array."""
+    f = build(S.MATMUL, 2, MM_SIG).main
+    assert f._plan.native_outs, "relax_mlir._callpath was not built (pip install -e . builds it)"
+    if not native:
+        monkeypatch.setattr(f._plan, "native", None)
+    make, pattern = BAD_OUTS[kind]
+    outs = make(X)
+    with pytest.raises(ArgumentError, match="^main: " + pattern):
+        f(X, W, out=outs if isinstance(outs, tuple) else (outs,))
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native checks", "python checks"])
+def test_out_tuples_take_the_plan_and_may_not_overlap_each_other(monkeypatch, native):
+    f = build(S.TWO_RESULTS).main
+    if not native:
+        monkeypatch.setattr(f._plan, "native", None)
+    general = f._call_general
+    taken = []
+    monkeypatch.setattr(f, "_call_general", lambda args, out: taken.append(1) or general(args, out))
+    p, t, scale = rand(8, 16), rand(8, 16), np.array(0.5, np.float32)
+    want_d = p.astype(np.float64) - t
+    outs = (np.empty((8, 16), np.float32), np.empty((), np.float32))
+    assert f(p, t, scale, out=outs) == outs and taken == []  # the same arrays back, through the plan
+    close32(outs[0], want_d)
+    close32(outs[1], 0.5 * (want_d ** 2).sum())
+    big = np.zeros(8 * 16 + 1, np.float32)
+    inside = big[:128].reshape(8, 16), big[127:128].reshape(())  # the 0-d out is the 2-d out's last element
+    with pytest.raises(ArgumentError, match=r"out\[1\] \(result .*\) overlaps out\[0\]"):
+        f(p, t, scale, out=inside)
+    apart = big[:128].reshape(8, 16), big[128:].reshape(())  # adjacent, sharing no byte: accepted
+    f(p, t, scale, out=apart)
+    close32(apart[1], 0.5 * (want_d ** 2).sum())
+    assert len(taken) == 1

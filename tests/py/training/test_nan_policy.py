@@ -124,19 +124,46 @@ def test_unknown_policy_is_refused():
         _trainer("numpy", "warn")
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native scan", "blas dot"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
-def test_finite_check_finds_one_bad_element_anywhere(dtype):
-    """The dot-with-zeros check against np.isfinite, on every position of a few shapes, NaN and both infinities;
-    finite values of every magnitude (overflowing a plain sum) are finite."""
+def test_finite_check_finds_one_bad_element_anywhere(monkeypatch, dtype, native):
+    """The check (the native bit scan, or the dot-with-zeros route without it) against np.isfinite, on every
+    position of a few shapes, NaN and both infinities, and across the scan's 4096-element blocks; finite values of
+    every magnitude (overflowing a plain sum) are finite."""
+    from relax_mlir.training import nan_policy
+
+    assert nan_policy._native is not None, "relax_mlir._callpath was not built (pip install -e . builds it)"
+    if not native:
+        monkeypatch.setattr(nan_policy, "_native", None)
     check = FiniteCheck()
     big = np.full((4, 3), np.finfo(dtype).max, dtype)
-    assert check.all_finite([big, -big, np.zeros(0, dtype), np.arange(5)])  # the integer array is ignored
+    tiny = np.full(5, np.finfo(dtype).smallest_subnormal, dtype)
+    assert check.all_finite([big, -big, tiny, np.zeros(0, dtype), np.arange(5), np.ones(3, bool)])  # ints: ignored
     for shape in [(), (7,), (3, 4)]:
         for pos in range(int(np.prod(shape))):
             for bad in (np.nan, np.inf, -np.inf):
                 a = np.ones(shape, dtype)
                 a.flat[pos] = bad
                 assert not check.all_finite([big, a]) and not np.isfinite(a).all()
+    for pos in (0, 4095, 4096, 9999):
+        a = np.ones(10000, dtype)
+        a[pos] = -np.nan
+        assert not check.all_finite([a, big])
+
+
+def test_finite_check_reads_every_layout_and_dtype():
+    """Arrays the native scan does not read (strided, byte-swapped, long double, complex) are checked by the
+    dot-with-zeros route instead: the answer is np.isfinite's either way."""
+    from relax_mlir.training import nan_policy
+
+    check = FiniteCheck()
+    for a in (np.ones((6, 4), np.float32)[:, ::2], np.ones(5, ">f4"), np.ones(5, np.longdouble),
+              np.ones(5, np.float32).view(np.int32)):
+        assert check.all_finite([a])
+        if a.dtype.kind == "f":
+            a[..., 1] = np.inf  # (in the strided view: what is checked is what the view shows)
+            assert not check.all_finite([a])
+    assert nan_policy._native.all_finite([np.ones(5, ">f4")]) is None  # left to NumPy, as said
 
 
 def test_train_stops_with_the_message_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
