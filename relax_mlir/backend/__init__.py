@@ -12,14 +12,15 @@
   ``signature_json`` and ``nesting`` (what a library needs to be called without MLIR; ``relax_mlir.runtime``).
 """
 
-__all__ = ["compile", "to_mlir", "Executable", "VirtualMachine"]
+__all__ = ["compile", "to_mlir", "Executable", "VirtualMachine", "load_compiler"]
 
 
 def __getattr__(name: str):
-    """``compile``, ``to_mlir``, ``Executable`` and ``VirtualMachine`` from ``build``, loaded on first use."""
+    """``compile``, ``to_mlir``, ``Executable``, ``VirtualMachine`` and ``load_compiler`` from ``build``, loaded on
+    first use."""
     if name in __all__:
         from . import build as _build
 
         return {"compile": _build.build, "to_mlir": _build.to_mlir, "Executable": _build.Executable,
-                "VirtualMachine": _build.VirtualMachine}[name]
+                "VirtualMachine": _build.VirtualMachine, "load_compiler": _build.load_compiler}[name]
     raise AttributeError(f"module 'relax_mlir.backend' has no attribute {name!r}")

@@ -355,3 +355,33 @@ def test_memory_stays_flat_over_many_calls():
     for _ in range(10_000):
         fn(x)
     assert _rss_mb() - before < 5.0
+
+
+def test_load_compiler_loads_everything_a_compile_imports():
+    """``load_compiler()`` (which benchmarks/compile_time.py times apart from the compile) leaves nothing for the
+    first compile to import: run in a fresh process, the MLP and CNN training modules compile without one new
+    module of MLIR's bindings or of relax_mlir."""
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from relax_mlir.backend import load_compiler
+from relax_mlir.ir import TensorStructInfo
+from relax_mlir.models import cnn, mlp
+from relax_mlir.training import SGD, CrossEntropyLoss, SetupTrainer, Trainer
+assert not any(m == "mlir" or m.startswith("mlir.") for m in sys.modules), "loaded before load_compiler()"
+assert load_compiler() > 0 and load_compiler() == 0.0
+before = set(sys.modules)
+for backbone, n in ((mlp(4, (6, 5, 3)), 4), (cnn(4, (1, 8, 8), (2, 3), 3), 8)):
+    setup = SetupTrainer(CrossEntropyLoss(), SGD(0.1), [TensorStructInfo((4, 3), "float32"),
+                                                       TensorStructInfo((4,), "int64")])
+    Trainer(backbone, n, setup).build()
+new = sorted(m for m in set(sys.modules) - before if m.split(".")[0] in ("mlir", "relax_mlir"))
+print(new)
+assert not new, new
+"""
+    env = dict(os.environ, RELAX_MLIR_CACHE="0")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
