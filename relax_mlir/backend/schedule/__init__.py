@@ -8,6 +8,8 @@
 * ``pad.py``: large constant pads as a fill plus a copy generic that the elementwise schedule splits across threads;
 * ``pooling.py``: max pooling whose windows tile the input, and its gradient, as vector loops over rows;
 * ``coalesce.py``: adjacent loops every operand reads contiguously merged into one (short rows vectorize);
+* ``invariants.py``: costly work fusion copied into every point of a broadcast (``log`` of a row sum, a division by
+  a channel's deviation) computed once per point of the broadcast input instead;
 * ``elementwise.py``: large ``linalg.generic`` ops (elementwise, reductions) split across threads;
 * ``math_approx.py``: float32 ``exp``/``log``/``tanh``/``erf`` as polynomials (rational functions) LLVM vectorizes
   (instead of libm calls);
@@ -31,19 +33,21 @@ from .matmul import (MATMUL_LIKE, PARALLEL_MIN_FLOPS, MatmulPlan, defer_packed_t
 from .coalesce import coalesce_loops
 from .conv import schedule_convs
 from .elementwise import PARALLEL_MIN_POINTS, plan_parallel_generic, schedule_elementwise
+from .invariants import hoist_invariants
 from .math_approx import approximate_math
 from .pad import parallel_pads
 from .pooling import vectorize_pools
 from .reduction import reassociate_reductions
 from .transpose import TransposePlan, plan_transpose, schedule_transposes, undefer_transposes
 
-__all__ = ["approximate_math", "coalesce_loops", "parallel_pads", "vectorize_pools", "schedule_convs", "reassociate_reductions", "HostCPU", "host_cpu", "MATMUL_LIKE", "PARALLEL_MIN_FLOPS", "MatmulPlan", "plan_matmul",
+__all__ = ["approximate_math", "coalesce_loops", "hoist_invariants", "parallel_pads", "vectorize_pools", "schedule_convs", "reassociate_reductions", "HostCPU", "host_cpu", "MATMUL_LIKE", "PARALLEL_MIN_FLOPS", "MatmulPlan", "plan_matmul",
            "schedule_matmuls", "schedule_module", "fold_transposed_lhs", "TransposePlan", "plan_transpose", "schedule_transposes",
            "PARALLEL_MIN_POINTS", "plan_parallel_generic", "schedule_elementwise"]
 
 
 def schedule_module(module: ir.Module, threads: int = 1, print_ir: bool = False) -> int:
     """Apply every family's schedule to ``module`` (on tensors) in place; returns how many ops were scheduled."""
+    hoist_invariants(module)  # first: the hoisted log/exp are then approximated, and split like any elementwise op
     approximate_math(module)
     vectorize_pools(module, threads=threads)  # before the elementwise split: the tagged generics become vector loops
     schedule_convs(module, print_ir=print_ir, threads=threads)  # im2col contractions are scheduled as matmuls below

@@ -583,3 +583,72 @@ class Module:
     x, g = rng.standard_normal((k, m), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
     got = relax_mlir.VirtualMachine(relax_mlir.compile(mod, num_threads=threads))["main"](x, g)
     np.testing.assert_allclose(got, x.T.astype(np.float64) @ g, rtol=1e-5, atol=1e-5 * (np.abs(x).T @ np.abs(g)).max())
+
+
+_INVARIANTS = """
+@I.ir_module
+class Module:
+    @R.function
+    def normalize(x: R.Tensor((6, 5, 4, 4), "float32"), v: R.Tensor((1, 5, 1, 1), "float32")):
+        with R.dataflow():
+            y = R.divide(x, R.sqrt(v))
+            R.output(y)
+        return y
+
+    @R.function
+    def divide(x: R.Tensor((6, 5), "float32"), d: R.Tensor((6, 1), "float32")):
+        with R.dataflow():
+            y = R.divide(x, d)
+            R.output(y)
+        return y
+
+    @R.function
+    def log_softmax(x: R.Tensor((8, 10), "float32")):
+        with R.dataflow():
+            y = R.nn.log_softmax(x, axis=1)
+            R.output(y)
+        return y
+"""
+
+
+def test_invariant_work_is_hoisted_and_the_values_are_numpys():
+    """schedule/invariants.py: a division by a broadcast square root becomes a multiply by a reciprocal computed
+    once per channel; its special values are the quotient's exactly (a zero, an infinite and a NaN variance, a
+    denormal one, a zero and an infinite numerator), its finite values within 2 ulp of NumPy's float32 quotient
+    (two roundings instead of one). A division by a broadcast that is not a square root stays a division, bit
+    for bit NumPy's (a denormal divisor: x * (1 / d) would overflow). Log-softmax's log runs once per row."""
+    import relax_mlir
+    from relax_mlir.script import from_source
+
+    mod = from_source(_INVARIANTS)
+    text = relax_mlir.to_mlir(mod, "scheduled")
+    normalize = text[text.index("@normalize"):text.index("@divide")]
+    big = normalize[normalize.index("tensor<6x5x16xf32>, tensor<1x5x1x1xf32>"):]
+    big = big[:big.index("linalg.yield")]
+    assert "arith.mulf" in big and "arith.divf" not in big and "math.sqrt" not in big, big
+    assert normalize.count("arith.divf") == 1  # the reciprocal, once per channel
+    divide = text[text.index("@divide"):text.index("@log_softmax")]
+    assert "arith.divf" in divide and "arith.mulf" not in divide
+    vm = relax_mlir.VirtualMachine(relax_mlir.compile(mod))
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 5, 4, 4)).astype(np.float32)
+    x[0, :, 0, 0], x[1, :, 0, 0] = 0.0, np.inf
+    v = np.array([0.0, np.inf, np.nan, 1e-45, 2.5], np.float32).reshape(1, 5, 1, 1)
+    with np.errstate(all="ignore"):
+        want = x / np.sqrt(v)
+        got = vm["normalize"](x, v)
+    special = ~np.isfinite(want) | (want == 0)
+    np.testing.assert_array_equal(got[special], want[special])
+    np.testing.assert_array_max_ulp(got[~special], want[~special], maxulp=2)
+    d = np.array([1e-40, 3.0, -2.0, np.inf, 0.0, 1e-38], np.float32).reshape(6, 1)
+    xs = np.full((6, 5), 1e-40, np.float32)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(vm["divide"](xs, d), xs / d)
+    softmax = text[text.index("@log_softmax"):]
+    logs = [line for line in softmax.splitlines() if "ins(" in line and "tensor<8xf32>) outs(" in line
+            and "tensor<8x10xf32>" not in line]
+    assert logs, "the log of the row sums is not a generic over the 8 rows"
+    z = rng.standard_normal((8, 10)).astype(np.float32)
+    shifted = z.astype(np.float64) - z.max(1, keepdims=True)
+    np.testing.assert_allclose(vm["log_softmax"](z), shifted - np.log(np.exp(shifted).sum(1, keepdims=True)),
+                               rtol=1e-6, atol=1e-6)
