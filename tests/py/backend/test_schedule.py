@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 
 import numpy as np
@@ -652,3 +653,47 @@ def test_invariant_work_is_hoisted_and_the_values_are_numpys():
     shifted = z.astype(np.float64) - z.max(1, keepdims=True)
     np.testing.assert_allclose(vm["log_softmax"](z), shifted - np.log(np.exp(shifted).sum(1, keepdims=True)),
                                rtol=1e-6, atol=1e-6)
+
+
+_FILLED_MATMULS = """
+func.func @main(%x: tensor<64x96xf32>, %w: tensor<96x128xf32>, %v: tensor<96x128xf32>, %u: tensor<70x96xf32>,
+                %z: tensor<96x100xf32>) -> (tensor<64x128xf32>, tensor<64x128xf32>, tensor<64x128xf32>,
+                                             tensor<70x100xf32>) {
+  %c = arith.constant 0.5 : f32
+  %e = tensor.empty() : tensor<64x128xf32>
+  %acc = linalg.fill ins(%c : f32) outs(%e : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %p = linalg.matmul ins(%x, %w : tensor<64x96xf32>, tensor<96x128xf32>) outs(%acc : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %q = linalg.matmul ins(%x, %v : tensor<64x96xf32>, tensor<96x128xf32>) outs(%acc : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %e2 = tensor.empty() : tensor<64x128xf32>
+  %r = linalg.add ins(%acc, %p : tensor<64x128xf32>, tensor<64x128xf32>) outs(%e2 : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %e3 = tensor.empty() : tensor<70x100xf32>
+  %acc3 = linalg.fill ins(%c : f32) outs(%e3 : tensor<70x100xf32>) -> tensor<70x100xf32>
+  %s = linalg.matmul ins(%u, %z : tensor<70x96xf32>, tensor<96x100xf32>) outs(%acc3 : tensor<70x100xf32>) -> tensor<70x100xf32>
+  return %p, %q, %r, %s : tensor<64x128xf32>, tensor<64x128xf32>, tensor<64x128xf32>, tensor<70x100xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_register_tiles_start_from_the_fill_value(threads):
+    """matmul.zero_accumulators: tiles that cover the result once start from the fill's value (a broadcast, here
+    0.5) instead of reading the filled tensor; the fill stays for what else reads it (``r = acc + p``), and
+    uneven shapes (peeled tiles, 70x100) keep reading it. Values: NumPy's in float64 (float32 sums of 96
+    products: 1e-5 relative)."""
+    from relax_mlir.backend.pipeline import lower
+    from relax_mlir.backend.schedule import matmul
+
+    scheduled = lower(_FILLED_MATMULS, "scheduled", PipelineOptions(num_threads=threads))
+    # p and q start from the broadcast 0.5; the fill stays, read by r; s (70x100: peeled tiles) reads its fill
+    assert len(re.findall(r"vector.broadcast %\S+ : f32 to vector<8x32xf32>", scheduled)) == 2, scheduled
+    assert scheduled.count("linalg.fill") == 2, scheduled
+    f = compile_module(_FILLED_MATMULS, options=PipelineOptions(num_threads=threads))["main"]
+    rng = np.random.default_rng(11)
+    x, w, v = (rng.standard_normal(s).astype(np.float32) for s in ((64, 96), (96, 128), (96, 128)))
+    u, z = rng.standard_normal((70, 96)).astype(np.float32), rng.standard_normal((96, 100)).astype(np.float32)
+    p, q, r, s = f(x, w, v, u, z)
+    x64 = x.astype(np.float64)
+    for got, want in ((p, x64 @ w + 0.5), (q, x64 @ v + 0.5), (r, x64 @ w + 1.0), (s, u.astype(np.float64) @ z + 0.5)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * 96)
+    with ir.Context():
+        assert matmul.zero_accumulators(ir.Module.parse("module {}")) == 0
