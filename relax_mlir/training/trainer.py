@@ -104,8 +104,9 @@ class Trainer:
         self.vm = None
         self._step_fn = None  # the compiled update_params, flat, when it writes into the Trainer's own buffers
         self._spare: list[Optional[np.ndarray]] = []  # where the next step writes (see _reuse_buffers)
-        self._made: list[np.ndarray] = []  # the arrays the last adopted step wrote: the Trainer's own buffers
+        self._made: tuple = ()  # the arrays the last adopted compiled step wrote: the Trainer's own buffers
         self._labels: Optional[list[tuple[int, int]]] = None  # the class-index targets (_label_targets)
+        self._exact: Optional[list] = None  # per batch variable: (dtype, static shape), or None (_exact_spec)
 
     # -- building ---------------------------------------------------------------------------------
     def build(self, target: str = "cpu", device: Any = None, opt_level: int = 2, checks: bool = True) -> "Trainer":
@@ -220,9 +221,19 @@ class Trainer:
             return self._finish_step(loss, params, states, optim, inputs)
         spare = self._reuse_buffers()
         loss = np.empty((), self._step_fn.signature.results[0].dtype)  # returned to the caller: fresh each step
-        self._step_fn(*args, out=(loss, *spare))
+        outs = (loss, *spare)
+        self._step_fn(*args, out=outs)
         p, s = self.param_num, self.param_num + self.state_num
-        return self._finish_step(loss, spare[:p], spare[p:s], spare[s:], inputs)
+        if self.nan_policy != "ignore" and not self._finite.all_finite(outs):
+            self._refuse(loss, spare[:p], spare[p:s], spare[s:], inputs)  # (the spare buffers stay spare)
+            return _nd(loss)
+        # adopted: the arrays replaced become the next step's buffers, where they are the Trainer's own
+        current, made = (*self.params, *self.states, *self.optim_state), self._made
+        self._spare = [a if a is m else None for a, m in zip(current, made)] if made else [None] * len(current)
+        self._made = spare
+        self.params, self.states, self.optim_state = list(spare[:p]), list(spare[p:s]), list(spare[s:])
+        self.step += 1
+        return _nd(loss)
 
     def _reuse_buffers(self) -> tuple[np.ndarray, ...]:
         """The buffers the next compiled step writes: the spare set, where each slot is one the Trainer made
@@ -239,6 +250,15 @@ class Trainer:
     def _training_batch(self, batch) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """``(inputs, targets)`` of ``update_params``'s arguments, checked (count, shapes, dtypes, labels)."""
         n_in, n_tg = len(self.input_vars), len(self.target_vars)
+        if self._exact is None:
+            self._exact = [_exact_spec(v) for v in self.input_vars + self.target_vars]
+        exact = self._exact
+        if len(batch) == len(exact) and all(  # the common case: arrays of the exact dtype and static shape
+                a.__class__ is np.ndarray and spec is not None and a.shape == spec[1] and a.dtype == spec[0]
+                for a, spec in zip(batch, exact)):
+            inputs, targets = list(batch[:n_in]), list(batch[n_in:])
+            self._check_labels(targets)
+            return inputs, targets
         if len(batch) != n_in + n_tg:
             raise ValueError(f"Trainer.update_params: expected {n_in} input(s) and {n_tg} target(s) "
                              f"({', '.join(v.name_hint for v in self.input_vars + self.target_vars)}), "
@@ -253,16 +273,11 @@ class Trainer:
         return [fold_in(self.seed, self.step)] if self.has_rng_key else []
 
     def _finish_step(self, loss, params, states, optim, inputs) -> NDArray:
-        """Adopt a step's outputs, or refuse them as ``nan_policy`` says; returns the loss."""
-        # The outputs are fresh buffers: a refused step is one whose outputs are not adopted.
+        """Adopt the outputs of a step that wrote fresh buffers (the interpreter's, a distributed step's), or refuse
+        them as ``nan_policy`` says; returns the loss. A refused step is one whose outputs are not adopted."""
         if self.nan_policy != "ignore" and not self._finite.all_finite([loss, *params, *states, *optim]):
             self._refuse(loss, params, states, optim, inputs)
             return _nd(loss)
-        if self._step_fn is not None:  # the arrays replaced become the next step's buffers, when they are ours
-            current = [*self.params, *self.states, *self.optim_state]
-            mine = self._made if len(self._made) == len(current) else [None] * len(current)
-            self._spare = [a if a is m else None for a, m in zip(current, mine)]
-            self._made = [*params, *states, *optim]
         self.params, self.states, self.optim_state = list(params), list(states), list(optim)
         self.step += 1
         return _nd(loss)
@@ -381,6 +396,15 @@ class Trainer:
         out.update({f"state/{v.name_hint}": a for v, a in zip(self.state_vars, self.states)})
         out.update({f"optim/{i}": a for i, a in enumerate(self.optim_state)})
         return out
+
+
+def _exact_spec(v) -> Optional[tuple[np.dtype, tuple[int, ...]]]:
+    """``(dtype, shape)`` of a batch variable whose shape is static: an array with exactly these needs no
+    conversion (its layout is the compiled function's to check, under the same argument policy); else None."""
+    s = v.struct_info
+    if not isinstance(s, TensorStructInfo) or s.shape is None or not all(isinstance(d, int) for d in s.shape):
+        return None
+    return np.dtype(to_numpy(s.dtype)), tuple(s.shape)
 
 
 def _static_shape(v) -> tuple[int, ...]:
