@@ -32,7 +32,7 @@ from .matmul import (MATMUL_LIKE, PARALLEL_MIN_FLOPS, MatmulPlan, defer_packed_t
                      plan_matmul, schedule_matmuls)
 from .coalesce import coalesce_loops
 from .conv import schedule_convs
-from .elementwise import PARALLEL_MIN_POINTS, plan_parallel_generic, schedule_elementwise
+from .elementwise import PARALLEL_MIN_POINTS, plan_parallel_generic, schedule_elementwise, vectorize_short_rows
 from .invariants import hoist_invariants
 from .math_approx import approximate_math
 from .pad import parallel_pads
@@ -55,6 +55,7 @@ def schedule_module(module: ir.Module, threads: int = 1, print_ir: bool = False)
     fold_transposed_lhs(module)  # x^T g read through a map instead of a transposed copy
     coalesce_loops(module)  # before the elementwise split, which cuts the outermost (merged) loop
     count = schedule_elementwise(module, threads=threads, print_ir=print_ir)
+    count += vectorize_short_rows(module, host_cpu().lanes(32), print_ir=print_ir)
     defer_packed_transposes(module, threads=threads)  # g w^T: w's blocks transposed by the packing instead
     count += schedule_transposes(module, threads=threads, print_ir=print_ir)
     reassociate_reductions(module)

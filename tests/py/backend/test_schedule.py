@@ -697,3 +697,60 @@ def test_register_tiles_start_from_the_fill_value(threads):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * 96)
     with ir.Context():
         assert matmul.zero_accumulators(ir.Module.parse("module {}")) == 0
+
+
+def test_short_rows_are_vectorized_one_row_at_a_time(monkeypatch):
+    """elementwise.vectorize_short_rows: softmax over 10 classes (64x10, the MLPs' last layer) and over 3 runs as
+    row vectors (vector<10xf32>, vector<3xf32>: shorter than the 16 lanes of the pinned 512-bit host) instead of
+    scalar loops; the values are NumPy's, NaN and inf rows included (a NaN logit gives a NaN row, an inf one a
+    NaN softmax)."""
+    import relax_mlir
+    from relax_mlir.backend.build import clear_cache
+    from relax_mlir.script import from_source
+
+    monkeypatch.setenv("RELAX_MLIR_VECTOR_BITS", "512")
+    monkeypatch.setenv("RELAX_MLIR_CACHE", "0")
+    host_module.host_cpu.cache_clear()
+    clear_cache()
+    try:
+        _check_short_rows(relax_mlir, from_source)
+    finally:
+        monkeypatch.delenv("RELAX_MLIR_VECTOR_BITS")
+        host_module.host_cpu.cache_clear()
+        clear_cache()
+
+
+def _check_short_rows(relax_mlir, from_source):
+    mod = from_source("""
+@I.ir_module
+class Module:
+    @R.function
+    def ten(x: R.Tensor((64, 10), "float32")):
+        with R.dataflow():
+            y = R.nn.softmax(x, axis=1)
+            R.output(y)
+        return y
+
+    @R.function
+    def three(x: R.Tensor((5, 3), "float32")):
+        with R.dataflow():
+            y = R.nn.log_softmax(x, axis=1)
+            R.output(y)
+        return y
+""")
+    text = relax_mlir.to_mlir(mod, "scheduled")
+    assert "vector<10xf32>" in text and "vector<3xf32>" in text, text
+    vm = relax_mlir.VirtualMachine(relax_mlir.compile(mod))
+    rng = np.random.default_rng(2)
+    x = (3 * rng.standard_normal((64, 10))).astype(np.float32)
+    x[5, 3], x[9, :] = np.nan, np.inf
+    with np.errstate(invalid="ignore"):
+        e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+        want = e / e.sum(1, keepdims=True)
+        got = vm["ten"](x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=2e-6, atol=1e-7)
+    z = rng.standard_normal((5, 3)).astype(np.float32)
+    shifted = z.astype(np.float64) - z.max(1, keepdims=True)
+    np.testing.assert_allclose(vm["three"](z), shifted - np.log(np.exp(shifted).sum(1, keepdims=True)),
+                               rtol=1e-6, atol=1e-6)
