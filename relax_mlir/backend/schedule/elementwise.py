@@ -120,7 +120,8 @@ def plan_short_rows(op: ir.Operation, lanes: int) -> list[int] | None:
     if ranges is None or len(ranges) < 2 or not 2 <= ranges[-1] < lanes:
         return None
     body = list(op.regions[0].blocks[0].operations)
-    if len(body) < SHORT_ROW_MIN_BODY or any(o.name == "linalg.index" for o in body):
+    if len(body) < SHORT_ROW_MIN_BODY or not all(  # plain arithmetic only: what the vectorizer always takes
+            o.name.startswith(("arith.", "math.")) or o.name == "linalg.yield" for o in body):
         return None
     inner = len(ranges) - 1
     for amap in (ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])):
