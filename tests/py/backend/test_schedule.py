@@ -586,30 +586,19 @@ class Module:
     np.testing.assert_allclose(got, x.T.astype(np.float64) @ g, rtol=1e-5, atol=1e-5 * (np.abs(x).T @ np.abs(g)).max())
 
 
-_INVARIANTS = """
-@I.ir_module
-class Module:
-    @R.function
-    def normalize(x: R.Tensor((6, 5, 4, 4), "float32"), v: R.Tensor((1, 5, 1, 1), "float32")):
-        with R.dataflow():
-            y = R.divide(x, R.sqrt(v))
-            R.output(y)
-        return y
+def _one_op_module(**functions: tuple[str, str]) -> str:
+    """TVMScript of a module whose functions each return one expression: ``name=(parameters, expression)``."""
+    parts = ["@I.ir_module", "class Module:"]
+    for name, (params, expr) in functions.items():
+        parts += ["    @R.function", f"    def {name}({params}):", "        with R.dataflow():",
+                  f"            y = {expr}", "            R.output(y)", "        return y", ""]
+    return "\n".join(parts)
 
-    @R.function
-    def divide(x: R.Tensor((6, 5), "float32"), d: R.Tensor((6, 1), "float32")):
-        with R.dataflow():
-            y = R.divide(x, d)
-            R.output(y)
-        return y
 
-    @R.function
-    def log_softmax(x: R.Tensor((8, 10), "float32")):
-        with R.dataflow():
-            y = R.nn.log_softmax(x, axis=1)
-            R.output(y)
-        return y
-"""
+_INVARIANTS = _one_op_module(
+    normalize=('x: R.Tensor((6, 5, 4, 4), "float32"), v: R.Tensor((1, 5, 1, 1), "float32")', "R.divide(x, R.sqrt(v))"),
+    divide=('x: R.Tensor((6, 5), "float32"), d: R.Tensor((6, 1), "float32")', "R.divide(x, d)"),
+    log_softmax=('x: R.Tensor((8, 10), "float32")', "R.nn.log_softmax(x, axis=1)"))
 
 
 def test_invariant_work_is_hoisted_and_the_values_are_numpys():
@@ -721,23 +710,8 @@ def test_short_rows_are_vectorized_one_row_at_a_time(monkeypatch):
 
 
 def _check_short_rows(relax_mlir, from_source):
-    mod = from_source("""
-@I.ir_module
-class Module:
-    @R.function
-    def ten(x: R.Tensor((64, 10), "float32")):
-        with R.dataflow():
-            y = R.nn.softmax(x, axis=1)
-            R.output(y)
-        return y
-
-    @R.function
-    def three(x: R.Tensor((5, 3), "float32")):
-        with R.dataflow():
-            y = R.nn.log_softmax(x, axis=1)
-            R.output(y)
-        return y
-""")
+    mod = from_source(_one_op_module(ten=('x: R.Tensor((64, 10), "float32")', "R.nn.softmax(x, axis=1)"),
+                                     three=('x: R.Tensor((5, 3), "float32")', "R.nn.log_softmax(x, axis=1)")))
     text = relax_mlir.to_mlir(mod, "scheduled")
     assert "vector<10xf32>" in text and "vector<3xf32>" in text, text
     vm = relax_mlir.VirtualMachine(relax_mlir.compile(mod))
