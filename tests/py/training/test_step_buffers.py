@@ -139,3 +139,15 @@ def test_labels_are_checked_the_same_with_and_without_the_native_scan(monkeypatc
     if native:
         assert trainer_module._native.labels_in_range(np.arange(3, dtype=dtype)[::-1][::2], 0, 3) is None
         assert trainer_module._native.labels_in_range(np.arange(3, dtype=np.int16), 0, 3) is None
+
+
+def test_ignore_adopts_a_non_finite_step_into_the_other_buffers():
+    trainer = _mlp_trainer("cpu", policy="ignore")
+    for step in range(2):
+        trainer.update_params(*_batch(step))
+    before = {id(a) for a in trainer.params}
+    x, y = _batch(5)
+    x[0, 0] = np.nan
+    trainer.update_params(x, y)
+    assert trainer.step == 3 and not {id(a) for a in trainer.params} & before
+    assert all(np.isnan(p).any() for p in trainer.params[:2])  # the first layer's weight and bias took the NaN
