@@ -35,6 +35,7 @@ from . import loop_hints
 from .outline import mark_no_inline, outline_kernels
 from .options import STAGES, PipelineOptions
 from .schedule import schedule_module, vectorize_pools
+from .schedule.common import as_operation, defining_op, ops_named
 
 
 FUSE_PIPELINE = "builtin.module(func.func(linalg-fuse-elementwise-ops),canonicalize,cse)"
@@ -179,21 +180,14 @@ def fill_per_use(module: ir.Module) -> int:
     whose every use starts an accumulation (a linalg op's init, a loop's carried value) are split: a fill read by
     ``extract_slice`` and written by ``insert_slice`` (a pad's border and interior) is one buffer updated in place,
     and splitting it cost the 28x28 CNN's step 9%."""
-    fills = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if (op.name == "linalg.fill" and len(op.results) == 1 and isinstance(op.results[0].type, ir.RankedTensorType)
-                and all(_starts_accumulation(u.owner, u.operand_number) for u in op.results[0].uses)):
-            fills.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
+    fills = [op for op in ops_named(module.operation, {"linalg.fill"})
+             if len(op.results) == 1 and isinstance(op.results[0].type, ir.RankedTensorType)
+             and all(_starts_accumulation(as_operation(u.owner), u.operand_number) for u in op.results[0].uses)]
     added = 0
     for fill in fills:
         uses = [(u.owner, u.operand_number) for u in fill.results[0].uses]
-        init = fill.operands[1].owner
-        init = init.operation if isinstance(init, ir.OpView) else init
-        fresh_init = isinstance(init, ir.Operation) and init.name == "tensor.empty"
+        init = defining_op(fill.operands[1])
+        fresh_init = init is not None and init.name == "tensor.empty"
         for owner, index in uses[1:]:
             with ir.InsertionPoint(fill):
                 empty = init.clone() if fresh_init else None
@@ -208,7 +202,6 @@ def fill_per_use(module: ir.Module) -> int:
 def _starts_accumulation(owner: ir.Operation, index: int) -> bool:
     """Whether operand ``index`` of ``owner`` is an init that ``owner`` writes: a linalg op's output operand, an
     ``scf.forall``'s shared output or an ``scf.for``'s initial carried value."""
-    owner = owner.operation if isinstance(owner, ir.OpView) else owner
     name = owner.name
     if name.startswith("linalg."):
         segments = owner.attributes["operandSegmentSizes"] if "operandSegmentSizes" in owner.attributes else None
@@ -251,14 +244,12 @@ def returned_views_to_allocs(module: ir.Module) -> int:
             continue
         ret = list(func.regions[0].blocks[0].operations)[-1]
         for value in list(ret.operands):
-            expand = value.owner
-            expand = expand.operation if isinstance(expand, ir.OpView) else expand
-            if not isinstance(expand, ir.Operation) or expand.name != "memref.expand_shape":
+            expand = defining_op(value)
+            if expand is None or expand.name != "memref.expand_shape":
                 continue
-            alloc = expand.operands[0].owner
-            alloc = alloc.operation if isinstance(alloc, ir.OpView) else alloc
+            alloc = defining_op(expand.operands[0])
             wide = ir.MemRefType(expand.results[0].type)
-            if (not isinstance(alloc, ir.Operation) or alloc.name != "memref.alloc" or len(alloc.operands)
+            if (alloc is None or alloc.name != "memref.alloc" or len(alloc.operands)
                     or not wide.has_static_shape or "strided" in str(wide)):
                 continue
             reassociation = expand.attributes["reassociation"]

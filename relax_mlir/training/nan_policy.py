@@ -28,12 +28,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..backend.callpath import _native  # relax_mlir/_callpath.c, or None when it was not built at install
 from .checkpoint_io import first_non_finite
-
-try:  # the native scan (relax_mlir/_callpath.c), built at install when a C compiler is there
-    from .. import _callpath as _native
-except ImportError:  # pragma: no cover - the BLAS route below does the same, slower
-    _native = None
 
 NAN_POLICIES = ("raise", "skip", "ignore")
 

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ..backend.arguments import ArgumentError, conform
+from ..backend.callpath import _native  # relax_mlir/_callpath.c, or None when it was not built at install
 from ..ir.dtype import is_int, to_numpy
 from ..ir.module import IRModule
 from ..ir.struct_info import TensorStructInfo
@@ -27,11 +28,6 @@ from ..ir.sym import SymDim
 from ..op.random import fold_in
 from . import checkpoint_io
 from .nan_policy import FiniteCheck, check_policy, non_finite_error
-
-try:  # the native checks (relax_mlir/_callpath.c), built at install when a C compiler is there
-    from .. import _callpath as _native
-except ImportError:  # pragma: no cover - NumPy does the same, slower
-    _native = None
 
 
 class NDArray(np.ndarray):
@@ -124,7 +120,6 @@ class Trainer:
             fits = isinstance(step, CompiledFunction) and len(step.signature.results) == n_out and all(
                 isinstance(d, int) for r in step.signature.results for d in r.shape)
             self._step_fn = step if fits else None
-            self._n_buffers = n_out - 1
         elif target in ("numpy", "interpreter"):
             self.vm = _InterpreterVM(self.mod)
             self._step_fn = None
@@ -239,13 +234,12 @@ class Trainer:
         """The buffers the next compiled step writes: the spare set, where each slot is one the Trainer made
         (never an array a caller gave: ``load_params`` and ``restore`` copy, but a caller may also assign into
         ``trainer.params``), else a new array."""
-        spare = self._spare
-        if len(spare) == self._n_buffers and all(b is not None for b in spare):
+        spare = self._spare  # (empty before the first adopted step, else one slot per buffer)
+        if spare and all(b is not None for b in spare):
             return tuple(spare)
         results = self._step_fn.signature.results[1:]
-        if len(spare) != len(results):
-            spare = [None] * len(results)
-        return tuple(b if b is not None else np.empty(r.shape, r.dtype) for b, r in zip(spare, results))
+        return tuple(b if b is not None else np.empty(r.shape, r.dtype)
+                     for b, r in zip(spare or [None] * len(results), results))
 
     def _training_batch(self, batch) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """``(inputs, targets)`` of ``update_params``'s arguments, checked (count, shapes, dtypes, labels)."""
@@ -401,10 +395,11 @@ class Trainer:
 def _exact_spec(v) -> Optional[tuple[np.dtype, tuple[int, ...]]]:
     """``(dtype, shape)`` of a batch variable whose shape is static: an array with exactly these needs no
     conversion (its layout is the compiled function's to check, under the same argument policy); else None."""
-    s = v.struct_info
-    if not isinstance(s, TensorStructInfo) or s.shape is None or not all(isinstance(d, int) for d in s.shape):
+    try:
+        shape = _static_shape(v)
+    except ValueError:  # a symbolic batch size: the general route binds it
         return None
-    return np.dtype(to_numpy(s.dtype)), tuple(s.shape)
+    return np.dtype(to_numpy(v.struct_info.dtype)), shape
 
 
 def _static_shape(v) -> tuple[int, ...]:

@@ -23,14 +23,12 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
-from .common import ops_named
+from .common import indexing_maps, ops_named
 
 #: Generics tagged by another schedule (pooling, im2col contractions) keep their loops: the tag's owner reads them.
 _OWNED_PREFIX = "relax_mlir."
 
 
-def _maps(op: ir.Operation) -> list[ir.AffineMap]:
-    return [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
 
 
 def _iterators(op: ir.Operation) -> list[str]:
@@ -80,7 +78,7 @@ def _plain(op: ir.Operation) -> bool:
         return False
     if not all(isinstance(v.type, ir.RankedTensorType) for v in list(op.operands) + list(op.results)):
         return False
-    for amap in _maps(op):
+    for amap in indexing_maps(op):
         if not all(isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr)) for e in amap.results):
             return False
     return not ops_named(op, {"linalg.index"})
@@ -90,7 +88,7 @@ def loop_groups(op: ir.Operation) -> Optional[list[list[int]]]:
     """The generic's loops in runs that can be merged (each run one loop), or None when nothing merges."""
     if not _plain(op):
         return None
-    maps, iterators = _maps(op), _iterators(op)
+    maps, iterators = indexing_maps(op), _iterators(op)
     if not iterators:
         return None
     breaks = [_breaks(v) for v in op.operands]
@@ -145,7 +143,7 @@ def coalesce(op: ir.Operation) -> bool:
         return False
     group_of = {d: g for g, members in enumerate(groups) for d in members}
     n_groups = len(groups)
-    plans = [_operand_plan(m, group_of, groups) for m in _maps(op)]
+    plans = [_operand_plan(m, group_of, groups) for m in indexing_maps(op)]
     operands = list(op.operands)
     if not all(_one_dynamic_per_group(v.type, r) for v, (_, r) in zip(operands, plans)):
         return False

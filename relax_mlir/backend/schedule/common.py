@@ -27,6 +27,37 @@ def ops_named(root: ir.Operation, names: set[str]) -> list[ir.Operation]:
     return found
 
 
+def as_operation(op: Any) -> ir.Operation:
+    """The ``ir.Operation`` of an op the bindings hand out as an ``OpView`` (or already as an operation)."""
+    return op.operation if isinstance(op, ir.OpView) else op
+
+
+def defining_op(value: ir.Value) -> Optional[ir.Operation]:
+    """The op whose result ``value`` is, or None for a block argument."""
+    owner = value.owner
+    return None if isinstance(owner, ir.Block) else as_operation(owner)
+
+
+def indexing_maps(op: ir.Operation) -> list[ir.AffineMap]:
+    """A linalg op's indexing maps, one per operand."""
+    return [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+
+
+def loop_ranges(op: ir.Operation) -> Optional[list[int]]:
+    """The static extent of every loop of a linalg op (read from the operand shapes through the indexing maps),
+    or None when some loop's extent is dynamic."""
+    maps = indexing_maps(op)
+    ranges: list[Optional[int]] = [None] * maps[0].n_dims
+    for value, amap in zip(list(op.operands), maps):
+        t = value.type
+        if not isinstance(t, ir.RankedTensorType):
+            continue
+        for expr, size in zip(amap.results, t.shape):
+            if isinstance(expr, ir.AffineDimExpr) and not ir.ShapedType.is_dynamic_size(size):
+                ranges[expr.position] = size
+    return None if any(r is None for r in ranges) else ranges
+
+
 def script(body: list[str]) -> str:
     """A transform module whose ``@__transform_main`` runs ``body`` on the payload root ``%root``."""
     lines = "\n    ".join(body)

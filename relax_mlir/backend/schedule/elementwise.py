@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from .common import ANY, match_tagged, schedule_each
+from .common import ANY, indexing_maps, loop_ranges, match_tagged, schedule_each
 
 #: Iteration points from which a generic is split across threads (64x16x14x14, the 28x28 CNN's second layer,
 #: is; the tutorial MLP's 128x128 updates are not).
@@ -45,28 +45,13 @@ _TAG = "relax_mlir.par"
 SPLIT_REDUCTIONS = True
 
 
-def _loop_ranges(op: ir.Operation) -> list[int] | None:
-    """The static extent of every loop of a generic (from the operand shapes through the indexing maps)."""
-    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    n_loops = maps[0].n_dims
-    ranges: list[int | None] = [None] * n_loops
-    for value, amap in zip(list(op.operands), maps):
-        t = value.type
-        if not isinstance(t, ir.RankedTensorType):
-            continue
-        for expr, size in zip(amap.results, t.shape):
-            if isinstance(expr, ir.AffineDimExpr) and not ir.ShapedType.is_dynamic_size(size):
-                ranges[expr.position] = size
-    return None if any(r is None for r in ranges) else ranges
-
-
 def plan_parallel_generic(op: ir.Operation, threads: int) -> list[int] | None:
     """``num_threads`` per loop for a large generic (``threads`` on its outermost parallel loop), or None."""
     if threads < 2 or op.name != "linalg.generic" or not op.results:
         return None
     if not all(isinstance(r.type, ir.RankedTensorType) for r in op.results):
         return None  # already bufferized: schedules run on tensors only
-    ranges = _loop_ranges(op)
+    ranges = loop_ranges(op)
     if ranges is None:
         return None
     points = 1
@@ -116,7 +101,7 @@ def plan_short_rows(op: ir.Operation, lanes: int) -> list[int] | None:
     if op.name != "linalg.generic" or not op.results or not all(
             isinstance(r.type, ir.RankedTensorType) for r in op.results):
         return None
-    ranges = _loop_ranges(op)
+    ranges = loop_ranges(op)
     if ranges is None or len(ranges) < 2 or not 2 <= ranges[-1] < lanes:
         return None
     body = list(op.regions[0].blocks[0].operations)
@@ -124,7 +109,7 @@ def plan_short_rows(op: ir.Operation, lanes: int) -> list[int] | None:
             o.name.startswith(("arith.", "math.")) or o.name == "linalg.yield" for o in body):
         return None
     inner = len(ranges) - 1
-    for amap in (ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])):
+    for amap in indexing_maps(op):
         results = list(amap.results)
         for axis, expr in enumerate(results):  # the row's loop may only index an operand's last dimension
             if isinstance(expr, ir.AffineDimExpr) and expr.position == inner and axis != len(results) - 1:

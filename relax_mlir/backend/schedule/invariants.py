@@ -31,7 +31,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
-from .common import ops_named
+from .common import as_operation, defining_op, indexing_maps, loop_ranges, ops_named
 
 #: A broadcast whose values are each used fewer times than this keeps its costly ops where they are.
 MIN_REPEAT = 4
@@ -45,22 +45,13 @@ def _costly(op: ir.Operation) -> bool:
     return name in _COSTLY_ARITH or (name.startswith("math.") and name not in _CHEAP_MATH)
 
 
-def _maps(op: ir.Operation) -> list[ir.AffineMap]:
-    return [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-
-
-def _op(x) -> ir.Operation:
-    return x.operation if isinstance(x, ir.OpView) else x
-
-
 def _inside(value: ir.Value, op: ir.Operation) -> Optional[ir.Operation]:
     """The body op of ``op`` defining ``value``, or None (a block argument, or defined above ``op``)."""
-    owner = value.owner
-    if isinstance(owner, ir.Block):
+    owner = defining_op(value)
+    if owner is None:
         return None
-    owner = _op(owner)
     parent = owner.parent
-    return owner if parent is not None and _op(parent) == op else None
+    return owner if parent is not None and as_operation(parent) == op else None
 
 
 def _is_square_root(value: ir.Value, op: ir.Operation) -> bool:
@@ -75,23 +66,22 @@ def _is_square_root(value: ir.Value, op: ir.Operation) -> bool:
     if index < 0 or index >= len(op.operands) - len(op.results):
         return False
     source = op.operands[index]
-    while not isinstance(source.owner, ir.Block):
-        producer = _op(source.owner)
+    while (producer := defining_op(source)) is not None:
         if producer.name in ("tensor.expand_shape", "tensor.collapse_shape"):
             source = producer.operands[0]
             continue
         if producer.name != "linalg.generic":
             return False
         number = source.result_number
-        yielded = list(producer.regions[0].blocks[0].operations)[-1].operands[number]
-        owner = yielded.owner
-        return not isinstance(owner, ir.Block) and _op(owner).name == "math.sqrt"
+        yielded = defining_op(list(producer.regions[0].blocks[0].operations)[-1].operands[number])
+        return yielded is not None and yielded.name == "math.sqrt"
     return False
 
 
 def _broadcast_key(amap: ir.AffineMap, operand: ir.Value, loops: list[int]) -> Optional[str]:
     """A key shared by operands read through the same broadcast map, or None for a map that reads every loop, is
-    not a projection, or whose operand is not static, or repeats its values fewer than ``MIN_REPEAT`` times."""
+    not a projection, or whose operand is not static, or repeats its values fewer than ``MIN_REPEAT`` times
+    (``loops``: the static extent of each loop)."""
     t = operand.type
     if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
         return None
@@ -101,27 +91,13 @@ def _broadcast_key(amap: ir.AffineMap, operand: ir.Value, loops: list[int]) -> O
             used.add(expr.position)
         elif not (isinstance(expr, ir.AffineConstantExpr) and expr.value == 0):
             return None
-    if len(used) == amap.n_dims or any(b is None for b in loops):
+    if len(used) == amap.n_dims:
         return None
     repeat = 1
     for d in range(amap.n_dims):
         if d not in used:
             repeat *= loops[d]
     return str(amap) if repeat >= MIN_REPEAT else None
-
-
-def _loop_sizes(op: ir.Operation) -> list[Optional[int]]:
-    """Each loop's static extent, read from an operand dimension its map reads directly (None if dynamic)."""
-    maps = _maps(op)
-    sizes: list[Optional[int]] = [None] * maps[0].n_dims
-    for value, amap in zip(op.operands, maps):
-        t = value.type
-        if not isinstance(t, ir.RankedTensorType):
-            continue
-        for axis, expr in enumerate(amap.results):
-            if isinstance(expr, ir.AffineDimExpr) and not t.is_dynamic_dim(axis):
-                sizes[expr.position] = t.shape[axis]
-    return sizes
 
 
 def hoist_invariants(module: ir.Module) -> int:
@@ -134,8 +110,10 @@ def _hoist(op: ir.Operation) -> bool:
         return False
     n_outs = len(op.results)
     n_ins = len(op.operands) - n_outs
-    maps = _maps(op)
-    loops = _loop_sizes(op)
+    maps = indexing_maps(op)
+    loops = loop_ranges(op)
+    if loops is None:
+        return False
     block = op.regions[0].blocks[0]
     args = list(block.arguments)
     group: dict = {}  # value (block argument or body result) -> broadcast key; "" for a constant
@@ -153,7 +131,7 @@ def _hoist(op: ir.Operation) -> bool:
             return None  # a block argument read every point (or an output)
         return None if _inside(value, op) is not None else ""  # defined above: the same at every point
 
-    body = [_op(o) for o in block.operations]
+    body = [as_operation(o) for o in block.operations]
     keys: dict = {}  # body op -> broadcast key, for the invariant ones
     changed = False
     for body_op in body[:-1]:  # (the last is linalg.yield)
@@ -165,7 +143,7 @@ def _hoist(op: ir.Operation) -> bool:
                     recip = arith.divf(one, body_op.operands[1])
                     product = arith.mulf(body_op.operands[0], recip)
                 group[one], group[recip] = "", b_key
-                keys[_op(recip.owner)] = b_key
+                keys[as_operation(recip.owner)] = b_key
                 body_op.results[0].replace_all_uses_with(product)
                 body_op.erase()
                 changed = True
@@ -183,7 +161,7 @@ def _hoist(op: ir.Operation) -> bool:
             keys[body_op] = key
     # The values to hoist: invariant results computed with a costly op and read by a non-invariant op.
     costly_cone: set = set()
-    body = [_op(o) for o in block.operations]
+    body = [as_operation(o) for o in block.operations]
     for body_op in body:
         if body_op in keys and (_costly(body_op) or any(_inside(v, op) in costly_cone for v in body_op.operands)):
             costly_cone.add(body_op)
@@ -192,7 +170,7 @@ def _hoist(op: ir.Operation) -> bool:
         if body_op not in costly_cone:
             continue
         for r in body_op.results:
-            if any(_user(u) not in keys for u in r.uses):
+            if any(as_operation(u.owner) not in keys for u in r.uses):
                 frontier.setdefault(keys[body_op], []).append(r)
     if not frontier:
         return changed
@@ -200,7 +178,7 @@ def _hoist(op: ir.Operation) -> bool:
     replaced: dict = {}
     for key, values in frontier.items():
         members = [i for i in range(n_ins) if group.get(args[i]) == key]
-        results = _hoisted_generic(op, members, values, key_of, maps[members[0]])
+        results = _hoisted_generic(op, members, values)
         for v, r in zip(values, results):
             new_inputs.append((r, maps[members[0]]))
             replaced[v] = len(new_inputs) - 1
@@ -208,12 +186,7 @@ def _hoist(op: ir.Operation) -> bool:
     return True
 
 
-def _user(use) -> ir.Operation:
-    return _op(use.owner)
-
-
-def _hoisted_generic(op: ir.Operation, members: list[int], values: list[ir.Value], key_of,
-                     amap: ir.AffineMap) -> list[ir.Value]:
+def _hoisted_generic(op: ir.Operation, members: list[int], values: list[ir.Value]) -> list[ir.Value]:
     """A generic over the broadcast operands' shape computing ``values`` (cloning the ops they need); inserted
     before ``op``; its results, one per value."""
     block = op.regions[0].blocks[0]
@@ -234,7 +207,7 @@ def _hoisted_generic(op: ir.Operation, members: list[int], values: list[ir.Value
 
     for v in values:
         need(v)
-    order = {_op(o): i for i, o in enumerate(block.operations)}
+    order = {as_operation(o): i for i, o in enumerate(block.operations)}
     needed.sort(key=lambda o: order[o])
     result_types = [ir.RankedTensorType.get(operand_type.shape, v.type) for v in values]
     with ir.InsertionPoint(op), op.location:
@@ -264,7 +237,7 @@ def _add_inputs(op: ir.Operation, inputs: list[tuple[ir.Value, ir.AffineMap]], r
     n_outs = len(op.results)
     n_ins = len(op.operands) - n_outs
     args = list(op.regions[0].blocks[0].arguments)
-    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    maps = indexing_maps(op)
     ins = [(op.operands[i], maps[i], args[i]) for i in range(n_ins)] + [(v, m, None) for v, m in inputs]
     new = _rebuild(op, ins)
     block = new.regions[0].blocks[0]
@@ -303,7 +276,7 @@ def _rebuild(op: ir.Operation, ins: list[tuple[ir.Value, ir.AffineMap, Optional[
         a.replace_all_uses_with(b)
     ip = ir.InsertionPoint(block)
     for body_op in list(old_block.operations):
-        body_op = _op(body_op)
+        body_op = as_operation(body_op)
         body_op.detach_from_parent()
         ip.insert(body_op)
     for old_r, new_r in zip(op.results, new.results):
@@ -314,6 +287,6 @@ def _rebuild(op: ir.Operation, ins: list[tuple[ir.Value, ir.AffineMap, Optional[
 
 def _erase_dead(block: ir.Block) -> None:
     """Erase body ops whose results nothing reads (the hoisted computations), last first."""
-    for body_op in reversed([_op(o) for o in block.operations][:-1]):
+    for body_op in reversed([as_operation(o) for o in block.operations][:-1]):
         if body_op.results and all(not list(r.uses) for r in body_op.results) and not len(body_op.regions):
             body_op.erase()

@@ -55,7 +55,8 @@ import math
 from mlir import ir
 from mlir.dialects import bufferization
 
-from .common import ANY, VEC_TAG, all_static, apply, cleanup, element_bits, erase_if_unused, ops_named, script
+from .common import (ANY, VEC_TAG, all_static, apply, as_operation, cleanup, defining_op, element_bits,
+                     erase_if_unused, ops_named, script)
 from ..host import HostCPU, host_cpu
 
 #: Iteration-space position of the (M, N) loops of each scheduled op; K is always the last loop.
@@ -411,7 +412,7 @@ def zero_accumulators(module: ir.Module) -> int:
         inner = _only_nested_loop(loop)
         if inner is None:
             continue
-        block = _tile_block(loop, inner)
+        block = _tile_block(loop, inner, fill)
         if block is None:
             continue
         read, value = block
@@ -431,16 +432,13 @@ def _fill_init(loop: ir.Operation) -> ir.Operation | None:
     """The ``linalg.fill`` (of a scalar) that is the init of ``loop``'s only carried value (else None)."""
     if len(loop.operands) != 4 or len(loop.results) != 1:
         return None
-    owner = loop.operands[3].owner
-    if isinstance(owner, ir.Block):
-        return None
-    owner = owner.operation if isinstance(owner, ir.OpView) else owner
-    return owner if owner.name == "linalg.fill" else None
+    owner = defining_op(loop.operands[3])
+    return owner if owner is not None and owner.name == "linalg.fill" else None
 
 
 def _only_nested_loop(loop: ir.Operation) -> ir.Operation | None:
     """The one ``scf.for`` whose result ``loop`` yields, carrying ``loop``'s tensor (else None)."""
-    body = [o.operation if isinstance(o, ir.OpView) else o for o in loop.regions[0].blocks[0].operations]
+    body = [as_operation(o) for o in loop.regions[0].blocks[0].operations]
     if len(body) != 2 or body[0].name != "scf.for" or body[1].name != "scf.yield":
         return None
     inner = body[0]
@@ -448,17 +446,6 @@ def _only_nested_loop(loop: ir.Operation) -> ir.Operation | None:
     if len(inner.operands) != 4 or inner.operands[3] != carried or body[1].operands[0] != inner.results[0]:
         return None
     return inner
-
-
-def _op_of(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return None
-    return owner.operation if isinstance(owner, ir.OpView) else owner
-
-
-def _op_of_user(use) -> ir.Operation:
-    return use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
 
 
 def _identity_full(op: ir.Operation, sizes: list[int]) -> bool:
@@ -471,7 +458,7 @@ def _identity_full(op: ir.Operation, sizes: list[int]) -> bool:
         return False
     first = 1 if op.name == "vector.transfer_read" else 2
     for index in list(op.operands)[first:first + 2]:
-        owner = _op_of(index)
+        owner = defining_op(index)
         if owner is None or owner.name != "arith.constant" or ir.IntegerAttr(owner.attributes["value"]).value:
             return False
     return True
@@ -483,29 +470,27 @@ def _passes_through(loop: ir.Operation, operand: int, write: ir.Operation) -> bo
     index = operand - 3
     block = loop.regions[0].blocks[0]
     arg = block.arguments[1 + index]
-    yield_op = list(block.operations)[-1]
-    yield_op = yield_op.operation if isinstance(yield_op, ir.OpView) else yield_op
-    if [_op_of_user(u) for u in arg.uses] != [yield_op] or yield_op.operands[index] != arg:
+    yield_op = as_operation(list(block.operations)[-1])
+    if [as_operation(u.owner) for u in arg.uses] != [yield_op] or yield_op.operands[index] != arg:
         return False
-    users = [_op_of_user(u) for u in loop.results[index].uses]
+    users = [as_operation(u.owner) for u in loop.results[index].uses]
     return users == [write] and write.operands[1] == loop.results[index]
 
 
 def _static_bounds(loop: ir.Operation) -> tuple[int, int, int] | None:
     values = []
     for v in list(loop.operands)[:3]:
-        owner = v.owner
-        if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+        owner = defining_op(v)
+        if owner is None or owner.name != "arith.constant":
             return None
         values.append(ir.IntegerAttr(owner.attributes["value"]).value)
     return values[0], values[1], values[2]
 
 
-def _tile_block(outer: ir.Operation, inner: ir.Operation):
-    """(the ``vector.transfer_read`` of the block, the fill's scalar) when ``outer`` x ``inner`` visit each
-    block of the carried tensor once and the body reads it only through that read and writes it back with one
-    ``insert_slice`` at the same place; else None."""
-    fill = _fill_init(outer)
+def _tile_block(outer: ir.Operation, inner: ir.Operation, fill: ir.Operation):
+    """(the ``vector.transfer_read`` of the block, the scalar of ``fill``, ``outer``'s init) when ``outer`` x
+    ``inner`` visit each block of the carried tensor once and the body reads it only through that read and
+    writes it back with one ``insert_slice`` at the same place; else None."""
     t = outer.results[0].type
     if not isinstance(t, ir.RankedTensorType) or t.rank != 2 or not t.has_static_shape:
         return None
@@ -513,7 +498,7 @@ def _tile_block(outer: ir.Operation, inner: ir.Operation):
     if None in bounds:
         return None
     carried = inner.regions[0].blocks[0].arguments[1]
-    uses = [u.owner.operation if isinstance(u.owner, ir.OpView) else u.owner for u in carried.uses]
+    uses = [as_operation(u.owner) for u in carried.uses]
     names = sorted(u.name for u in uses)
     if names != ["tensor.extract_slice", "tensor.insert_slice"]:
         return None
@@ -535,12 +520,12 @@ def _tile_block(outer: ir.Operation, inner: ir.Operation):
         return None
     # The block's old value is read once (the read replaced) and otherwise only carried to the write that
     # overwrites the whole block: a K loop passing it through unchanged, then a transfer_write of the full block.
-    write = _op_of(insert.operands[0])
-    if (write is None or write.name != "vector.transfer_write" or not _identity_full(write, sizes)):
+    write = defining_op(insert.operands[0])
+    if write is None or write.name != "vector.transfer_write" or not _identity_full(write, sizes):
         return None
     reads = []
     for use in extract.results[0].uses:
-        user = _op_of_user(use)
+        user = as_operation(use.owner)
         if user.name == "vector.transfer_read":
             reads.append(user)
         elif user.name == "scf.for" and not _passes_through(user, use.operand_number, write):
@@ -549,8 +534,7 @@ def _tile_block(outer: ir.Operation, inner: ir.Operation):
             return None
     if len(reads) != 1 or not _identity_full(reads[0], sizes):
         return None
-    read = reads[0]
-    return read, fill.operands[0]
+    return reads[0], fill.operands[0]
 
 
 def _packs_as_copies(pads: list[ir.Operation]) -> list[ir.Operation]:
