@@ -3,6 +3,8 @@
 * ``matmul.py``: register, cache and parallel tiles for ``linalg.matmul``/``batch_matmul``, vectorized to
   ``vector.contract``; a transposed left operand
   (``x^T g``) read through its map instead of copied (``fold_transposed_lhs``);
+* ``accumulators.py``: matmul register tiles that start from their fill's value (in the first K block, when K is
+  cache-tiled) instead of reading a zeroed buffer, and no fill where the tiles cover the result;
 * ``conv.py``: NCHW convolutions as direct vector code (shifted rows; wide kernels along their rows), strided ones as
   im2col plus a contraction the matmul schedule tiles;
 * ``pad.py``: large constant pads as a fill plus a copy generic that the elementwise schedule splits across threads;

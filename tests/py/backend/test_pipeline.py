@@ -131,7 +131,7 @@ def test_results_are_written_in_the_callers_buffers_without_copies(monkeypatch):
         real = getattr(pipeline, name)
         monkeypatch.setattr(pipeline, name, lambda m, real=real, name=name: counts.setdefault(name, real(m)))
     text = str(to_mlir(trainers[0]._used_functions(), "bufferized", options=PipelineOptions(num_threads=2)))
-    # (most of its matmuls start from the fill's value and need no fill: matmul.zero_accumulators)
+    # (most of its matmuls start from the fill's value and need no fill: accumulators.zero_accumulators)
     assert counts["fill_per_use"] >= 1 and counts["returned_views_to_allocs"] >= 1, counts
     whole = [line for line in text.splitlines() if "memref.copy" in line and "strided" not in line]
     assert not whole, whole[:3]

@@ -665,16 +665,17 @@ func.func @main(%x: tensor<64x96xf32>, %w: tensor<96x128xf32>, %v: tensor<96x128
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_register_tiles_start_from_the_fill_value(threads):
-    """matmul.zero_accumulators: tiles that cover the result once start from the fill's value (a broadcast, here
-    0.5) instead of reading the filled tensor; the fill stays for what else reads it (``r = acc + p``), and
-    uneven shapes (peeled tiles, 70x100) keep reading it. Values: NumPy's in float64 (float32 sums of 96
-    products: 1e-5 relative)."""
+    """accumulators.zero_accumulators: tiles start from the fill's value (a broadcast, here 0.5) instead of reading
+    the filled tensor; the fill stays for what else reads it (``r = acc + p``) and for the 70x100 product, whose
+    last 6 rows are a nest of their own (peeled) that reads it, while its first 64 rows start from the broadcast
+    (8x32 and 8x4 tiles). Values: NumPy's in float64 (float32 sums of 96 products: 1e-5 relative)."""
     from relax_mlir.backend.pipeline import lower
-    from relax_mlir.backend.schedule import matmul
+    from relax_mlir.backend.schedule import accumulators
 
     scheduled = lower(_FILLED_MATMULS, "scheduled", PipelineOptions(num_threads=threads))
-    # p and q start from the broadcast 0.5; the fill stays, read by r; s (70x100: peeled tiles) reads its fill
-    assert len(re.findall(r"vector.broadcast %\S+ : f32 to vector<8x32xf32>", scheduled)) == 2, scheduled
+    # p, q and s's first 64 rows start from the broadcast 0.5; the fills stay, read by r and by s's last rows
+    assert len(re.findall(r"vector.broadcast %\S+ : f32 to vector<8x32xf32>", scheduled)) == 3, scheduled
+    assert len(re.findall(r"vector.broadcast %\S+ : f32 to vector<8x4xf32>", scheduled)) == 1, scheduled
     assert scheduled.count("linalg.fill") == 2, scheduled
     f = compile_module(_FILLED_MATMULS, options=PipelineOptions(num_threads=threads))["main"]
     rng = np.random.default_rng(11)
@@ -685,7 +686,47 @@ def test_register_tiles_start_from_the_fill_value(threads):
     for got, want in ((p, x64 @ w + 0.5), (q, x64 @ v + 0.5), (r, x64 @ w + 1.0), (s, u.astype(np.float64) @ z + 0.5)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * 96)
     with ir.Context():
-        assert matmul.zero_accumulators(ir.Module.parse("module {}")) == 0
+        assert accumulators.zero_accumulators(ir.Module.parse("module {}")) == 0
+
+
+_K_BLOCKED = """
+func.func @main(%x: tensor<128x512xf32>, %w: tensor<512x256xf32>) -> tensor<128x256xf32> {
+  %c = arith.constant 0.5 : f32
+  %e = tensor.empty() : tensor<128x256xf32>
+  %acc = linalg.fill ins(%c : f32) outs(%e : tensor<128x256xf32>) -> tensor<128x256xf32>
+  %p = linalg.matmul ins(%x, %w : tensor<128x512xf32>, tensor<512x256xf32>) outs(%acc : tensor<128x256xf32>) -> tensor<128x256xf32>
+  return %p : tensor<128x256xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_k_blocked_tiles_start_from_the_fill_value_in_their_first_block(monkeypatch, threads):
+    """A matmul whose K is cache-tiled (L2 pinned to 64 KiB, L1d to 16 KiB: K = 512 in blocks of 128, packed,
+    and split across threads with two): each tile starts from the fill's value in the first K block only (an
+    ``scf.if`` on the K loop's induction variable), reads back what the earlier blocks wrote in the others, and
+    the fill is gone (the tiles write every element in the first block). Values: NumPy's in float64."""
+    from relax_mlir.backend.pipeline import lower
+
+    monkeypatch.setenv("RELAX_MLIR_L2_BYTES", "64K")
+    monkeypatch.setenv("RELAX_MLIR_L1D_BYTES", "16K")
+    monkeypatch.setenv("RELAX_MLIR_VECTOR_BITS", "512")
+    host_module.host_cpu.cache_clear()
+    try:
+        scheduled = lower(_K_BLOCKED, "scheduled", PipelineOptions(num_threads=threads))
+        f = compile_module(_K_BLOCKED, options=PipelineOptions(num_threads=threads))["main"]
+    finally:
+        for var in ("RELAX_MLIR_L2_BYTES", "RELAX_MLIR_L1D_BYTES", "RELAX_MLIR_VECTOR_BITS"):
+            monkeypatch.delenv(var)
+        host_module.host_cpu.cache_clear()
+    assert "linalg.fill" not in scheduled, scheduled
+    assert re.search(r"scf.for %(\S+) = %c0 to %c512 step %c128 iter_args", scheduled), scheduled  # the K blocks
+    assert re.search(r"arith.cmpi eq, %\S+, %c0 : index\n\s*%\S+ = scf.if %\S+ -> \(vector<8x32xf32>\) \{\n"
+                     r"\s*scf.yield %\S+ : vector<8x32xf32>\n\s*\} else \{\n\s*%\S+ = vector.transfer_read",
+                     scheduled), scheduled
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((128, 512)).astype(np.float32), rng.standard_normal((512, 256)).astype(np.float32)
+    np.testing.assert_allclose(f(x, w), x.astype(np.float64) @ w + 0.5, rtol=1e-5, atol=1e-5 * 512)
 
 
 def test_short_rows_are_vectorized_one_row_at_a_time(monkeypatch):
