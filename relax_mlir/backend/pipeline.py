@@ -3,7 +3,8 @@
 Stages, in order (each one's text is what ``lower(module, stage)`` returns)::
 
     linalg      func.func on builtin tensors with linalg/tensor/arith/math ops (the input)
-    fused       elementwise producers fused into their consumers (linalg-fuse-elementwise-ops)
+    fused       elementwise producers fused into their consumers (linalg-fuse-elementwise-ops; a cheap producer
+                with several elementwise users copied into each first, ``recompute.py``)
     scheduled   matmul-like ops tiled for threads (scf.forall), caches and registers, vectorized to
                 vector.contract, accumulator hoisted (transform-dialect scripts, see ``schedule/``)
     bufferized  one-shot bufferization across function boundaries, identity layouts; every result is an
@@ -33,6 +34,7 @@ from mlir.dialects import bufferization
 from .bool_storage import widen_bool_memrefs
 from . import loop_hints
 from .outline import mark_no_inline, outline_kernels
+from .recompute import recompute_cheap_producers
 from .options import STAGES, PipelineOptions
 from .schedule import schedule_module, vectorize_pools
 from .schedule.common import as_operation, defining_op, ops_named
@@ -107,6 +109,7 @@ def _fuse(module: ir.Module, options: PipelineOptions) -> ir.Module:
         # consumer (ReLU's backward) into its generic, which the pooling schedule then no longer recognises, and
         # the merged generic runs scalar (a fifth of the 28x28 CNN's step, 2-core Intel Xeon).
         vectorize_pools(module, threads=options.num_threads)
+        recompute_cheap_producers(module)  # a bias addition read by ReLU and by ReLU's gradient: fused into both
         run_passes(module, FUSE_PIPELINE, options)
     return module
 
