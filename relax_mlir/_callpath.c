@@ -6,8 +6,9 @@
  * no byte with any argument or with each other (compiled code reads its arguments while it writes its results).
  *
  * Also here, for the Trainer's per-step checks: ``all_finite(arrays)``, whether every floating value a step wrote
- * is finite (training/nan_policy.py), and ``labels_in_range(y, lo, hi)``, whether class labels name a class; one
- * pass over each array, no Python work per element, no thread pool.
+ * is finite (training/nan_policy.py; a large scan split across the compiled kernels' OpenMP threads), and
+ * ``labels_in_range(y, lo, hi)``, whether class labels name a class; one pass over each array, no Python work per
+ * element.
  *
  * The data pointer is read through the buffer protocol (PyObject_GetBuffer), the documented interface; nothing
  * reads an object's layout. Python side: relax_mlir/backend/callpath.py (the same checks, written in Python, are
@@ -15,6 +16,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -227,39 +229,152 @@ FINITE_SCAN(finite16, uint16_t, 0x7c00u)
 FINITE_SCAN(finite32, uint32_t, 0x7f800000u)
 FINITE_SCAN(finite64, uint64_t, 0x7ff0000000000000ull)
 
-/* all_finite(arrays: tuple | list) -> True, False, or None when some array is not one this scan reads (a float
- * format other than native float16/32/64, or a buffer that is not C-contiguous): the caller checks then. Arrays
- * of integers or booleans are finite. */
-static PyObject *all_finite(PyObject *self, PyObject *arrays) {
+/* A large scan is split across the threads of the OpenMP runtime the compiled kernels run on (its pool is hot
+ * after a step, and a thread of our own would compete with its spinning workers for the cores): GOMP_parallel,
+ * which LLVM's and Intel's runtimes provide as well, is looked up in the runtime already loaded
+ * (use_openmp(path); never loads one). Below PARALLEL_SCAN_BYTES one thread scans: the fork costs more. */
+typedef void (*gomp_parallel_fn)(void (*)(void *), void *, unsigned, unsigned);
+static gomp_parallel_fn gomp_parallel;
+static int (*omp_thread_num)(void);
+static int (*omp_num_threads)(void);
+#define PARALLEL_SCAN_BYTES (4 << 20)
+#define MAX_SCAN_THREADS 64
+
+static PyObject *use_openmp(PyObject *self, PyObject *path_obj) {
+    const char *path = PyUnicode_AsUTF8(path_obj);
+    if (path == NULL)
+        return NULL;
+    void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (lib == NULL)
+        Py_RETURN_FALSE;
+    void *fork = dlsym(lib, "GOMP_parallel"), *num = dlsym(lib, "omp_get_thread_num");
+    void *count = dlsym(lib, "omp_get_num_threads");
+    if (fork == NULL || num == NULL || count == NULL) {
+        dlclose(lib);
+        Py_RETURN_FALSE;
+    }
+    gomp_parallel = (gomp_parallel_fn)fork;  /* the handle stays open: the runtime is never unloaded under us */
+    omp_thread_num = (int (*)(void))num;
+    omp_num_threads = (int (*)(void))count;
+    Py_RETURN_TRUE;
+}
+
+typedef struct {
+    const char *data;
+    Py_ssize_t n;   /* elements */
+    int width;      /* bytes per element: 2, 4 or 8 */
+} Span;
+
+typedef struct {
+    const Span *spans;
+    Py_ssize_t count, total;  /* spans; elements in all of them */
+    int bad[MAX_SCAN_THREADS];
+} Scan;
+
+static int span_finite(const Span *s, Py_ssize_t lo, Py_ssize_t hi) {
+    switch (s->width) {
+    case 2: return finite16((const uint16_t *)s->data + lo, hi - lo);
+    case 4: return finite32((const uint32_t *)s->data + lo, hi - lo);
+    default: return finite64((const uint64_t *)s->data + lo, hi - lo);
+    }
+}
+
+/* Elements [lo, hi) of the spans laid end to end. */
+static int range_finite(const Scan *scan, Py_ssize_t lo, Py_ssize_t hi) {
+    Py_ssize_t start = 0;
+    for (Py_ssize_t i = 0; i < scan->count && start < hi; start += scan->spans[i].n, i++) {
+        Py_ssize_t a = lo > start ? lo - start : 0, b = hi - start < scan->spans[i].n ? hi - start : scan->spans[i].n;
+        if (a < b && !span_finite(&scan->spans[i], a, b))
+            return 0;
+    }
+    return 1;
+}
+
+static void scan_part(void *arg) {
+    Scan *scan = arg;
+    int t = omp_thread_num(), n = omp_num_threads();
+    if (t >= MAX_SCAN_THREADS)
+        return;
+    if (n > MAX_SCAN_THREADS)
+        n = MAX_SCAN_THREADS;
+    Py_ssize_t chunk = (scan->total + n - 1) / n, lo = chunk * t, hi = lo + chunk < scan->total ? lo + chunk : scan->total;
+    scan->bad[t] = lo < hi && !range_finite(scan, lo, hi);
+}
+
+/* all_finite(arrays: tuple | list, threads=1) -> True, False, or None when some array is not one this scan reads
+ * (a float format other than native float16/32/64, or a buffer that is not C-contiguous): the caller checks then.
+ * Arrays of integers or booleans are finite. With threads > 1 and the OpenMP runtime known (use_openmp), a scan
+ * of PARALLEL_SCAN_BYTES or more is split across that many threads; the GIL is released while it runs. */
+static PyObject *all_finite(PyObject *self, PyObject *args) {
+    PyObject *arrays;
+    int threads = 1;
+    if (!PyArg_ParseTuple(args, "O|i:all_finite", &arrays, &threads))
+        return NULL;
     PyObject *seq = PySequence_Fast(arrays, "all_finite: expected a sequence of arrays");
     if (seq == NULL)
         return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), held = 0, count = 0, total = 0, bytes = 0;
+    Py_buffer *views = PyMem_Calloc(n ? n : 1, sizeof(Py_buffer));
+    Span *spans = PyMem_Calloc(n ? n : 1, sizeof(Span));
     PyObject *answer = Py_True;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq) && answer == Py_True; i++) {
-        Py_buffer view;
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+    if (views == NULL || spans == NULL) {
+        answer = NULL;
+        PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; answer == Py_True && i < n; i++) {
+        Py_buffer *view = &views[held];
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
             PyErr_Clear();
             answer = Py_None;
             break;
         }
-        const char *f = view.format ? view.format : "B";
+        held++;
+        const char *f = view->format ? view->format : "B";
         if (f[0] == '@' || f[0] == '=')
             f++;  /* native byte order */
-        if (f[0] != '\0' && f[1] == '\0' && strchr("bBhHiIlLqQnN?", f[0]) != NULL) {
-            /* integers and booleans: always finite */
-        } else if (strcmp(f, "e") == 0 && view.itemsize == 2) {
-            answer = finite16((const uint16_t *)view.buf, view.len / 2) ? Py_True : Py_False;
-        } else if (strcmp(f, "f") == 0 && view.itemsize == 4) {
-            answer = finite32((const uint32_t *)view.buf, view.len / 4) ? Py_True : Py_False;
-        } else if (strcmp(f, "d") == 0 && view.itemsize == 8) {
-            answer = finite64((const uint64_t *)view.buf, view.len / 8) ? Py_True : Py_False;
-        } else {
+        int width = 0;
+        if (f[0] != '\0' && f[1] == '\0' && strchr("bBhHiIlLqQnN?", f[0]) != NULL)
+            continue;  /* integers and booleans: always finite */
+        if (strcmp(f, "e") == 0 && view->itemsize == 2)
+            width = 2;
+        else if (strcmp(f, "f") == 0 && view->itemsize == 4)
+            width = 4;
+        else if (strcmp(f, "d") == 0 && view->itemsize == 8)
+            width = 8;
+        if (width == 0) {
             answer = Py_None;  /* long double, complex, byte-swapped, structured: not read here */
+            break;
         }
-        PyBuffer_Release(&view);
+        spans[count].data = view->buf;
+        spans[count].n = view->len / width;
+        spans[count].width = width;
+        total += spans[count].n;
+        bytes += view->len;
+        count++;
     }
+    if (answer == Py_True && count > 0) {
+        Scan scan = {spans, count, total, {0}};
+        int ok = 1;
+        if (threads > 1 && gomp_parallel != NULL && bytes >= PARALLEL_SCAN_BYTES) {
+            if (threads > MAX_SCAN_THREADS)
+                threads = MAX_SCAN_THREADS;
+            Py_BEGIN_ALLOW_THREADS
+            gomp_parallel(scan_part, &scan, (unsigned)threads, 0);
+            Py_END_ALLOW_THREADS
+            for (int t = 0; t < MAX_SCAN_THREADS; t++)
+                ok &= !scan.bad[t];
+        } else {
+            for (Py_ssize_t i = 0; i < count && ok; i++)
+                ok = span_finite(&spans[i], 0, spans[i].n);
+        }
+        answer = ok ? Py_True : Py_False;
+    }
+    for (Py_ssize_t i = 0; i < held; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(spans);
     Py_DECREF(seq);
-    Py_INCREF(answer);
+    Py_XINCREF(answer);
     return answer;
 }
 
@@ -307,8 +422,11 @@ static PyMethodDef methods[] = {
     {"write_args", (PyCFunction)(void (*)(void))write_args, METH_FASTCALL,
      "write_args(plan, args, buffer_address[, outs]) -> whether every argument (and out) fitted, descriptors "
      "written"},
-    {"all_finite", all_finite, METH_O,
-     "all_finite(arrays) -> whether every float is finite (None: an array this scan does not read)"},
+    {"all_finite", all_finite, METH_VARARGS,
+     "all_finite(arrays, threads=1) -> whether every float is finite (None: an array this scan does not read); "
+     "large scans split across the OpenMP runtime's threads once use_openmp(path) found it"},
+    {"use_openmp", use_openmp, METH_O,
+     "use_openmp(path) -> whether the OpenMP runtime at path is loaded and lends its threads to all_finite"},
     {"labels_in_range", labels_in_range, METH_VARARGS,
      "labels_in_range(array, lo, hi) -> whether lo <= x < hi everywhere (None: not a contiguous int32/int64 array)"},
     {NULL, NULL, 0, NULL},

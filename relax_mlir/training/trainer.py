@@ -120,6 +120,9 @@ class Trainer:
             fits = isinstance(step, CompiledFunction) and len(step.signature.results) == n_out and all(
                 isinstance(d, int) for r in step.signature.results for d in r.shape)
             self._step_fn = step if fits else None
+            from ..backend.openmp import resolve_threads
+
+            self._finite = FiniteCheck(threads=resolve_threads(None))  # the threads the step was compiled for
         elif target in ("numpy", "interpreter"):
             self.vm = _InterpreterVM(self.mod)
             self._step_fn = None

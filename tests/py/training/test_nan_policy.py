@@ -151,6 +151,34 @@ def test_finite_check_finds_one_bad_element_anywhere(monkeypatch, dtype, native)
         assert not check.all_finite([a, big])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_large_scans_split_across_threads_find_every_bad_element(dtype):
+    """With two threads a scan of 4 MiB or more is split across the OpenMP runtime's threads: a NaN or infinity at
+    either end of every array, at the middle (where the split falls) and next to it is found, whichever array
+    holds it; all-finite arrays are finite. The answers are np.isfinite's and the one-thread scan's."""
+    from relax_mlir.backend.openmp import openmp_library
+
+    if openmp_library() is None:
+        pytest.fail("no OpenMP runtime found (intel-openmp is a dependency on Linux x86-64)")
+    check = FiniteCheck(threads=2)
+    assert check.threads == 2
+    sizes = (3 << 20) // np.dtype(dtype).itemsize, 5, (2 << 20) // np.dtype(dtype).itemsize  # 5 MiB and more
+    arrays = [np.ones(n, dtype) for n in sizes]
+    total = sum(sizes)
+    assert check.all_finite(arrays) and FiniteCheck().all_finite(arrays)
+    positions = sorted({0, total // 2 - 1, total // 2, total // 2 + 1, total - 1}
+                       | {offset for offset in np.cumsum((0,) + sizes[:-1])}
+                       | {offset - 1 for offset in np.cumsum(sizes)})
+    for pos in positions:
+        for bad in (np.nan, -np.inf):
+            which = int(np.searchsorted(np.cumsum(sizes), pos, side="right"))
+            index = pos - int(np.cumsum((0,) + sizes)[which])
+            arrays[which][index] = bad
+            assert not check.all_finite(arrays), (pos, bad)
+            assert not FiniteCheck().all_finite(arrays)
+            arrays[which][index] = 1
+
+
 def test_finite_check_reads_every_layout_and_dtype():
     """Arrays the native scan does not read (strided, byte-swapped, long double, complex) are checked by the
     dot-with-zeros route instead: the answer is np.isfinite's either way."""
