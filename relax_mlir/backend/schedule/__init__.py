@@ -10,6 +10,8 @@
 * ``pad.py``: large constant pads as a fill plus a copy generic that the elementwise schedule splits across threads;
 * ``pooling.py``: max pooling whose windows tile the input, and its gradient, as vector loops over rows;
 * ``coalesce.py``: adjacent loops every operand reads contiguously merged into one (short rows vectorize);
+* ``epilogue.py``: an elementwise op that is the only reader of a matmul's result (the optimizer's update of a
+  weight, reading its gradient) computed in the matmul's register tiles, the result never stored;
 * ``invariants.py``: costly work fusion copied into every point of a broadcast (``log`` of a row sum, a division by
   a channel's deviation) computed once per point of the broadcast input instead;
 * ``elementwise.py``: large ``linalg.generic`` ops (elementwise, reductions) split across threads;
@@ -34,6 +36,7 @@ from .matmul import (MATMUL_LIKE, PARALLEL_MIN_FLOPS, MatmulPlan, defer_packed_t
                      plan_matmul, schedule_matmuls)
 from .coalesce import coalesce_loops
 from .conv import schedule_convs
+from .epilogue import fuse_epilogues, mark_epilogues, unmark_epilogues
 from .elementwise import PARALLEL_MIN_POINTS, plan_parallel_generic, schedule_elementwise, vectorize_short_rows
 from .invariants import hoist_invariants
 from .math_approx import approximate_math
@@ -55,6 +58,7 @@ def schedule_module(module: ir.Module, threads: int = 1, print_ir: bool = False)
     schedule_convs(module, print_ir=print_ir, threads=threads)  # im2col contractions are scheduled as matmuls below
     parallel_pads(module, threads=threads)  # the convolutions' padded inputs copied by all threads
     fold_transposed_lhs(module)  # x^T g read through a map instead of a transposed copy
+    mark_epilogues(module, threads=threads)  # a weight's update, to run in its gradient's tiles: left alone below
     coalesce_loops(module)  # before the elementwise split, which cuts the outermost (merged) loop
     count = schedule_elementwise(module, threads=threads, print_ir=print_ir)
     count += vectorize_short_rows(module, host_cpu().lanes(32), print_ir=print_ir)
@@ -62,5 +66,10 @@ def schedule_module(module: ir.Module, threads: int = 1, print_ir: bool = False)
     count += schedule_transposes(module, threads=threads, print_ir=print_ir)
     reassociate_reductions(module)
     count += schedule_matmuls(module, print_ir=print_ir, threads=threads)
+    fused, left = fuse_epilogues(module)
+    if left:  # not fusable after all: split across threads like any elementwise op
+        schedule_elementwise(module, threads=threads, print_ir=print_ir, epilogues=True)
+        unmark_epilogues(module)
+    count += fused
     undefer_transposes(module)
     return count + schedule_transposes(module, threads=threads, print_ir=print_ir)  # the packing transposes

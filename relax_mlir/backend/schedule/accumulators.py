@@ -47,7 +47,7 @@ def zero_accumulators(module: ir.Module) -> int:
         if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
             continue
         for root, operand in [(as_operation(u.owner), u.operand_number) for u in result.uses]:
-            nest = _Nest.follow(root, operand)
+            nest = TileNest.follow(root, operand)
             if nest is None or not nest.reads:
                 continue
             covered = nest.covers(math.prod(t.shape))
@@ -60,7 +60,7 @@ def zero_accumulators(module: ir.Module) -> int:
     return count
 
 
-class _Nest:
+class TileNest:
     """The ops of one tile nest that carry a filled tensor: its loops, and the tiles' reads and writes."""
 
     def __init__(self, root: ir.Operation):
@@ -75,7 +75,7 @@ class _Nest:
         self.k_loops: list[ir.Operation] = []  # loops whose induction variable indexes no block (K loops)
 
     @classmethod
-    def follow(cls, root: ir.Operation, operand: int) -> "_Nest | None":
+    def follow(cls, root: ir.Operation, operand: int) -> "TileNest | None":
         """The nest that starts at ``root``'s ``operand`` (an scf.for init or scf.forall shared output), or None
         when something other than the nest's own loops, slices and full-tile transfers uses the tensor."""
         nest = cls(root)

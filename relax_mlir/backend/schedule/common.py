@@ -12,6 +12,9 @@ from mlir.dialects.transform import interpreter
 ANY = "!transform.any_op"
 #: Unit attribute on the tiles that the vectorize script turns into vector ops.
 VEC_TAG = "relax_mlir.vectorize"
+#: Attribute (the operand it reads the matmul's result as) on an elementwise generic that will run in its matmul's
+#: register tiles (``epilogue.py``): the other schedules leave it alone.
+EPILOGUE = "relax_mlir.epilogue"
 
 
 def ops_named(root: ir.Operation, names: set[str]) -> list[ir.Operation]:

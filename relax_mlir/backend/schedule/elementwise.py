@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from .common import ANY, indexing_maps, loop_ranges, match_tagged, schedule_each
+from .common import ANY, EPILOGUE, indexing_maps, loop_ranges, match_tagged, schedule_each
 
 #: Iteration points from which a generic is split across threads (64x16x14x14, the 28x28 CNN's second layer,
 #: is; the tutorial MLP's 128x128 updates are not).
@@ -73,8 +73,10 @@ def plan_parallel_generic(op: ir.Operation, threads: int) -> list[int] | None:
     return None
 
 
-def schedule_elementwise(module: ir.Module, threads: int = 1, print_ir: bool = False) -> int:
-    """Split every large generic of ``module`` across ``threads``; returns how many were split."""
+def schedule_elementwise(module: ir.Module, threads: int = 1, print_ir: bool = False,
+                         epilogues: bool = False) -> int:
+    """Split every large generic of ``module`` across ``threads``; returns how many were split. Generics tagged
+    as matmul epilogues (``epilogue.py``) are left alone, or (``epilogues``) are the only ones split."""
     def lines(i: int, name: str, counts: list[int]) -> list[str]:
         if min(counts) < 0:
             return [match_tagged(f"%g{i}", name, _TAG, i),
@@ -84,8 +86,10 @@ def schedule_elementwise(module: ir.Module, threads: int = 1, print_ir: bool = F
                 f"%gt{i}, %gf{i} = transform.structured.tile_using_forall %g{i} num_threads "
                 f"[{', '.join(map(str, counts))}] : ({ANY}) -> ({ANY}, {ANY})"]
 
-    return schedule_each(module, {"linalg.generic"}, _TAG, lambda op: plan_parallel_generic(op, threads), lines,
-                         "split large generics across threads", print_ir)
+    def plan(op: ir.Operation) -> list[int] | None:
+        return plan_parallel_generic(op, threads) if (EPILOGUE in op.attributes) == epilogues else None
+
+    return schedule_each(module, {"linalg.generic"}, _TAG, plan, lines, "split large generics across threads", print_ir)
 
 
 #: Body ops from which a generic with short rows is worth vectorizing row by row (``vectorize_short_rows``).
@@ -127,7 +131,8 @@ def vectorize_short_rows(module: ir.Module, lanes: int, print_ir: bool = False) 
                 f"[{', '.join(map(str, sizes))}] : ({ANY}) -> ({', '.join([ANY] * (n_loops + 1))})",
                 f"transform.structured.vectorize %rt{i} : {ANY}"]
 
-    return schedule_each(module, {"linalg.generic"}, _ROW_TAG, lambda op: plan_short_rows(op, lanes), lines,
+    return schedule_each(module, {"linalg.generic"}, _ROW_TAG,
+                         lambda op: None if EPILOGUE in op.attributes else plan_short_rows(op, lanes), lines,
                          "vectorize short rows", print_ir,
                          patterns="transform.apply_patterns.vector.cast_away_vector_leading_one_dim\n"
                                   '  transform.apply_patterns.vector.lower_multi_reduction lowering_strategy = "innerreduction"')

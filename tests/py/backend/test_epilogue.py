@@ -1,0 +1,125 @@
+"""epilogue.py: an elementwise op that is the only reader of a matmul's result runs in the matmul's register tiles."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from relax_mlir.backend import host as host_module
+from relax_mlir.backend.pipeline import PipelineOptions, lower
+from relax_mlir.backend.runtime import compile_module
+
+# A weight's gradient ``g = x^T d`` (K = the batch, ``k``) and an SGD-like update of ``w`` reading it, with a
+# per-column vector ``c`` (a broadcast row), a 0-d learning rate ``lr`` and constants: the update's body is what
+# the tiles must compute. ``{extra}`` is put between the matmul and the update.
+_UPDATE = """
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+#scalar = affine_map<(d0, d1) -> ()>
+func.func @main(%x: tensor<{k}x{m}xf32>, %d: tensor<{k}x{n}xf32>, %w: tensor<{m}x{n}xf32>, %c: tensor<{n}xf32>,
+                %lr: tensor<f32>) -> (tensor<{m}x{n}xf32>{extra_type}) {{
+  %zero = arith.constant 0.0 : f32
+  %wd = arith.constant 0.25 : f32
+  %e = tensor.empty() : tensor<{m}x{n}xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %et = tensor.empty() : tensor<{m}x{k}xf32>
+  %xt = linalg.transpose ins(%x : tensor<{k}x{m}xf32>) outs(%et : tensor<{m}x{k}xf32>) permutation = [1, 0]
+  %g = linalg.matmul ins(%xt, %d : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%acc : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  {extra}
+  %new = linalg.generic {{indexing_maps = [#id, #id, #col, #scalar, #id], iterator_types = ["parallel", "parallel"]}}
+      ins(%w, %g, {col}, %lr : tensor<{m}x{n}xf32>, tensor<{m}x{n}xf32>, tensor<{n}xf32>, tensor<f32>)
+      outs(%e : tensor<{m}x{n}xf32>) {{
+  ^bb0(%wi: f32, %gi: f32, %ci: f32, %l: f32, %o: f32):
+    %decay = arith.mulf %wi, %wd : f32
+    %sum = arith.addf %decay, %gi : f32
+    %scaled = arith.mulf %sum, %ci : f32
+    %step = arith.mulf %scaled, %l : f32
+    %next = arith.subf %wi, %step : f32
+    linalg.yield %next : f32
+  }} -> tensor<{m}x{n}xf32>
+  return %new{extra_result} : tensor<{m}x{n}xf32>{extra_type}
+}}
+"""
+
+# ``%s = exp(c)``, computed after the matmul and returned too (two users: it stays a generic of its own there).
+_LATE = """%es = tensor.empty() : tensor<{n}xf32>
+  %s = linalg.generic {{indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}}
+      ins(%c : tensor<{n}xf32>) outs(%es : tensor<{n}xf32>) {{
+  ^bb0(%ci: f32, %o: f32):
+    %ex = math.exp %ci : f32
+    linalg.yield %ex : f32
+  }} -> tensor<{n}xf32>"""
+
+
+def _module(m: int, n: int, late: bool = False, k: int = 64) -> str:
+    if late:
+        return _UPDATE.format(m=m, n=n, k=k, extra=_LATE.format(n=n), col="%s", extra_type=f", tensor<{n}xf32>",
+                              extra_result=", %s")
+    return _UPDATE.format(m=m, n=n, k=k, extra="", col="%c", extra_type="", extra_result="")
+
+
+def _check_values(text: str, m: int, n: int, threads: int, late: bool = False, k: int = 64) -> None:
+    rng = np.random.default_rng(m + n)
+    x, d = rng.standard_normal((k, m)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    w, c = rng.standard_normal((m, n)).astype(np.float32), rng.uniform(0.5, 1.5, n).astype(np.float32)
+    lr = np.array(0.125, np.float32)
+    got = compile_module(text, options=PipelineOptions(num_threads=threads))["main"](x, d, w, c, lr)
+    got = got[0] if late else got
+    col = np.exp(c.astype(np.float64)) if late else c
+    want = w - (0.25 * w + x.astype(np.float64).T @ d) * col * 0.125
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * k)  # float32 sums of k products
+
+
+@pytest.fixture
+def pinned_host(monkeypatch):
+    """The host pinned (AVX-512, 32 KiB L1d, 1 MiB L2) so that the plans do not depend on the machine."""
+    for var, value in (("RELAX_MLIR_VECTOR_BITS", "512"), ("RELAX_MLIR_L1D_BYTES", "32K"),
+                       ("RELAX_MLIR_L2_BYTES", "1M")):
+        monkeypatch.setenv(var, value)
+    host_module.host_cpu.cache_clear()
+    yield
+    for var in ("RELAX_MLIR_VECTOR_BITS", "RELAX_MLIR_L1D_BYTES", "RELAX_MLIR_L2_BYTES"):
+        monkeypatch.delenv(var)
+    host_module.host_cpu.cache_clear()
+
+
+@pytest.mark.parametrize("m, n, threads", [(96, 128, 1), (512, 1024, 2), (512, 1024, 1)])
+def test_update_runs_in_the_gradient_tiles(pinned_host, m, n, threads):
+    """The update is gone as a generic: its body runs on each 8x32 tile (vector mulf/addf/subf) after the K loop,
+    reading the tile's block of ``w``, the row of ``c`` (broadcast) and ``lr`` (a scalar); with a large product
+    too (split across threads, packed blocks). The values are NumPy's (float64)."""
+    text = _module(m, n)
+    scheduled = lower(text, "scheduled", PipelineOptions(num_threads=threads))
+    assert "linalg.generic" not in scheduled and "relax_mlir.epilogue" not in scheduled, scheduled
+    assert re.search(r"arith.subf %\S+, %\S+ : vector<8x32xf32>", scheduled), scheduled
+    assert re.search(r"vector.transfer_read %\S+\[%\S+\], %\S+ \{in_bounds = \[true\]\} : tensor<\d+xf32>, "
+                     r"vector<32xf32>", scheduled), scheduled  # c's row for the tile
+    assert "tensor.extract" in scheduled  # lr
+    if threads == 2:
+        assert "scf.forall" in scheduled and "alloc_tensor() copy" in scheduled, scheduled
+    _check_values(text, m, n, threads)
+
+
+def test_k_blocked_products_keep_their_update_apart(pinned_host):
+    """K = 1024 in blocks of 256 (1 MiB L2): a tile's sum is complete only after the last block, so the update
+    stays a generic of its own (split across threads); values as NumPy's."""
+    text = _module(256, 1024, k=1024)
+    scheduled = lower(text, "scheduled", PipelineOptions(num_threads=2))
+    assert scheduled.count("linalg.generic") == 1 and "relax_mlir.epilogue" not in scheduled, scheduled
+    assert re.search(r"scf.for %\S+ = %c0 to %c1024 step %c256", scheduled), scheduled  # the K blocks
+    _check_values(text, 256, 1024, 2, k=1024)
+
+
+def test_an_input_computed_after_the_product_leaves_the_update_a_generic(pinned_host):
+    """The update reads ``exp(c)``, computed after the matmul (and returned, so not fused into the update): the
+    tiles cannot read it, so the update is left a generic, split across threads like any other (``scf.forall``
+    around it), untagged; values as NumPy's."""
+    text = _module(512, 1024, late=True)
+    scheduled = lower(text, "scheduled", PipelineOptions(num_threads=2))
+    assert "relax_mlir.epilogue" not in scheduled
+    update = [g for g in scheduled.split("linalg.generic")[1:] if "arith.subf" in g.split("linalg.yield")[0]]
+    assert len(update) == 1, scheduled
+    assert scheduled.count("scf.forall") >= 2, scheduled  # the product's and the update's
+    _check_values(text, 512, 1024, 2, late=True)
