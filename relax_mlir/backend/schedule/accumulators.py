@@ -30,7 +30,8 @@ import math
 from mlir import ir
 from mlir.dialects import arith, scf, tensor, vector
 
-from .common import as_operation, defining_op, erase_if_unused, ops_named
+from .common import (as_operation, defining_op, encloses, erase_if_unused, induction_vars, ops_named,
+                     trip_count)
 
 #: Ops whose index operands say which loops index the accumulated tensor.
 _INDEXING = ("tensor.extract_slice", "tensor.insert_slice", "tensor.parallel_insert_slice",
@@ -93,8 +94,8 @@ class TileNest:
                 work.extend(more)
         if not nest._consistent():
             return None
-        indexed = nest._indexing_ivs()
-        nest.k_loops = [loop for loop in nest.loops if loop.name == "scf.for" and _ivs(loop)[0] not in indexed]
+        indexed = nest._indexinginduction_vars()
+        nest.k_loops = [loop for loop in nest.loops if loop.name == "scf.for" and induction_vars(loop)[0] not in indexed]
         return nest
 
     def _enter(self, loop: ir.Operation, operand: int) -> ir.Value | None:
@@ -164,13 +165,13 @@ class TileNest:
             write = _overwriting(read)
             if write is None or list(write.operands)[2:] != list(read.operands)[1:-1]:
                 return False
-        indexed = self._indexing_ivs()
+        indexed = self._indexinginduction_vars()
         for loop in self.loops:
-            if loop.name == "scf.forall" and not all(iv in indexed for iv in _ivs(loop)):
+            if loop.name == "scf.forall" and not all(iv in indexed for iv in induction_vars(loop)):
                 return False
         return True
 
-    def _indexing_ivs(self) -> set[ir.Value]:
+    def _indexinginduction_vars(self) -> set[ir.Value]:
         """The induction variables the index operands of the nest's slices and transfers are computed from."""
         found: set[ir.Value] = set()
         seen: set[ir.Value] = set()
@@ -190,7 +191,7 @@ class TileNest:
     def start_from(self, value: ir.Value) -> None:
         """Each tile's read of the accumulator becomes ``value`` broadcast in the first block of its K loops."""
         for read in self.reads:
-            around = [loop for loop in self.k_loops if _encloses(loop, read)]
+            around = [loop for loop in self.k_loops if encloses(loop, read)]
             with ir.InsertionPoint(read), read.location:
                 splat = vector.broadcast(read.results[0].type, value)
                 if not around:
@@ -199,7 +200,7 @@ class TileNest:
                     continue
                 first = None
                 for loop in around:
-                    at_start = arith.cmpi(arith.CmpIPredicate.eq, _ivs(loop)[0], loop.operands[0])
+                    at_start = arith.cmpi(arith.CmpIPredicate.eq, induction_vars(loop)[0], loop.operands[0])
                     first = at_start if first is None else arith.andi(first, at_start)
                 branch = scf.IfOp(first, [read.results[0].type], has_else=True)
             read.results[0].replace_all_uses_with(branch.results[0])
@@ -216,9 +217,9 @@ class TileNest:
         for write in self.writes:
             trips = 1
             for loop in self.loops:
-                if loop in self.k_loops or not _encloses(loop, write):
+                if loop in self.k_loops or not encloses(loop, write):
                     continue
-                count = _trip_count(loop)
+                count = trip_count(loop)
                 if count is None:
                     return False
                 trips *= count
@@ -245,42 +246,6 @@ def _overwriting(read: ir.Operation) -> ir.Operation | None:
         if len(uses) != 1 or uses[0][0].name != "scf.yield" or uses[0][1] != operand - 3:
             return None
         value = user.results[operand - 3]
-
-
-def _ivs(loop: ir.Operation) -> list[ir.Value]:
-    block = loop.regions[0].blocks[0]
-    return list(block.arguments)[:1] if loop.name == "scf.for" else \
-        list(block.arguments)[:len(block.arguments) - len(loop.results)]
-
-
-def _encloses(loop: ir.Operation, op: ir.Operation) -> bool:
-    parent = op.parent
-    while parent is not None:
-        if as_operation(parent) == loop:
-            return True
-        parent = parent.parent
-    return False
-
-
-def _constant(value: ir.Value) -> int | None:
-    owner = defining_op(value)
-    if owner is None or owner.name != "arith.constant":
-        return None
-    return ir.IntegerAttr(owner.attributes["value"]).value
-
-
-def _trip_count(loop: ir.Operation) -> int | None:
-    """Iterations of an scf.for with constant bounds, or of an scf.forall with static bounds (None otherwise)."""
-    if loop.name == "scf.for":
-        lb, ub, step = (_constant(v) for v in list(loop.operands)[:3])
-        if None in (lb, ub, step) or step <= 0:
-            return None
-        return max(0, -(-(ub - lb) // step))
-    if len(loop.operands) != len(loop.results):  # dynamic bounds
-        return None
-    lbs, ubs, steps = (list(ir.DenseI64ArrayAttr(loop.attributes[name]))
-                       for name in ("staticLowerBound", "staticUpperBound", "staticStep"))
-    return math.prod(max(0, -(-(u - l) // s)) for l, u, s in zip(lbs, ubs, steps))
 
 
 def _full_tile(op: ir.Operation, vector_type: ir.Type) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 from typing import Any, Callable, Optional
@@ -140,6 +141,52 @@ def schedule_each(module: ir.Module, names: set[str], tag: str, plan: Callable[[
             if tag in op.attributes:
                 del op.attributes[tag]
     return count
+
+
+def slice_offsets(op: ir.Operation) -> list:
+    """An ``extract_slice``'s offsets: ints, or the index values of its dynamic ones."""
+    static = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
+    dynamic = iter(list(op.operands)[1:])
+    return [next(dynamic) if s == ir.ShapedType.get_dynamic_stride_or_offset() else s for s in static]
+
+
+def induction_vars(loop: ir.Operation) -> list[ir.Value]:
+    """The induction variables of an ``scf.for`` (one) or an ``scf.forall``."""
+    block = loop.regions[0].blocks[0]
+    return list(block.arguments)[:1] if loop.name == "scf.for" else \
+        list(block.arguments)[:len(block.arguments) - len(loop.results)]
+
+
+def encloses(loop: ir.Operation, op: ir.Operation) -> bool:
+    """Whether ``op`` is nested (at any depth) in ``loop``."""
+    parent = op.parent
+    while parent is not None:
+        if as_operation(parent) == loop:
+            return True
+        parent = parent.parent
+    return False
+
+
+def constant_int(value: ir.Value) -> int | None:
+    """The integer of an ``arith.constant`` (an index or integer), or None for any other value."""
+    owner = defining_op(value)
+    if owner is None or owner.name != "arith.constant":
+        return None
+    return ir.IntegerAttr(owner.attributes["value"]).value
+
+
+def trip_count(loop: ir.Operation) -> int | None:
+    """Iterations of an scf.for with constant bounds, or of an scf.forall with static bounds (None otherwise)."""
+    if loop.name == "scf.for":
+        lb, ub, step = (constant_int(v) for v in list(loop.operands)[:3])
+        if None in (lb, ub, step) or step <= 0:
+            return None
+        return max(0, -(-(ub - lb) // step))
+    if len(loop.operands) != len(loop.results):  # dynamic bounds
+        return None
+    lbs, ubs, steps = (list(ir.DenseI64ArrayAttr(loop.attributes[name]))
+                       for name in ("staticLowerBound", "staticUpperBound", "staticStep"))
+    return math.prod(max(0, -(-(u - l) // s)) for l, u, s in zip(lbs, ubs, steps))
 
 
 def erase_if_unused(value: ir.Value) -> None:

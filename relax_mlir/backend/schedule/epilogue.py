@@ -31,9 +31,10 @@ import math
 from mlir import ir
 from mlir.dialects import arith, scf, tensor, vector
 
-from .accumulators import TileNest, _constant, _encloses, _trip_count
-from .common import EPILOGUE, as_operation, defining_op, indexing_maps, ops_named
-from .matmul import MATMUL_LIKE, _offsets, plan_matmul
+from .accumulators import TileNest
+from .common import (EPILOGUE, as_operation, constant_int, defining_op, encloses, indexing_maps, ops_named,
+                     slice_offsets, trip_count)
+from .matmul import MATMUL_LIKE, plan_matmul
 
 def mark_epilogues(module: ir.Module, threads: int = 1) -> int:
     """Tag the elementwise generics that can run as their matmul's epilogue; returns how many."""
@@ -111,20 +112,20 @@ def _fuse(generic: ir.Operation) -> bool:
     t = ir.RankedTensorType(result.type)
     if nest is None or not nest.writes or not nest.covers(math.prod(t.shape)):
         return False
-    blocks = [loop for loop in nest.k_loops if any(_encloses(loop, w) for w in nest.writes) and _trip_count(loop) != 1]
-    if nest.reads and not blocks or any(_constant(v) is None for loop in blocks for v in list(loop.operands)[:3]):
+    blocks = [loop for loop in nest.k_loops if any(encloses(loop, w) for w in nest.writes) and trip_count(loop) != 1]
+    if nest.reads and not blocks or any(constant_int(v) is None for loop in blocks for v in list(loop.operands)[:3]):
         return False  # reads of the sums only between K blocks; the last block's index known
     others = [i for i in range(inputs) if i != nest_input]
     if not all(_dominates(generic.operands[i], root) and _readable(maps[i], t.rank) for i in others):
         return False
     plans = []
     for write in nest.writes:
-        offsets = _global_offsets(write.operands[1], nest, t.rank)
+        offsets = _globalslice_offsets(write.operands[1], nest, t.rank)
         if offsets is None:
             return False
         plans.append((write, offsets))
     for write, offsets in plans:
-        _apply_body(generic, nest_input, write, offsets, [loop for loop in blocks if _encloses(loop, write)])
+        _apply_body(generic, nest_input, write, offsets, [loop for loop in blocks if encloses(loop, write)])
     generic.results[0].replace_all_uses_with(result)
     generic.erase()
     return True
@@ -153,7 +154,7 @@ def _dominates(value: ir.Value, op: ir.Operation) -> bool:
     return False
 
 
-def _global_offsets(value: ir.Value, nest: TileNest, rank: int) -> list[list] | None:
+def _globalslice_offsets(value: ir.Value, nest: TileNest, rank: int) -> list[list] | None:
     """The terms (ints or index values) whose sums are the offsets of the block ``value`` holds within the nest's
     whole tensor: the offsets of the slices from the tile up to the root, per dimension (added up at the tile,
     where every one of them is defined)."""
@@ -168,7 +169,7 @@ def _global_offsets(value: ir.Value, nest: TileNest, rank: int) -> list[list] | 
             if owner.name != "tensor.extract_slice" or any(
                     s != 1 for s in ir.DenseI64ArrayAttr(owner.attributes["static_strides"])):
                 return None
-            for dim, offset in enumerate(_offsets(owner)):
+            for dim, offset in enumerate(slice_offsets(owner)):
                 if not (isinstance(offset, int) and offset == 0):
                     terms[dim].append(offset)
             value = owner.operands[0]
@@ -202,8 +203,8 @@ def _apply_body(generic: ir.Operation, nest_input: int, write: ir.Operation, off
         with ir.InsertionPoint(write), write.location:
             last = None
             for loop in blocks:
-                lb, step = _constant(loop.operands[0]), _constant(loop.operands[2])
-                final = arith.constant(ir.IndexType.get(), lb + (_trip_count(loop) - 1) * step)
+                lb, step = constant_int(loop.operands[0]), constant_int(loop.operands[2])
+                final = arith.constant(ir.IndexType.get(), lb + (trip_count(loop) - 1) * step)
                 at_end = arith.cmpi(arith.CmpIPredicate.eq, loop.regions[0].blocks[0].arguments[0], final)
                 last = at_end if last is None else arith.andi(last, at_end)
             branch = scf.IfOp(last, [acc.type], has_else=True)

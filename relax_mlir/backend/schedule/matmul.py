@@ -57,7 +57,7 @@ from mlir.dialects import bufferization
 
 from .accumulators import zero_accumulators
 from .common import (ANY, VEC_TAG, all_static, apply, cleanup, element_bits,
-                     erase_if_unused, ops_named, script)
+                     erase_if_unused, ops_named, script, slice_offsets)
 from ..host import HostCPU, host_cpu
 
 #: Iteration-space position of the (M, N) loops of each scheduled op; K is always the last loop.
@@ -458,13 +458,6 @@ def _slice_chain(value: ir.Value) -> tuple[ir.Value, list[ir.Operation]]:
         value = owner.operands[0]
 
 
-def _offsets(op: ir.Operation) -> list:
-    """An ``extract_slice``'s offsets: ints, or the index values of its dynamic ones."""
-    static = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
-    dynamic = iter(list(op.operands)[1:])
-    return [next(dynamic) if s == ir.ShapedType.get_dynamic_stride_or_offset() else s for s in static]
-
-
 def _transposing_pack(copy: ir.Operation) -> bool:
     """A packing copy of a block of a deferred transpose ``wT`` becomes a ``linalg.transpose`` of the block of ``w``
     into the new buffer (tiled and vectorized by the transpose schedule afterwards)."""
@@ -483,7 +476,7 @@ def _transposing_pack(copy: ir.Operation) -> bool:
         index = ir.IndexType.get()
         total: list = [0, 0]
         for sl in chain:
-            for d, off in enumerate(_offsets(sl)):
+            for d, off in enumerate(slice_offsets(sl)):
                 if isinstance(off, int) and isinstance(total[d], int):
                     total[d] += off
                 elif isinstance(off, int):
