@@ -13,8 +13,8 @@ the identity map) whose body is at most ``MAX_OPS`` ops of the ``arith`` dialect
 and every user is an elementwise ``linalg.generic`` reading it as an input through the identity map (so that the
 fusion pass can merge every copy, and nothing computes the producer whole as well).
 
-Measured on a 2-core Intel Xeon (AVX-512), training steps A/B in one process: see ``benchmarks`` figures quoted in
-the README (wide MLP, CNNs).
+Measured on a 2-core Intel Xeon (AVX-512), training steps A/B in one process: tutorial MLP -2%, wide MLP -0.5%
+(within the noise), 28x28 CNN unchanged (batch norm's normalisation divides: not copied).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ tile, a dynamic shape) are left alone, fill and all.
 
 Measured on a 2-core Intel Xeon (AVX-512): the 784-input MLP step -5.5% and the 64-input one -4.6% (tiles that cover
 their result once, no K loop: the weight gradients); the wide MLP (1024 wide, batch 256): its three K-blocked
-256x1024 products no longer zero 3 MB serially per step, which took 1.8% of its samples in ``memset``.
+256x1024 products no longer zero 3 MB serially per step, which took 1.8% of its samples in ``memset``
+(step -2.7%, A/B in one process).
 """
 
 from __future__ import annotations
