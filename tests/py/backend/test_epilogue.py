@@ -150,3 +150,36 @@ def test_wide_mlp_step_equals_the_interpreter():
         assert losses[0] == pytest.approx(losses[1], rel=1e-5)
     for got, want in zip(trainers[0].params, trainers[1].params):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+_COLUMN = """
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @main(%a: tensor<64x96x{t}>, %b: tensor<96x128x{t}>, %v: tensor<64x{t}>) -> tensor<64x128x{t}> {{
+  %z = arith.constant 0.0 : {t}
+  %e = tensor.empty() : tensor<64x128x{t}>
+  %f = linalg.fill ins(%z : {t}) outs(%e : tensor<64x128x{t}>) -> tensor<64x128x{t}>
+  %p = linalg.matmul ins(%a, %b : tensor<64x96x{t}>, tensor<96x128x{t}>) outs(%f : tensor<64x128x{t}>) -> tensor<64x128x{t}>
+  %r = linalg.generic {{indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}}
+      ins(%p, %v : tensor<64x128x{t}>, tensor<64x{t}>) outs(%e : tensor<64x128x{t}>) {{
+  ^bb0(%x: {t}, %y: {t}, %o: {t}):
+    %s = arith.subf %x, %y : {t}
+    linalg.yield %s : {t}
+  }} -> tensor<64x128x{t}>
+  return %r : tensor<64x128x{t}>
+}}
+"""
+
+
+@pytest.mark.parametrize("t, dtype", [("f32", np.float32), ("f64", np.float64)])
+def test_a_column_broadcast_is_read_once_per_row_of_the_tile(t, dtype):
+    """``p - v[:, None]``: the tile reads its rows' values of ``v`` (a vector of MR) and spreads each along its row
+    (broadcast, then transpose), in float32 (8x32 tiles) and float64 (8x16); values as NumPy's."""
+    text = _COLUMN.format(t=t)
+    scheduled = lower(text, "scheduled", PipelineOptions(num_threads=1))
+    assert "linalg.generic" not in scheduled and "vector.transpose" in scheduled, scheduled
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((64, 96)).astype(dtype), rng.standard_normal((96, 128)).astype(dtype)
+    v = rng.standard_normal(64).astype(dtype)
+    got = compile_module(text, options=PipelineOptions(num_threads=1))["main"](a, b, v)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b - v[:, None], rtol=1e-5, atol=1e-5 * 96)
