@@ -6,6 +6,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from relax_mlir.backend import host as host_module
 from relax_mlir.backend.pipeline import PipelineOptions, lower
@@ -183,3 +185,82 @@ def test_a_column_broadcast_is_read_once_per_row_of_the_tile(t, dtype):
     v = rng.standard_normal(64).astype(dtype)
     got = compile_module(text, options=PipelineOptions(num_threads=1))["main"](a, b, v)
     np.testing.assert_allclose(got, a.astype(np.float64) @ b - v[:, None], rtol=1e-5, atol=1e-5 * 96)
+
+
+_OPS = {"arith.addf": np.add, "arith.subf": np.subtract, "arith.mulf": np.multiply,
+        "arith.maximumf": np.maximum, "arith.minimumf": np.minimum}
+_KINDS = {"block": ("#id", "{m}x{n}"), "row": ("#col", "{n}"), "column": ("#row", "{m}"), "scalar": ("#scalar", "")}
+
+
+def _random_epilogue(m, n, k, kinds, steps):
+    """A matmul of m x k by k x n and one elementwise generic reading it and ``kinds`` other inputs, whose body
+    applies ``steps`` ((op, i, j): op on values i and j of those so far: the inputs, then the results)."""
+    params = [f"%a: tensor<{m}x{k}xf32>", f"%b: tensor<{k}x{n}xf32>"]
+    ins, maps, types = ["%p"], ["#id"], [f"tensor<{m}x{n}xf32>"]
+    for i, kind in enumerate(kinds):
+        amap, shape = _KINDS[kind]
+        shape = shape.format(m=m, n=n)
+        t = f"tensor<{shape}xf32>" if shape else "tensor<f32>"
+        params.append(f"%in{i}: {t}")
+        ins.append(f"%in{i}")
+        maps.append(amap)
+        types.append(t)
+    args = [f"%v{i}: f32" for i in range(len(ins))]
+    body = []
+    for s, (op, i, j) in enumerate(steps):
+        body.append(f"    %v{len(ins) + s} = {op} %v{i}, %v{j} : f32")
+    last = len(ins) + len(steps) - 1
+    return f"""
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#scalar = affine_map<(d0, d1) -> ()>
+func.func @main({', '.join(params)}) -> tensor<{m}x{n}xf32> {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{m}x{n}xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %p = linalg.matmul ins(%a, %b : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %r = linalg.generic {{indexing_maps = [{', '.join(maps)}, #id], iterator_types = ["parallel", "parallel"]}}
+      ins({', '.join(ins)} : {', '.join(types)}) outs(%e : tensor<{m}x{n}xf32>) {{
+  ^bb0({', '.join(args)}, %o: f32):
+{chr(10).join(body)}
+    linalg.yield %v{last} : f32
+  }} -> tensor<{m}x{n}xf32>
+  return %r : tensor<{m}x{n}xf32>
+}}
+"""
+
+
+@st.composite
+def _epilogue_cases(draw):
+    m = draw(st.sampled_from([8, 16, 24, 40, 64, 100]))
+    n = draw(st.sampled_from([16, 32, 48, 64, 96, 128]))
+    k = draw(st.sampled_from([8, 32, 64, 96]))
+    kinds = draw(st.lists(st.sampled_from(sorted(_KINDS)), max_size=3))
+    steps = []
+    for s in range(draw(st.integers(1, 4))):
+        values = 1 + len(kinds) + s
+        steps.append((draw(st.sampled_from(sorted(_OPS))), draw(st.integers(0, values - 1)),
+                      draw(st.integers(0, values - 1))))
+    return m, n, k, kinds, steps, draw(st.sampled_from([1, 2]))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(_epilogue_cases())
+def test_random_epilogues_equal_numpy(case):
+    """Random products (uneven sizes: peeled tiles, which keep the consumer apart) with a random elementwise
+    consumer (blocks, rows, columns and scalars as other inputs; adds, subtractions, products, maxima, minima of any
+    values so far), on one or two threads: the compiled result is NumPy's, whether the consumer was fused or not."""
+    m, n, k, kinds, steps, threads = case
+    text = _random_epilogue(m, n, k, kinds, steps)
+    rng = np.random.default_rng(m * n + k)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    shapes = {"block": (m, n), "row": (n,), "column": (m,), "scalar": ()}
+    others = [rng.standard_normal(shapes[kind]).astype(np.float32) for kind in kinds]
+    got = compile_module(text, options=PipelineOptions(num_threads=threads))["main"](a, b, *others)
+    values = [a.astype(np.float64) @ b]
+    values += [o[:, None] if kind == "column" else o for o, kind in zip(others, kinds)]
+    for op, i, j in steps:
+        values.append(_OPS[op](values[i], values[j]))
+    want = np.broadcast_to(values[-1], (m, n))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * k)  # float32 sums of k products, then the ops
