@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -242,22 +243,35 @@ def _epilogue_cases(draw):
         values = 1 + len(kinds) + s
         steps.append((draw(st.sampled_from(sorted(_OPS))), draw(st.integers(0, values - 1)),
                       draw(st.integers(0, values - 1))))
-    return m, n, k, kinds, steps, draw(st.sampled_from([1, 2]))
+    return m, n, k, kinds, steps, draw(st.sampled_from([1, 2])), draw(st.booleans())
 
 
 @settings(max_examples=40, deadline=None, derandomize=True, database=None)
 @given(_epilogue_cases())
 def test_random_epilogues_equal_numpy(case):
-    """Random products (uneven sizes: peeled tiles, which keep the consumer apart) with a random elementwise
-    consumer (blocks, rows, columns and scalars as other inputs; adds, subtractions, products, maxima, minima of any
-    values so far), on one or two threads: the compiled result is NumPy's, whether the consumer was fused or not."""
-    m, n, k, kinds, steps, threads = case
+    """Random products (uneven sizes: peeled tiles, which keep the consumer apart; with caches pinned tiny, K in
+    blocks) with a random elementwise consumer (blocks, rows, columns and scalars as other inputs; adds,
+    subtractions, products, maxima, minima of any values so far), on one or two threads: the compiled result is
+    NumPy's, whether the consumer was fused or not."""
+    m, n, k, kinds, steps, threads, tiny_caches = case
     text = _random_epilogue(m, n, k, kinds, steps)
     rng = np.random.default_rng(m * n + k)
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     shapes = {"block": (m, n), "row": (n,), "column": (m,), "scalar": ()}
     others = [rng.standard_normal(shapes[kind]).astype(np.float32) for kind in kinds]
-    got = compile_module(text, options=PipelineOptions(num_threads=threads))["main"](a, b, *others)
+    pinned = {"RELAX_MLIR_L1D_BYTES": "4K", "RELAX_MLIR_L2_BYTES": "16K"} if tiny_caches else {}
+    saved = {var: os.environ.get(var) for var in pinned}
+    os.environ.update(pinned)  # K in blocks of 32 wherever 32 divides it
+    host_module.host_cpu.cache_clear()
+    try:
+        got = compile_module(text, options=PipelineOptions(num_threads=threads))["main"](a, b, *others)
+    finally:
+        for var, value in saved.items():
+            if value is None:
+                del os.environ[var]
+            else:
+                os.environ[var] = value
+        host_module.host_cpu.cache_clear()
     values = [a.astype(np.float64) @ b]
     values += [o[:, None] if kind == "column" else o for o, kind in zip(others, kinds)]
     for op, i, j in steps:
