@@ -23,12 +23,11 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
-from .common import EPILOGUE, indexing_maps, ops_named
+from .common import indexing_maps, ops_named
 
-#: Generics tagged by another schedule (pooling, im2col contractions) keep their loops: the tag's owner reads them.
+#: Generics tagged by another schedule (pooling, im2col contractions, matmul epilogues) keep their loops: the tag's
+#: owner reads them.
 _OWNED_PREFIX = "relax_mlir."
-
-
 
 
 def _iterators(op: ir.Operation) -> list[str]:
@@ -199,4 +198,4 @@ def _move_body(old: ir.Operation, new: ir.Operation) -> None:
 
 def coalesce_loops(module: ir.Module) -> int:
     """Coalesce the loops of every plain generic in ``module`` (on tensors); returns how many were rewritten."""
-    return sum(coalesce(op) for op in ops_named(module.operation, {"linalg.generic"}) if EPILOGUE not in op.attributes)
+    return sum(coalesce(op) for op in ops_named(module.operation, {"linalg.generic"}))
