@@ -116,6 +116,16 @@ def _writer(spec: TensorSpec, base: int, buf: Any) -> Writer:
     return write_dynamic
 
 
+def _scan_width(dtype: np.dtype) -> Optional[int]:
+    """Bytes per element the native finiteness scan reads a result as: 0 for integers and booleans (always
+    finite), 2/4/8 for native float16/32/64, None for what it does not read (complex, long double, byte-swapped)."""
+    if dtype.kind in "iub":
+        return 0
+    if dtype.kind == "f" and dtype.isnative and dtype.char in "efd":
+        return dtype.itemsize
+    return None
+
+
 class CallPlan:
     """What a call with arrays that need nothing does, made once per signature: check and write each
     parameter, allocate and write each result. ``run`` answers None when the general route must take over."""
@@ -132,12 +142,15 @@ class CallPlan:
                               for p, b in zip(params, bases)]
         # static shapes: the native module checks every argument and writes every pointer in one call
         static_results = all(isinstance(d, int) for r in results for d in r.shape)
-        result_specs = [(b, r.dtype, r.dtype.alignment - 1, tuple(r.shape))
-                        for r, b in zip(results, bases[len(params):])] if static_results else []
+        widths = [_scan_width(r.dtype) for r in results]
+        result_specs = [(b, r.dtype, r.dtype.alignment - 1, tuple(r.shape), w or 0)
+                        for r, b, w in zip(results, bases[len(params):], widths)] if static_results else []
         self.native = (_native.make_plan(_ND, [(base, dtype, mask, shape) for dtype, shape, base, mask
                                                in self.static_params], result_specs)
                        if _native and self.all_static else None)
         self.native_outs = self.native is not None and static_results  # out= checked natively too
+        # ... and scanned for NaN and infinity right after the call (call_into), when every float is one it reads
+        self.native_scan = self.native_outs and all(w is not None for w in widths)
         self.buf_address = ctypes.addressof(buf)
         self.static = signature.is_static
         self.param_bases = list(bases[:len(params)])

@@ -28,12 +28,12 @@ import os
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from .arguments import ArgumentError, conform, out_problem
-from .callpath import CallPlan, data_address, write_layout
+from .callpath import CallPlan, _native, data_address, write_layout
 from .heap import keep_freed_memory
 from .error_slot import ERROR_ADDRESS_FN, check_messages, find_slot, take_error
 from .signature import FunctionSignature, TensorSpec, is_symbol, shape_evaluator, signature_from_func
@@ -115,6 +115,7 @@ class CompiledFunction:
         self.signature = signature
         self._owner = owner  # keeps the ExecutionEngine (and so the code) alive
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+        self._address = address
         specs = signature.params + signature.results
         self._bases, n = [], 0
         for spec in specs:
@@ -154,6 +155,22 @@ class CompiledFunction:
                         self._raise_check()
                     return outs[0] if len(outs) == 1 else tuple(outs) if outs else None
         return self._call_general(args, out)
+
+    def call_scanning(self, args: tuple, out: tuple, threads: int) -> Optional[bool]:
+        """``self(*args, out=out)`` and then whether every floating result is finite, in one native call, for
+        arguments and outs that need nothing (the native plan's exact checks, no overlap); the Trainer's step.
+        ``threads``: the threads a large scan may be split across (``nan_policy.FiniteCheck``), 0 for no scan
+        (the answer is then True). None when something does not fit or the native module is absent: nothing was
+        called, and the caller takes the checked route."""
+        plan = self._plan
+        if not plan.native_scan:
+            return None
+        with self._lock:
+            finite = _native.call_into(plan.native, args, plan.buf_address, out, self._address,
+                                       ctypes.addressof(self._argv), threads)
+            if finite is not None and self._error_slot is not None and self._error_slot[0]:
+                self._raise_check()
+        return finite
 
     def _pack(self, outs: list[np.ndarray]) -> Any:
         if len(outs) == 1:

@@ -13,8 +13,10 @@ is caught, named as the parameter or optimizer state it reached. An update that 
 learning rate too large) is caught the same way; so is Adam's second moment overflowing (``g * g`` past the
 float32 range while ``g`` is finite), which would otherwise freeze that parameter silently (``m / sqrt(inf)`` is
 0). Every floating optimizer array is checked, so a custom optimizer needs no declaration. The check is one native
-scan of every array's bits (:class:`FiniteCheck`): no allocation, one read of the state, just written and so in
-cache. Its cost is measured by ``benchmarks/nan_check_cost.py``; ``"ignore"`` skips it.
+scan of every array's bits: no allocation, one read of the state, just written and so in cache. A compiled step
+with static shapes runs it in the native call that runs the step (``CompiledFunction.call_scanning``: the arrays
+are looked up once for both); otherwise :class:`FiniteCheck` scans them after the call. Its cost is measured by
+``benchmarks/nan_check_cost.py``; ``"ignore"`` skips it.
 
 Policies: ``"raise"`` (the default) raises :class:`NonFiniteError`; ``"skip"`` warns (``RuntimeWarning``) and
 counts the step in ``Trainer.skipped_steps`` without advancing ``Trainer.step``; ``"ignore"`` adopts the outputs

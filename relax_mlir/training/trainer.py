@@ -14,6 +14,7 @@ Every batch is checked (shapes, dtypes, class labels in range) before native cod
 
 from __future__ import annotations
 
+import operator
 import warnings
 from typing import Any, Mapping, Optional, Sequence, Union
 
@@ -99,7 +100,7 @@ class Trainer:
         self._finite = FiniteCheck()
         self.vm = None
         self._step_fn = None  # the compiled update_params, flat, when it writes into the Trainer's own buffers
-        self._spare: list[Optional[np.ndarray]] = []  # where the next step writes (see _reuse_buffers)
+        self._spare: Sequence[Optional[np.ndarray]] = []  # where the next step writes (see _reuse_buffers)
         self._made: tuple = ()  # the arrays the last adopted compiled step wrote: the Trainer's own buffers
         self._labels: Optional[list[tuple[int, int]]] = None  # the class-index targets (_label_targets)
         self._exact: Optional[list] = None  # per batch variable: (dtype, static shape), or None (_exact_spec)
@@ -120,6 +121,7 @@ class Trainer:
             fits = isinstance(step, CompiledFunction) and len(step.signature.results) == n_out and all(
                 isinstance(d, int) for r in step.signature.results for d in r.shape)
             self._step_fn = step if fits else None
+            self._loss_dtype = step.signature.results[0].dtype if fits else None
             from ..backend.openmp import resolve_threads
 
             self._finite = FiniteCheck(threads=resolve_threads(None))  # the threads the step was compiled for
@@ -212,32 +214,59 @@ class Trainer:
         untouched. The arrays of ``trainer.params`` are therefore rewritten two steps later: keep a snapshot with
         ``export_params()`` (a copy) or ``np.copy``."""
         vm = self._require_vm("update_params")
-        inputs, targets = self._training_batch(batch)
-        args = (*inputs, *self.params, *self.states, *targets, *self._rng_keys(), *self.optim_state)
-        if self._step_fn is None:
+        step = self._step_fn
+        if step is None:
+            inputs, targets = self._training_batch(batch)
+            args = (*inputs, *self.params, *self.states, *targets, *self._rng_keys(), *self.optim_state)
             loss, params, states, optim = vm["update_params"](*args)
             return self._finish_step(loss, params, states, optim, inputs)
         spare = self._reuse_buffers()
-        loss = np.empty((), self._step_fn.signature.results[0].dtype)  # returned to the caller: fresh each step
+        loss = np.empty((), self._loss_dtype)  # returned to the caller: fresh each step
         outs = (loss, *spare)
-        self._step_fn(*args, out=outs)
+        check = self.nan_policy != "ignore"
+        finite = None
+        n_in = len(self.input_vars)
+        if self._labels_fit(batch):  # the common case: the batch goes as given, checked natively in the call
+            inputs, targets = batch[:n_in], batch[n_in:]
+            args = (*inputs, *self.params, *self.states, *targets, *self._rng_keys(), *self.optim_state)
+            finite = step.call_scanning(args, outs, self._finite.threads if check else 0)
+        if finite is None:  # something to convert, or to refuse with the Trainer's message
+            inputs, targets = self._training_batch(batch)
+            args = (*inputs, *self.params, *self.states, *targets, *self._rng_keys(), *self.optim_state)
+            step(*args, out=outs)
+            finite = not check or self._finite.all_finite(outs)
         p, s = self.param_num, self.param_num + self.state_num
-        if self.nan_policy != "ignore" and not self._finite.all_finite(outs):
+        if not finite:
             self._refuse(loss, spare[:p], spare[p:s], spare[s:], inputs)  # (the spare buffers stay spare)
             return _nd(loss)
         # adopted: the arrays replaced become the next step's buffers, where they are the Trainer's own
         current, made = (*self.params, *self.states, *self.optim_state), self._made
-        self._spare = [a if a is m else None for a, m in zip(current, made)] if made else [None] * len(current)
+        if len(made) == len(current) and all(map(operator.is_, current, made)):
+            self._spare = made  # (the common case: every current array is one a step wrote)
+        else:
+            self._spare = [a if a is m else None for a, m in zip(current, made)] if made else [None] * len(current)
         self._made = spare
         self.params, self.states, self.optim_state = list(spare[:p]), list(spare[p:s]), list(spare[s:])
         self.step += 1
         return _nd(loss)
+
+    def _labels_fit(self, batch: tuple) -> bool:
+        """Whether the batch has the right count and every class-index target names a class, by the native scan
+        (False also when that cannot tell: the checked route then decides)."""
+        if len(batch) != len(self.input_vars) + len(self.target_vars) or _native is None:
+            return False
+        if self._labels is None:
+            self._labels = self._label_targets()
+        n_in = len(self.input_vars)
+        return all(_native.labels_in_range(batch[n_in + i], 0, classes) is True for i, classes in self._labels)
 
     def _reuse_buffers(self) -> tuple[np.ndarray, ...]:
         """The buffers the next compiled step writes: the spare set, where each slot is one the Trainer made
         (never an array a caller gave: ``load_params`` and ``restore`` copy, but a caller may also assign into
         ``trainer.params``), else a new array."""
         spare = self._spare  # (empty before the first adopted step, else one slot per buffer)
+        if spare.__class__ is tuple:  # every slot the Trainer's own
+            return spare
         if spare and all(b is not None for b in spare):
             return tuple(spare)
         results = self._step_fn.signature.results[1:]

@@ -144,3 +144,35 @@ def test_the_document_lists_every_case():
         rows = re.findall(r"^\| ([^|]+?) \|", f.read(), flags=re.M)
     documented = [r for r in rows if r not in ("input", "---")]
     assert sorted(documented) == sorted(CASES)
+
+
+@pytest.fixture(scope="module")
+def static_trainer():
+    setup = SetupTrainer(CrossEntropyLoss(reduction="sum"), SGD(0.01),
+                         [TensorStructInfo((4, 2), "float32"), TensorStructInfo((4,), "int64")])
+    trainer = Trainer(mlp(4, (3, 5, 2)), None, setup).build()
+    assert trainer._step_fn is not None  # static shapes: the step writes the Trainer's buffers, one native call
+    return trainer
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_policy_rows_through_a_static_trainers_one_call_step(case, static_trainer):
+    """With static shapes the Trainer hands the batch as given to the compiled step's native checks
+    (``call_scanning``); anything they do not take goes the checked route: the outcomes are the table's."""
+    x, y, outcome = CASES[case]
+    if case == "zero-size batch":  # (the batch size is 4 here)
+        outcome = "expected shape (4, 3), got (0, 3)"
+    exact_x = np.asarray(x, np.float32) if outcome in ("as is", "converted") else None
+    exact_y = np.asarray(y, np.int64) if outcome in ("as is", "converted") else None
+    static_trainer.xavier_uniform_init_params(seed=5)  # (zeros would hide x)
+    step = static_trainer.step
+    loss = _expect(outcome, lambda: static_trainer.update_params(x, y), "Trainer.update_params: ")
+    if loss is None:
+        assert static_trainer.step == step  # refused: nothing adopted
+        return
+    params = [p.copy() for p in static_trainer.params]
+    static_trainer.xavier_uniform_init_params(seed=5)  # (zeros would hide x)
+    want = static_trainer.update_params(exact_x, exact_y)
+    np.testing.assert_array_equal(loss.numpy(), want.numpy())
+    for got, ref in zip(params, static_trainer.params):
+        np.testing.assert_array_equal(got, ref)

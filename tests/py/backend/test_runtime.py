@@ -477,3 +477,97 @@ def test_out_tuples_take_the_plan_and_may_not_overlap_each_other(monkeypatch, na
     f(p, t, scale, out=apart)
     close32(apart[1], 0.5 * (want_d ** 2).sum())
     assert len(taken) == 1
+
+
+# --- call_scanning: the Trainer's step, the call and the finiteness scan of its results in one native call ------
+BIG_SUB = """
+func.func @main(%p: tensor<1024x1025xf32>, %t: tensor<1024x1025xf32>) -> (tensor<1024x1025xf32>, tensor<i64>) {
+  %e = tensor.empty() : tensor<1024x1025xf32>
+  %d = linalg.sub ins(%p, %t : tensor<1024x1025xf32>, tensor<1024x1025xf32>) outs(%e : tensor<1024x1025xf32>) -> tensor<1024x1025xf32>
+  %c = arith.constant dense<7> : tensor<i64>
+  return %d, %c : tensor<1024x1025xf32>, tensor<i64>
+}
+"""
+
+
+def test_call_scanning_calls_and_finds_a_non_finite_value_in_any_float_result():
+    f = build(S.TWO_RESULTS).main
+    assert f._plan.native_scan, "relax_mlir._callpath was not built (pip install -e . builds it)"
+    p, t, scale = rand(8, 16), rand(8, 16), np.array(0.5, np.float32)
+    outs = (np.empty((8, 16), np.float32), np.empty((), np.float32))
+    assert f.call_scanning((p, t, scale), outs, 1) is True
+    want_d = p.astype(np.float64) - t
+    close32(outs[0], want_d)
+    close32(outs[1], 0.5 * (want_d ** 2).sum())
+    for pos in [(0, 0), (3, 9), (7, 15)]:
+        for bad in (np.nan, np.inf, -np.inf):
+            q = p.copy()
+            q[pos] = bad
+            assert f.call_scanning((q, t, scale), outs, 1) is False, (pos, bad)
+            assert np.isfinite(outs[0]).sum() == 8 * 16 - 1  # (the call ran: the bad value is in the result)
+            assert f.call_scanning((q, t, scale), outs, 0) is True  # no scan asked for
+    # only the 0-d result infinite (the 2-d one finite): found too
+    assert f.call_scanning((p, t, np.array(np.inf, np.float32)), outs, 1) is False
+    assert np.isfinite(outs[0]).all() and np.isinf(outs[1])
+
+
+def test_call_scanning_reads_float64_skips_integers_and_declines_what_it_cannot_read():
+    mod = build(S.DTYPES)
+    assert mod.double.call_scanning((np.array([4.0, 9.0, 2.0]),), (np.empty(3),), 1) is True
+    out = (np.empty(3),)
+    assert mod.double.call_scanning((np.array([4.0, -1.0, 2.0]),), out, 1) is False  # sqrt(-1) is NaN
+    assert np.isnan(out[0][1])
+    ints = [np.array([100, -100, 5, 6, 7, 127], np.int8), np.arange(6, dtype=np.int16),
+            np.arange(6, dtype=np.int32), np.arange(6, dtype=np.int64)]
+    int_outs = tuple(np.empty(6, a.dtype) for a in ints)
+    assert mod.ints.call_scanning(tuple(ints), int_outs, 1) is True  # integers are always finite
+    np.testing.assert_array_equal(int_outs[3], ints[3] // 3)
+    # bfloat16 is not a format the native scan reads: nothing is called, the caller checks
+    h, b = np.ones(5, np.float16), np.ones(5, ml_dtypes.bfloat16)
+    half_outs = (np.full(5, 7, np.float16), np.full(5, 7, ml_dtypes.bfloat16))
+    assert not mod.half._plan.native_scan
+    assert mod.half.call_scanning((h, b), half_outs, 1) is None
+    assert (half_outs[0] == 7).all()
+
+
+@pytest.mark.parametrize("kind", ["float64 argument", "missing argument", "overlapping outs", "short outs",
+                                  "read-only out"])
+def test_call_scanning_calls_nothing_when_an_argument_or_out_does_not_fit(kind):
+    """None, and the outs untouched: the Trainer then takes its checked route (conversion or its own error)."""
+    f = build(S.TWO_RESULTS).main
+    p, t, scale = rand(8, 16), rand(8, 16), np.array(0.5, np.float32)
+    args = (p, t, scale)
+    outs = (np.full((8, 16), 7, np.float32), np.full((), 7, np.float32))
+    if kind == "float64 argument":
+        args = (p.astype(np.float64), t, scale)
+    elif kind == "missing argument":
+        args = (p, t)
+    elif kind == "overlapping outs":
+        outs = (outs[0], outs[0][0, :1].reshape(()))
+    elif kind == "short outs":
+        outs = outs[:1]
+    else:
+        outs[1].flags.writeable = False
+    assert f.call_scanning(args, outs, 1) is None
+    assert all((o == 7).all() for o in outs)
+
+
+def test_call_scanning_splits_a_large_scan_across_threads():
+    """A 4 MiB result with two threads is scanned through the OpenMP runtime's threads (as FiniteCheck's): a NaN
+    at either end or on either side of the split is found; the int64 result is never read as a float."""
+    from relax_mlir.backend.openmp import openmp_library
+    from relax_mlir.training.nan_policy import FiniteCheck
+
+    if openmp_library() is None:
+        pytest.fail("no OpenMP runtime found (intel-openmp is a dependency on Linux x86-64)")
+    assert FiniteCheck(threads=2).threads == 2  # (hands the runtime's threads to the native scans)
+    f = build(BIG_SUB).main
+    p, t = np.ones((1024, 1025), np.float32), np.zeros((1024, 1025), np.float32)
+    outs = (np.empty((1024, 1025), np.float32), np.empty((), np.int64))
+    assert f.call_scanning((p, t), outs, 2) is True and int(outs[1]) == 7
+    n = p.size
+    for flat in (0, n // 2 - 1, n // 2, n // 2 + 1, n - 1):
+        p.reshape(-1)[flat] = np.nan
+        assert f.call_scanning((p, t), outs, 2) is False, flat
+        assert f.call_scanning((p, t), outs, 1) is False, flat
+        p.reshape(-1)[flat] = 1
