@@ -4,7 +4,8 @@ The schedule is written per op: Python looks at each matmul-like op, picks tile 
 the host (``backend/host.py``), tags it with a unit attribute, and emits a transform script that matches that tag. Two
 scripts run in turn (``apply_named_sequence``):
 
-1. **tile and peel** — for a large op (at least ``PARALLEL_MIN_FLOPS``, with more than one thread), first
+1. **tile and peel** — for a large op (at least ``PARALLEL_MIN_FLOPS``, with more than one thread; at least
+   ``HOT_PARALLEL_MIN_FLOPS`` in a function that has such a large matmul, whose threads are awake anyway), first
    ``tile_using_forall`` splits M (or N) into one chunk per thread (an ``scf.forall``, later an OpenMP
    ``omp.parallel``/``omp.wsloop``); then, when B does not fit in half of L2, ``tile_using_for`` cache-tiles
    (N by NC, K by KC, M by MC, in that loop order: a KC x NC block of B stays in L2 while every MR-row panel of
@@ -72,6 +73,11 @@ CONTRACTION = "relax_mlir.contraction"
 #: one process) but 40% slower in ``train_step.py`` (0.35 -> 0.49 ms), where the other frameworks' idle
 #: threads share the two cores: a parallel region waits for its slowest thread.
 PARALLEL_MIN_FLOPS = 2 ** 24
+#: ... but in a function that splits a matmul of PARALLEL_MIN_FLOPS or more anyway, the threads are awake at every
+#: call, and a matmul is split from this many flops on: the wide MLP's three 10-class products (5.2 MFLOP each,
+#: N = 10 tiled 8 + 2) then run on both cores, its step 10.47 -> 10.28 ms (-1.8%, A/B in one process, 2-core
+#: Intel Xeon). Functions with no large matmul (the 64- and 784-input MLPs) are unchanged.
+HOT_PARALLEL_MIN_FLOPS = 2 ** 22
 #: Flops from which a matmul's cache blocks of A and B are packed (copied contiguous): see the module docstring.
 PACK_MIN_FLOPS = PARALLEL_MIN_FLOPS
 #: K steps one iteration of a large matmul's register-tile loop does (see ``plan_matmul``).
@@ -133,11 +139,13 @@ def cache_tiles(shape: tuple[int, int, int], mr: int, nr: int, elem_bytes: int,
 
 
 def parallel_split(shape: tuple[int, int, int], mr: int, nr: int, threads: int,
-                   cache: tuple[int, int, int] | None) -> tuple[int, int] | None:
+                   cache: tuple[int, int, int] | None,
+                   min_flops: int = PARALLEL_MIN_FLOPS) -> tuple[int, int] | None:
     """(which of M=0 / N=1 to split, chunk size): one chunk per thread, each a whole number of cache (or
-    register) tiles so that the tiles inside stay static. None when the op is too small or does not split."""
+    register) tiles so that the tiles inside stay static. None when the op is too small (below ``min_flops``)
+    or does not split."""
     m, n, k = shape
-    if threads < 2 or 2 * m * n * k < PARALLEL_MIN_FLOPS:
+    if threads < 2 or 2 * m * n * k < min_flops:
         return None
     quanta = ((cache[0], cache[1]) if cache else (mr, nr))
     for axis in sorted((0, 1), key=lambda a: -shape[a]):  # the larger of M and N first
@@ -155,9 +163,21 @@ def _mn_positions(op: ir.Operation, out: ir.RankedTensorType) -> tuple[int, int]
     return None
 
 
-def plan_matmul(op: ir.Operation, threads: int = 1, host: HostCPU | None = None) -> MatmulPlan | None:
+def matmul_flops(op: ir.Operation) -> int:
+    """2 * M * N * K of a matmul-like op with static sizes (batch loops not counted), else 0."""
+    out = op.results[0].type if len(op.results) == 1 else None
+    positions = _mn_positions(op, out) if isinstance(out, ir.RankedTensorType) else None
+    if positions is None:
+        return 0
+    mnk = (out.shape[positions[0]], out.shape[positions[1]], _k_extent(op))
+    return 0 if any(ir.ShapedType.is_dynamic_size(d) for d in mnk) else 2 * math.prod(mnk)
+
+
+def plan_matmul(op: ir.Operation, threads: int = 1, host: HostCPU | None = None,
+                min_parallel_flops: int = PARALLEL_MIN_FLOPS) -> MatmulPlan | None:
     """Tile sizes for a matmul-like op on tensors, or None if it should be left alone. Tagged contraction
-    generics are never split across threads here: the elementwise schedule splits their batch loop."""
+    generics are never split across threads here: the elementwise schedule splits their batch loop. Ops of
+    ``min_parallel_flops`` or more are split across the threads."""
     if len(op.results) != 1:
         return None
     out = op.results[0].type
@@ -198,7 +218,7 @@ def plan_matmul(op: ir.Operation, threads: int = 1, host: HostCPU | None = None)
             and isinstance(out.element_type, ir.FloatType))
     cache = cache_tiles(mnk, mr, nr, max(1, bits // 8), host, pack)
     pack = pack and cache is not None
-    split = parallel_split(mnk, mr, nr, threads, cache)
+    split = parallel_split(mnk, mr, nr, threads, cache, min_parallel_flops)
     batch = [1] * m_pos
     cache_sizes = tuple(batch + list(cache)) if cache else None
     parallel = None
@@ -359,9 +379,11 @@ def schedule_matmuls(module: ir.Module, print_ir: bool = False, threads: int = 1
     """
     names = set(MATMUL_LIKE) | {"linalg.generic"}
     ops = ops_named(module.operation, names)
+    hot = {_function_of(op) for op in ops if op.name in MATMUL_LIKE and matmul_flops(op) >= PARALLEL_MIN_FLOPS}
     plans: list[MatmulPlan] = []
     for op in ops:
-        plan = plan_matmul(op, threads)
+        threshold = HOT_PARALLEL_MIN_FLOPS if _function_of(op) in hot else PARALLEL_MIN_FLOPS
+        plan = plan_matmul(op, threads, min_parallel_flops=threshold)
         if plan is not None:
             op.attributes[_TAG] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(plans))
             plans.append(plan)
@@ -391,6 +413,14 @@ def schedule_matmuls(module: ir.Module, print_ir: bool = False, threads: int = 1
     _unroll_k_loops(module, print_ir)
     zero_accumulators(module)
     return len(plans)
+
+
+def _function_of(op: ir.Operation) -> str:
+    """The name of the ``func.func`` around ``op`` ("" at module level)."""
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        parent = parent.parent
+    return ir.StringAttr(parent.attributes["sym_name"]).value if parent is not None else ""
 
 
 def _packs_as_copies(pads: list[ir.Operation]) -> list[ir.Operation]:
