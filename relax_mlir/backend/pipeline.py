@@ -4,7 +4,8 @@ Stages, in order (each one's text is what ``lower(module, stage)`` returns)::
 
     linalg      func.func on builtin tensors with linalg/tensor/arith/math ops (the input)
     fused       elementwise producers fused into their consumers (linalg-fuse-elementwise-ops; a cheap producer
-                with several elementwise users copied into each first, ``recompute.py``)
+                with several elementwise users copied into each first, ``recompute.py``; a producer whose result
+                the function also returns merged into its consumer as an extra result after, ``multi_use.py``)
     scheduled   matmul-like ops tiled for threads (scf.forall), caches and registers, vectorized to
                 vector.contract, accumulator hoisted (transform-dialect scripts, see ``schedule/``)
     bufferized  one-shot bufferization across function boundaries, identity layouts; every result is an
@@ -34,6 +35,7 @@ from mlir.dialects import bufferization
 from .bool_storage import widen_bool_memrefs
 from . import loop_hints
 from .outline import mark_no_inline, outline_kernels
+from .multi_use import merge_multi_use_producers
 from .recompute import recompute_cheap_producers
 from .options import STAGES, PipelineOptions
 from .schedule import schedule_module, vectorize_pools
@@ -111,6 +113,8 @@ def _fuse(module: ir.Module, options: PipelineOptions) -> ir.Module:
         vectorize_pools(module, threads=options.num_threads)
         recompute_cheap_producers(module)  # a bias addition read by ReLU and by ReLU's gradient: fused into both
         run_passes(module, FUSE_PIPELINE, options)
+        if merge_multi_use_producers(module):  # Adam's new moments: computed in the parameter's update, returned
+            run_passes(module, FUSE_PIPELINE, options)
     return module
 
 

@@ -132,27 +132,64 @@ def test_an_input_computed_after_the_product_leaves_the_update_a_generic(pinned_
     _check_values(text, 512, 1024, 2, late=True)
 
 
-def test_wide_mlp_step_equals_the_interpreter():
-    """The wide MLP's training step (1024 wide, batch 256, SGD with weight decay), where the updates of both large
-    weights run in their gradients' packed tiles split across threads and ReLU's gradients in the K blocks of
-    ``g w^T``: two steps give the NumPy interpreter's loss and parameters (float32 sums of up to 1024 products:
-    1e-5 relative)."""
+def _wide_trainers(opt):
     from relax_mlir.ir import TensorStructInfo
     from relax_mlir.models import mlp
-    from relax_mlir.training import SGD, CrossEntropyLoss, SetupTrainer, Trainer
+    from relax_mlir.training import CrossEntropyLoss, SetupTrainer, Trainer
 
-    setup = SetupTrainer(CrossEntropyLoss(reduction="sum"), SGD(0.01, weight_decay=0.01),
+    setup = SetupTrainer(CrossEntropyLoss(reduction="sum"), opt,
                          [TensorStructInfo((256, 10), "float32"), TensorStructInfo((256,), "int64")])
     trainers = [Trainer(mlp(256, (1024, 1024, 1024, 10)), 6, setup).build(t) for t in ("cpu", "numpy")]
     for t in trainers:
         t.xavier_uniform_init_params(seed=3)
+    return trainers
+
+
+def _close(got, want):
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_wide_mlp_step_equals_the_interpreter():
+    """The wide MLP's training step (1024 wide, batch 256, SGD with weight decay), where the updates of both large
+    weights run in their gradients' packed tiles split across threads, ReLU's gradients in the K blocks of
+    ``g w^T`` and the 10-class products split across threads: two steps give the NumPy interpreter's loss and
+    parameters (float32 sums of up to 1024 products: 1e-5 relative)."""
+    from relax_mlir.training import SGD
+
+    trainers = _wide_trainers(SGD(0.01, weight_decay=0.01))
     rng = np.random.default_rng(1)
     for _ in range(2):
         x, y = rng.normal(size=(256, 1024)).astype(np.float32), rng.integers(0, 10, 256)
         losses = [float(t.update_params(x, y)) for t in trainers]
         assert losses[0] == pytest.approx(losses[1], rel=1e-5)
     for got, want in zip(trainers[0].params, trainers[1].params):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+        _close(got, want)
+
+
+def test_wide_mlp_adam_step_equals_the_interpreter_and_the_update_rule():
+    """With Adam each parameter's update is one loop with its moments (``multi_use.py``). The first step's moments,
+    linear in the gradient, equal the interpreter's (1e-5 relative); after each of two steps the parameters are checked against Adam's rule applied
+    in float64 to the compiled step's own moments and previous parameters, because the interpreter's parameters
+    are no oracle here: where a gradient is near 0, m / sqrt(v) is about its sign, so the last bits by which two
+    summation orders differ move such an element by up to lr."""
+    from relax_mlir.training import Adam
+
+    lr, (b1, b2), eps = 0.001, (0.9, 0.999), 1e-8
+    compiled, reference = _wide_trainers(Adam(lr, (b1, b2), eps))
+    rng = np.random.default_rng(1)
+    for step in range(1, 3):
+        before = [p.astype(np.float64) for p in compiled.params]
+        x, y = rng.normal(size=(256, 1024)).astype(np.float32), rng.integers(0, 10, 256)
+        losses = [float(t.update_params(x, y)) for t in (compiled, reference)]
+        assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+        n = len(compiled.params)
+        state, ref_state = compiled.optim_state, reference.optim_state
+        if step == 1:  # (after it the parameters differ by the amounts above, and so do the next gradients)
+            for got, want in zip(state[3:], ref_state[3:]):  # m_0..m_{n-1}, v_0..v_{n-1}
+                _close(got, want)
+        for p, w0, m, v in zip(compiled.params, before, state[3:3 + n], state[3 + n:]):
+            m_hat, v_hat = m.astype(np.float64) / (1 - b1 ** step), v.astype(np.float64) / (1 - b2 ** step)
+            np.testing.assert_allclose(p, w0 - lr * m_hat / (np.sqrt(v_hat) + eps), rtol=1e-5, atol=1e-7)
 
 
 _COLUMN = """
