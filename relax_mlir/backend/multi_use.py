@@ -27,7 +27,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
-from .schedule.common import as_operation, indexing_maps
+from .schedule.common import all_parallel, as_operation, indexing_maps
 
 def merge_multi_use_producers(module: ir.Module) -> int:
     """Merge every eligible producer into its consumer (module docstring); returns how many producers were
@@ -38,7 +38,7 @@ def merge_multi_use_producers(module: ir.Module) -> int:
         changed = False
         for block in _generic_blocks(module):
             for consumer in [as_operation(o) for o in block.operations]:
-                if consumer.name != "linalg.generic" or not _parallel(consumer):
+                if consumer.name != "linalg.generic" or not all_parallel(consumer):
                     continue
                 producers = _mergeable_producers(consumer)
                 if producers:
@@ -65,10 +65,6 @@ def _generic_blocks(module: ir.Module) -> list[ir.Block]:
     return blocks
 
 
-def _parallel(op: ir.Operation) -> bool:
-    return all("parallel" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"]))
-
-
 def _identity(amap: ir.AffineMap) -> bool:
     return amap == ir.AffineMap.get_identity(amap.n_dims)
 
@@ -85,7 +81,7 @@ def _mergeable_producers(consumer: ir.Operation) -> list[ir.Operation]:
         producer = as_operation(value.owner)
         if producer in found or producer.name != "linalg.generic" or not _identity(maps[i]):
             continue
-        if producer.block != consumer.block or len(producer.results) != 1 or not _parallel(producer):
+        if producer.block != consumer.block or len(producer.results) != 1 or not all_parallel(producer):
             continue
         p_maps = indexing_maps(producer)
         if p_maps[0].n_dims != n_loops or not _identity(p_maps[-1]):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from .schedule.common import as_operation, indexing_maps, ops_named
+from .schedule.common import all_parallel, as_operation, indexing_maps, ops_named
 
 #: Most ops (``linalg.yield`` aside) a producer's body may have to be recomputed in each consumer.
 MAX_OPS = 4
@@ -45,12 +45,8 @@ def recompute_cheap_producers(module: ir.Module) -> int:
     return count
 
 
-def _parallel(op: ir.Operation) -> bool:
-    return all("parallel" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"]))
-
-
 def _cheap_elementwise(op: ir.Operation) -> bool:
-    if not _parallel(op):
+    if not all_parallel(op):
         return False
     maps = indexing_maps(op)
     if not maps[-1].is_permutation or maps[-1] != ir.AffineMap.get_identity(maps[-1].n_dims):
@@ -63,7 +59,7 @@ def _cheap_elementwise(op: ir.Operation) -> bool:
 
 def _reads_elementwise(user: ir.Operation, operand: int) -> bool:
     """``user`` is an elementwise ``linalg.generic`` reading its ``operand`` as an input through the identity map."""
-    if user.name != "linalg.generic" or not _parallel(user):
+    if user.name != "linalg.generic" or not all_parallel(user):
         return False
     inputs = len(user.operands) - len(user.results)
     if operand >= inputs:

@@ -47,6 +47,11 @@ def indexing_maps(op: ir.Operation) -> list[ir.AffineMap]:
     return [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
 
 
+def all_parallel(op: ir.Operation) -> bool:
+    """Every loop of the linalg op ``op`` is parallel (an elementwise op, or a broadcast)."""
+    return all("parallel" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"]))
+
+
 def loop_ranges(op: ir.Operation) -> Optional[list[int]]:
     """The static extent of every loop of a linalg op (read from the operand shapes through the indexing maps),
     or None when some loop's extent is dynamic."""

@@ -32,8 +32,8 @@ from mlir import ir
 from mlir.dialects import arith, scf, tensor, vector
 
 from .accumulators import TileNest
-from .common import (EPILOGUE, as_operation, constant_int, defining_op, encloses, indexing_maps, ops_named,
-                     slice_offsets, trip_count)
+from .common import (EPILOGUE, all_parallel, as_operation, constant_int, defining_op, encloses, indexing_maps,
+                     ops_named, slice_offsets, trip_count)
 from .matmul import MATMUL_LIKE, plan_matmul
 
 def mark_epilogues(module: ir.Module, threads: int = 1) -> int:
@@ -61,7 +61,7 @@ def _elementwise_reader(user: ir.Operation, operand: int, t: ir.Type) -> bool:
     with a body of ``arith``/``math`` ops that does not read its output."""
     if user.name != "linalg.generic" or len(user.results) != 1 or user.results[0].type != t:
         return False
-    if not all("parallel" in str(k) for k in ir.ArrayAttr(user.attributes["iterator_types"])):
+    if not all_parallel(user):
         return False
     inputs = len(user.operands) - len(user.results)
     maps = indexing_maps(user)
