@@ -1,9 +1,11 @@
 """Milliseconds per training step: relax-mlir next to NumPy by hand, PyTorch eager and JAX jit, alternated.
 
     python benchmarks/train_step.py [--rounds 7] [--steps 20] [--threads 2] [--only mlp-wide,cnn-28]
+                                    [--optimizer sgd|adam]
 
 Five workloads (summed cross-entropy, SGD lr 0.01 with weight decay 0.01, random data, the same initial
-weights everywhere):
+weights everywhere; ``--optimizer adam``: Adam lr 0.001, betas (0.9, 0.999), eps 1e-8, the same coupled weight
+decay, in every framework; the performance issue's targets are for SGD):
 
     mlp-digits   64 -> 128 -> 128 -> 10, batch 64 (the tutorial's MLP on digits)
     mlp-mnist    784 -> 128 -> 128 -> 10, batch 64 (the tutorial's size)
@@ -14,8 +16,8 @@ weights everywhere):
 Every framework runs in a process of its own (so no two thread pools share the cores), started once per
 workload; the parent then alternates rounds of ``--steps`` steps between them and reports, per framework, the
 median, min and max of the per-step times over all rounds, GFLOP/s (3x the forward pass's multiply-adds, x2),
-the first step's loss (checked against relax-mlir's: the same work is done) and the ratios the performance
-issue targets. A framework that is not installed is skipped with a message.
+the first two steps' losses (checked against relax-mlir's: the same work, and the same update, is done) and the
+ratios the performance issue targets. A framework that is not installed is skipped with a message.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import time
 import numpy as np
 
 LR, WD = 0.01, 0.01
+ADAM_LR, BETAS, EPS = 0.001, (0.9, 0.999), 1e-8
+OPTIMIZER = "sgd"  # set by --optimizer (the workers get it on their command line)
 WORKLOADS = {
     "mlp-digits": ("mlp", 64, (64, 128, 128, 10)),
     "mlp-mnist": ("mlp", 64, (784, 128, 128, 10)),
@@ -90,11 +94,12 @@ def step_flops(name: str) -> float:
 def relax_step(name: str, data: dict, threads: int):
     from relax_mlir.ir.struct_info import TensorStructInfo
     from relax_mlir.models import cnn, mlp
-    from relax_mlir.training import SGD, CrossEntropyLoss, SetupTrainer, Trainer
+    from relax_mlir.training import SGD, Adam, CrossEntropyLoss, SetupTrainer, Trainer
 
     kind, batch, shape = WORKLOADS[name]
     backbone = mlp(batch, shape) if kind == "mlp" else cnn(batch, shape, CHANNELS, CLASSES)
-    setup = SetupTrainer(CrossEntropyLoss(reduction="sum"), SGD(LR, weight_decay=WD),
+    opt = SGD(LR, weight_decay=WD) if OPTIMIZER == "sgd" else Adam(ADAM_LR, BETAS, EPS, weight_decay=WD)
+    setup = SetupTrainer(CrossEntropyLoss(reduction="sum"), opt,
                          [TensorStructInfo((batch, CLASSES), "float32"), TensorStructInfo((batch,), "int64")])
     trainer = Trainer(backbone, len(data["params"]), setup)
     os.environ["RELAX_MLIR_NUM_THREADS"] = str(threads)
@@ -111,6 +116,21 @@ def numpy_step(name: str, data: dict, threads: int):
         return None
     params, x, y = [p.copy() for p in data["params"]], data["x"], data["y"]
     rows, n_layers = np.arange(len(y)), len(params) // 2
+    moments = [[np.zeros_like(p) for p in params] for _ in range(2)]
+    t = [0]
+
+    def update(i: int, p: np.ndarray, g: np.ndarray) -> None:
+        g = g + WD * p
+        if OPTIMIZER == "sgd":
+            p -= LR * g
+            return
+        m, v = moments[0][i], moments[1][i]
+        m *= BETAS[0]
+        m += (1 - BETAS[0]) * g
+        v *= BETAS[1]
+        v += (1 - BETAS[1]) * (g * g)
+        m_hat, v_hat = m / (1 - BETAS[0] ** t[0]), v / (1 - BETAS[1] ** t[0])
+        p -= ADAM_LR * (m_hat / (np.sqrt(v_hat) + EPS))
 
     def step() -> float:
         acts, h = [x], x
@@ -124,13 +144,14 @@ def numpy_step(name: str, data: dict, threads: int):
         loss = -log_p[rows, y].sum()
         grad = np.exp(log_p)
         grad[rows, y] -= 1.0
+        t[0] += 1
         for i in reversed(range(n_layers)):
             w, b = params[2 * i], params[2 * i + 1]
             gw, gb = acts[i].T @ grad, grad.sum(axis=0)
             if i:
                 grad = (grad @ w.T) * (acts[i] > 0)
-            w -= LR * (WD * w + gw)
-            b -= LR * (WD * b + gb)
+            update(2 * i, w, gw)
+            update(2 * i + 1, b, gb)
         return float(loss)
     return step
 
@@ -162,7 +183,8 @@ def torch_step(name: str, data: dict, threads: int):
         lin.weight.data, lin.bias.data = dense_w.T.contiguous(), dense_b
         model = torch.nn.Sequential(*layers, torch.nn.Flatten(), lin)
     model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=LR, weight_decay=WD)
+    opt = (torch.optim.SGD(model.parameters(), lr=LR, weight_decay=WD) if OPTIMIZER == "sgd" else
+           torch.optim.Adam(model.parameters(), lr=ADAM_LR, betas=BETAS, eps=EPS, weight_decay=WD))
     loss_fn = torch.nn.CrossEntropyLoss(reduction="sum")
     x, y = torch.tensor(data["x"]), torch.tensor(data["y"])
 
@@ -175,23 +197,47 @@ def torch_step(name: str, data: dict, threads: int):
     return step
 
 
-def jax_update():
-    """The MLP step in JAX, not jitted: ``update(params, x, y) -> (loss, new params)`` (also compile_time.py's)."""
+def _jax_loss(params, x, y):
+    """The MLP's summed cross-entropy in JAX."""
     import jax
     import jax.numpy as jnp
 
-    def loss_fn(params, x, y):
-        h = x
-        for i in range(len(params) // 2):
-            h = h @ params[2 * i] + params[2 * i + 1]
-            if i < len(params) // 2 - 1:
-                h = jax.nn.relu(h)
-        log_p = jax.nn.log_softmax(h)
-        return -jnp.take_along_axis(log_p, y[:, None], axis=1).sum()
+    h = x
+    for i in range(len(params) // 2):
+        h = h @ params[2 * i] + params[2 * i + 1]
+        if i < len(params) // 2 - 1:
+            h = jax.nn.relu(h)
+    return -jnp.take_along_axis(jax.nn.log_softmax(h), y[:, None], axis=1).sum()
+
+
+def jax_update():
+    """The MLP step in JAX, not jitted: ``update(params, x, y) -> (loss, new params)`` (also compile_time.py's)."""
+    import jax
 
     def update(params, x, y):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        loss, grads = jax.value_and_grad(_jax_loss)(params, x, y)
         return loss, [p - LR * (g + WD * p) for p, g in zip(params, grads)]
+    return update
+
+
+def jax_adam_update():
+    """The MLP step with Adam in JAX, not jitted: ``update((params, m, v, t), x, y) -> (loss, new state)``."""
+    import jax
+    import jax.numpy as jnp
+
+    def update(state, x, y):
+        params, ms, vs, t = state
+        loss, grads = jax.value_and_grad(_jax_loss)(params, x, y)
+        t = t + 1
+        new: tuple[list, list, list] = ([], [], [])
+        for p, g, m, v in zip(params, grads, ms, vs):
+            g = g + WD * p
+            m = BETAS[0] * m + (1 - BETAS[0]) * g
+            v = BETAS[1] * v + (1 - BETAS[1]) * (g * g)
+            m_hat, v_hat = m / (1 - BETAS[0] ** t), v / (1 - BETAS[1] ** t)
+            for out, a in zip(new, (p - ADAM_LR * (m_hat / (jnp.sqrt(v_hat) + EPS)), m, v)):
+                out.append(a)
+        return loss, (*new, t)
     return update
 
 
@@ -201,12 +247,14 @@ def jax_step(name: str, data: dict, threads: int):
     import jax
     import jax.numpy as jnp
 
-    update = jax.jit(jax_update(), donate_argnums=(0,))
-    state = {"params": [jnp.asarray(p) for p in data["params"]]}
+    update = jax.jit(jax_update() if OPTIMIZER == "sgd" else jax_adam_update(), donate_argnums=(0,))
+    params = [jnp.asarray(p) for p in data["params"]]
+    state = {"s": params if OPTIMIZER == "sgd" else (params, [jnp.zeros_like(p) for p in params],
+                                                     [jnp.zeros_like(p) for p in params], jnp.float32(0))}
     x, y = jnp.asarray(data["x"]), jnp.asarray(data["y"])
 
     def step():
-        loss, state["params"] = update(state["params"], x, y)
+        loss, state["s"] = update(state["s"], x, y)
         return loss.block_until_ready()
     return step
 
@@ -227,7 +275,9 @@ def worker(framework: str, name: str, threads: int) -> None:
         print(json.dumps({"skip": f"{framework}: no {name} step written"}), flush=True)
         return
     loss = float(np.asarray(step()))
-    print(json.dumps({"ready": time.perf_counter() - t0, "loss": loss}), flush=True)
+    ready = time.perf_counter() - t0
+    second = float(np.asarray(step()))  # after one update: the optimizers agree too
+    print(json.dumps({"ready": ready, "loss": loss, "second": second}), flush=True)
     for line in sys.stdin:
         if not line.startswith("run"):
             break
@@ -242,7 +292,8 @@ def worker(framework: str, name: str, threads: int) -> None:
 # --- the parent: alternate the workers, print the table ------------------------------------------------------------
 def _start(framework: str, name: str, threads: int):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), XLA_FLAGS=os.environ.get("XLA_FLAGS", ""))
-    proc = subprocess.Popen([sys.executable, __file__, "--worker", framework, name, "--threads", str(threads)],
+    proc = subprocess.Popen([sys.executable, __file__, "--worker", framework, name, "--threads", str(threads),
+                             "--optimizer", OPTIMIZER],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     reply = json.loads(proc.stdout.readline() or '{"skip": "worker died"}')
     if "skip" in reply:
@@ -259,7 +310,7 @@ def measure(name: str, args) -> dict:
             print(f"  {name}: {fw} skipped: {reply['skip']}")
             continue
         workers[fw] = proc
-        results[fw] = {"build s": reply["ready"], "loss": reply["loss"], "times": []}
+        results[fw] = {"build s": reply["ready"], "loss": reply["loss"], "second": reply["second"], "times": []}
     for _ in range(args.rounds):
         for fw, proc in workers.items():
             time.sleep(0.3)  # let the previous worker's spinning threads go to sleep
@@ -276,16 +327,17 @@ def measure(name: str, args) -> dict:
 def report(name: str, results: dict) -> dict[str, float]:
     flops = step_flops(name)
     medians = {}
-    base_loss = results.get("relax-mlir", {}).get("loss")
+    base = results.get("relax-mlir")
     print(f"\n{name}: {flops / 1e9:.3f} GFLOP a step")
-    print(f"  {'framework':<11}{'median ms':>11}{'min':>9}{'max':>9}{'GFLOP/s':>9}{'build s':>9}  first loss")
+    print(f"  {'framework':<11}{'median ms':>11}{'min':>9}{'max':>9}{'GFLOP/s':>9}{'build s':>9}  first, second loss")
     for fw, r in results.items():
         ms = [1e3 * t for t in r["times"]]
         med = statistics.median(ms)
         medians[fw] = med
-        agree = "" if base_loss is None or np.isclose(r["loss"], base_loss, rtol=2e-3) else "  (differs!)"
+        agree = "" if base is None or np.allclose([r["loss"], r["second"]], [base["loss"], base["second"]],
+                                                  rtol=2e-3) else "  (differs!)"
         print(f"  {fw:<11}{med:>11.3f}{min(ms):>9.3f}{max(ms):>9.3f}{flops / med / 1e6:>9.1f}"
-              f"{r['build s']:>9.2f}  {r['loss']:.4f}{agree}")
+              f"{r['build s']:>9.2f}  {r['loss']:.4f}, {r['second']:.4f}{agree}")
     return medians
 
 
@@ -295,8 +347,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads")
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global OPTIMIZER
+    OPTIMIZER = args.optimizer
     if args.worker:
         worker(args.worker[0], args.worker[1], args.threads)
         return
@@ -306,9 +361,11 @@ def main() -> None:
         parser.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
     from relax_mlir.backend.host import host_cpu
 
-    print(f"threads {args.threads}; host {host_cpu()}; {args.rounds} rounds x {args.steps} steps, alternated")
+    print(f"threads {args.threads}; host {host_cpu()}; {args.rounds} rounds x {args.steps} steps, alternated; "
+          f"optimizer {args.optimizer}")
     medians = {name: report(name, measure(name, args)) for name in names}
-    print("\ntargets (relax-mlir's median step / the best of the others'):")
+    print("\ntargets (relax-mlir's median step / the best of the others'"
+          f"{'' if args.optimizer == 'sgd' else '; the targets are set for SGD'}):")
     for name, num, dens, target in TARGETS:
         row = medians.get(name, {})
         present = [row[d] for d in dens if d in row]
