@@ -27,7 +27,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import linalg, tensor
 
-from .schedule.common import all_parallel, as_operation, indexing_maps
+from .schedule.common import all_parallel, as_operation, clone_mapped, indexing_maps
 
 def merge_multi_use_producers(module: ir.Module) -> int:
     """Merge every eligible producer into its consumer (module docstring); returns how many producers were
@@ -199,11 +199,5 @@ def _clone_body(body: ir.Block, mapping: dict) -> list[ir.Value]:
     """Clone ``body``'s ops (its yield aside) at the current insertion point with ``mapping`` applied to their
     operands; returns the values its yield yields, mapped."""
     ops = [as_operation(o) for o in body.operations]
-    for op in ops[:-1]:
-        clone = op.clone()
-        for i, v in enumerate(list(clone.operands)):
-            if v in mapping:
-                clone.operands[i] = mapping[v]
-        for old, new in zip(op.results, clone.results):
-            mapping[old] = new
+    clone_mapped(ops[:-1], mapping)
     return [mapping.get(v, v) for v in ops[-1].operands]

@@ -52,6 +52,18 @@ def all_parallel(op: ir.Operation) -> bool:
     return all("parallel" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"]))
 
 
+def clone_mapped(ops: list[ir.Operation], mapping: dict) -> None:
+    """Clone ``ops`` in order at the current insertion point, each operand found in ``mapping`` replaced by its
+    image; every result's clone is added to ``mapping``."""
+    for op in ops:
+        clone = op.clone()
+        for i, v in enumerate(list(clone.operands)):
+            if v in mapping:
+                clone.operands[i] = mapping[v]
+        for old, new in zip(op.results, clone.results):
+            mapping[old] = new
+
+
 def loop_ranges(op: ir.Operation) -> Optional[list[int]]:
     """The static extent of every loop of a linalg op (read from the operand shapes through the indexing maps),
     or None when some loop's extent is dynamic."""

@@ -31,7 +31,7 @@ from typing import Optional
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
-from .common import as_operation, defining_op, indexing_maps, loop_ranges, ops_named
+from .common import as_operation, clone_mapped, defining_op, indexing_maps, loop_ranges, ops_named
 
 #: A broadcast whose values are each used fewer times than this keeps its costly ops where they are.
 MIN_REPEAT = 4
@@ -219,13 +219,7 @@ def _hoisted_generic(op: ir.Operation, members: list[int], values: list[ir.Value
                                                  + [v.type for v in values])
         mapping = {block.arguments[i]: new_block.arguments[k] for k, i in enumerate(members)}
         with ir.InsertionPoint(new_block):
-            for body_op in needed:
-                clone = body_op.clone()
-                for idx, v in enumerate(list(clone.operands)):
-                    if v in mapping:
-                        clone.operands[idx] = mapping[v]
-                for old_r, new_r in zip(body_op.results, clone.results):
-                    mapping[old_r] = new_r
+            clone_mapped(needed, mapping)
             linalg.YieldOp([mapping[v] for v in values])
     return list(new.results)
 
