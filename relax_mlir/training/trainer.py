@@ -100,6 +100,7 @@ class Trainer:
         self._finite = FiniteCheck()
         self.vm = None
         self._step_fn = None  # the compiled update_params, flat, when it writes into the Trainer's own buffers
+        self._loss_dtype = None  # its loss's dtype
         self._spare: Sequence[Optional[np.ndarray]] = []  # where the next step writes (see _reuse_buffers)
         self._made: tuple = ()  # the arrays the last adopted compiled step wrote: the Trainer's own buffers
         self._labels: Optional[list[tuple[int, int]]] = None  # the class-index targets (_label_targets)
