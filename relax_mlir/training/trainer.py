@@ -104,6 +104,7 @@ class Trainer:
         self._spare: Sequence[Optional[np.ndarray]] = []  # where the next step writes (see _reuse_buffers)
         self._made: tuple = ()  # the arrays the last adopted compiled step wrote: the Trainer's own buffers
         self._labels: Optional[list[tuple[int, int]]] = None  # the class-index targets (_label_targets)
+        self._label_slots: Optional[list[tuple[int, int]]] = None  # ... as positions in update_params' batch
         self._exact: Optional[list] = None  # per batch variable: (dtype, static shape), or None (_exact_spec)
 
     # -- building ---------------------------------------------------------------------------------
@@ -229,7 +230,8 @@ class Trainer:
         n_in = len(self.input_vars)
         if self._labels_fit(batch):  # the common case: the batch goes as given, checked natively in the call
             inputs, targets = batch[:n_in], batch[n_in:]
-            args = (*inputs, *self.params, *self.states, *targets, *self._rng_keys(), *self.optim_state)
+            keys = self._rng_keys() if self.has_rng_key else ()
+            args = (*inputs, *self.params, *self.states, *targets, *keys, *self.optim_state)
             finite = step.call_scanning(args, outs, self._finite.threads if check else 0)
         if finite is None:  # something to convert, or to refuse with the Trainer's message
             inputs, targets = self._training_batch(batch)
@@ -254,12 +256,17 @@ class Trainer:
     def _labels_fit(self, batch: tuple) -> bool:
         """Whether the batch has the right count and every class-index target names a class, by the native scan
         (False also when that cannot tell: the checked route then decides)."""
+        if self._label_slots is None:
+            if self._labels is None:
+                self._labels = self._label_targets()
+            n_in = len(self.input_vars)
+            self._label_slots = [(n_in + i, classes) for i, classes in self._labels]
         if len(batch) != len(self.input_vars) + len(self.target_vars) or _native is None:
             return False
-        if self._labels is None:
-            self._labels = self._label_targets()
-        n_in = len(self.input_vars)
-        return all(_native.labels_in_range(batch[n_in + i], 0, classes) is True for i, classes in self._labels)
+        for slot, classes in self._label_slots:
+            if _native.labels_in_range(batch[slot], 0, classes) is not True:
+                return False
+        return True
 
     def _reuse_buffers(self) -> tuple[np.ndarray, ...]:
         """The buffers the next compiled step writes: the spare set, where each slot is one the Trainer made
