@@ -470,8 +470,9 @@ def test_direct_convolutions_keep_nans_and_infinities_where_the_reference_has_th
 
 
 def test_large_pads_are_copied_by_a_generic_the_threads_share(monkeypatch):
-    """A large constant pad becomes fill + a copy generic split across threads (pad.py), reading through a
-    transpose that keeps the innermost dimension; one thread keeps the pad. Values as NumPy's."""
+    """A large constant pad becomes a fill generic and a copy generic, both split across threads (pad.py), the
+    copy reading through a transpose that keeps the innermost dimension; one thread keeps the pad. Values as
+    NumPy's."""
     import relax_mlir
     from relax_mlir import op
     from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var
@@ -488,7 +489,8 @@ def test_large_pads_are_copied_by_a_generic_the_threads_share(monkeypatch):
 
     monkeypatch.setattr(elementwise, "PARALLEL_MIN_POINTS", 2 ** 12)  # 40x9x74 is below the real threshold
     two = relax_mlir.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=2))
-    assert "tensor.pad" not in two and "linalg.transpose" not in two and "scf.forall" in two
+    assert "tensor.pad" not in two and "linalg.transpose" not in two and "linalg.fill" not in two
+    assert two.count("scf.forall (") == 2, two  # the fill's and the copy's
     assert "tensor.pad" in relax_mlir.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=1))
     data = np.random.default_rng(8).standard_normal((6, 40, 70), dtype=np.float32)
     got = relax_mlir.VirtualMachine(relax_mlir.compile(mod, num_threads=2))["main"](data)
