@@ -19,7 +19,9 @@ they were:
 Smaller generics stay on one thread: the fork/join would cost more than it saves. Measured on a 2-core Intel
 Xeon (AVX-512), A/B in one process: the 28x28 CNN step 2.89 ms with the threshold at 2^18 points (a layer of the
 wide MLP, the first choice), 2.45 at 2^17 and at 2^14; the tutorial MLP 0.137 -> 0.149 ms at 2^14 (its 128x128
-SGD updates split) and unchanged at 2^17, which is where it stands. On a 2-core AMD EPYC, the 1024-wide MLP's
+SGD updates split) and unchanged at 2^17. Later, from 2^17 to 2^16, where it stands: the 28x28 CNN 2.33 -> 2.26
+ms (its padded 14x14 activations, 100352 points, copied by both threads), the 784 MLP with Adam 0.412 -> 0.378
+ms (its 784x128 update), the 8x8 CNN 0.390 -> 0.380 ms; nothing else has a generic between the two. On a 2-core AMD EPYC, the 1024-wide MLP's
 serial elementwise work left the second core spinning at the barrier for 12% of the samples.
 
 Rows shorter than a vector register with a long body (``vectorize_short_rows``: softmax and cross-entropy over 10
@@ -35,9 +37,9 @@ from mlir import ir
 
 from .common import ANY, EPILOGUE, indexing_maps, loop_ranges, match_tagged, schedule_each
 
-#: Iteration points from which a generic is split across threads (64x16x14x14, the 28x28 CNN's second layer,
-#: is; the tutorial MLP's 128x128 updates are not).
-PARALLEL_MIN_POINTS = 2 ** 17
+#: Iteration points from which a generic is split across threads (64x8x14x14, the 28x28 CNN's padded second
+#: layer input, is; the tutorial MLP's 128x128 updates are not).
+PARALLEL_MIN_POINTS = 2 ** 16
 
 _TAG = "relax_mlir.par"
 #: Whether a reduction whose outermost and innermost loops reduce is split along the outermost (partials per
