@@ -352,6 +352,10 @@ def _compile(mod: IRModule, options: PipelineOptions) -> Executable:
 LLVM_OPT_LEVEL = 2
 
 
+#: Arrays of this many elements or more enter the disk cache's key as a digest of their bytes, not as text.
+DIGEST_ARRAYS_FROM = 64
+
+
 def _disk_key(mod: IRModule, options: PipelineOptions) -> Optional[str]:
     """The on-disk cache key of ``mod``, or None when the cache is off or cannot hold it (custom lowerings are
     Python functions of this process, so their code is not part of any printable key)."""
@@ -362,7 +366,10 @@ def _disk_key(mod: IRModule, options: PipelineOptions) -> Optional[str]:
     knobs = {"opt_level": options.opt_level, "num_threads": options.num_threads, "llvm_opt_level": LLVM_OPT_LEVEL,
              "fallback": options.fallback_on_schedule_failure, "checks": options.checks, "outline": options.outline,
              "openmp": openmp_library() if options.num_threads > 1 else None}
-    return disk_cache.cache_key(mod.script(), knobs)
+    from ..ir.printer import format_module
+
+    # large arrays (constants, the optimizer's initial state) enter the key as digests of their bytes
+    return disk_cache.cache_key(format_module(mod, digest_arrays_from=DIGEST_ARRAYS_FROM), knobs)
 
 
 def _from_disk(mod: IRModule, options: PipelineOptions, key: str) -> Optional[Executable]:

@@ -244,3 +244,42 @@ def test_an_unwritable_cache_warns_once_and_compiles(tmp_path, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         compile_module(mlp(2, (3, 5, 2)))
+
+
+def test_large_arrays_enter_the_key_as_digests_of_their_bytes():
+    """A module's key reads its large arrays (a constant in a function, the optimizer's initial state in the
+    module's attributes) through a digest of their bytes: one changed element, dtype or shape changes the key;
+    equal arrays give the same key; the text is not the values written out (Adam's state of a wide MLP took 20 s
+    to print)."""
+    from relax_mlir.backend.build import DIGEST_ARRAYS_FROM, _disk_key
+    from relax_mlir.backend.options import PipelineOptions
+    from relax_mlir.ir.printer import format_module
+    from relax_mlir.script import from_source
+
+    source = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((100,), "float32")):
+        return R.add(x, R.const(CONST, "float32"))
+"""
+    values = [round(0.01 * i, 2) for i in range(100)]
+
+    def module(vals, state):
+        mod = from_source(source.replace("CONST", repr(vals)))
+        return mod.with_attrs({"optim_state": state})
+
+    base_state = [np.zeros(5000, np.float32)]
+    key = _disk_key(module(values, base_state), PipelineOptions())
+    assert key == _disk_key(module(values, [np.zeros(5000, np.float32)]), PipelineOptions())
+    changed = list(values)
+    changed[57] = 9.5
+    assert key != _disk_key(module(changed, base_state), PipelineOptions())  # a constant's element
+    one = np.zeros(5000, np.float32)
+    one[4999] = 1e-30
+    assert key != _disk_key(module(values, [one]), PipelineOptions())  # an attribute's last element
+    assert key != _disk_key(module(values, [np.zeros(5000, np.float64)]), PipelineOptions())  # its dtype
+    assert key != _disk_key(module(values, [np.zeros((50, 100), np.float32)]), PipelineOptions())  # its shape
+    text = format_module(module(values, base_state), digest_arrays_from=DIGEST_ARRAYS_FROM)
+    assert text.count("R.const_digest(") == 2 and "0.57" not in text
+    assert "0.57" in module(values, base_state).script()  # the script itself still writes every value
