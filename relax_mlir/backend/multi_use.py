@@ -29,6 +29,7 @@ from mlir.dialects import linalg, tensor
 
 from .schedule.common import all_parallel, as_operation, clone_mapped, indexing_maps
 
+
 def merge_multi_use_producers(module: ir.Module) -> int:
     """Merge every eligible producer into its consumer (module docstring); returns how many producers were
     merged."""
