@@ -151,7 +151,22 @@ def _short_float(x) -> str:
 def _nested(a: np.ndarray, fmt) -> str:
     if a.ndim == 0:
         return fmt(a[()])
+    if a.size > 1 and a.dtype.kind in "biuf" and a.dtype.itemsize in _BITS and _all_same_bits(a):
+        # one value everywhere (an optimizer's zero state): written once and repeated, not formatted per element
+        text = fmt(a.reshape(-1)[0])
+        for n in reversed(a.shape):
+            text = "[" + ", ".join([text] * n) + "]"
+        return text
     return "[" + ", ".join(_nested(x, fmt) for x in a) + "]"
+
+
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _all_same_bits(a: np.ndarray) -> bool:
+    """Every element has the first one's bytes (so -0.0 and 0.0, or two NaNs with different payloads, differ)."""
+    raw = np.ascontiguousarray(a).reshape(-1).view(_BITS[a.dtype.itemsize])
+    return bool((raw == raw[0]).all())
 
 
 class _Namer:
