@@ -129,6 +129,7 @@ class CompiledFunction:
         for base in self._bases:
             fields[base] = base + 1
         self._argv = (ctypes.c_void_p * max(n, 1))(*[buf_addr + 8 * i for i in fields])
+        self._argv_address = ctypes.addressof(self._argv)  # (call_scanning passes it to the native call)
         self._lock = threading.Lock()
         self._static = signature.is_static
         self._result_shapes = [shape_evaluator(r.shape) for r in signature.results]
@@ -167,7 +168,7 @@ class CompiledFunction:
             return None
         with self._lock:
             finite = _native.call_into(plan.native, args, plan.buf_address, out, self._address,
-                                       ctypes.addressof(self._argv), threads)
+                                       self._argv_address, threads)
             if finite is not None and self._error_slot is not None and self._error_slot[0]:
                 self._raise_check()
         return finite

@@ -230,8 +230,7 @@ class Trainer:
         n_in = len(self.input_vars)
         if self._labels_fit(batch):  # the common case: the batch goes as given, checked natively in the call
             inputs, targets = batch[:n_in], batch[n_in:]
-            keys = self._rng_keys() if self.has_rng_key else ()
-            args = (*inputs, *self.params, *self.states, *targets, *keys, *self.optim_state)
+            args = (*inputs, *self.params, *self.states, *targets, *self._rng_keys(), *self.optim_state)
             finite = step.call_scanning(args, outs, self._finite.threads if check else 0)
         if finite is None:  # something to convert, or to refuse with the Trainer's message
             inputs, targets = self._training_batch(batch)
