@@ -771,3 +771,49 @@ def _check_short_rows(relax_mlir, from_source):
     shifted = z.astype(np.float64) - z.max(1, keepdims=True)
     np.testing.assert_allclose(vm["three"](z), shifted - np.log(np.exp(shifted).sum(1, keepdims=True)),
                                rtol=1e-6, atol=1e-6)
+
+
+def test_narrow_matmuls_pad_n_to_whole_vectors():
+    # N = 10 on AVX-512: one 16-lane vector (the last six lanes zero) instead of an 8-lane tile and a peeled 2
+    plan = _plan(64, 128, 10, 1, AVX512)
+    assert plan.pad_n == 16 and plan.tile_sizes == (8, 16, 1) and plan.peel == ()
+    assert _plan(64, 128, 28, 1, AVX512).pad_n == 32  # two vectors instead of 16 + 8 + 4
+    assert _plan(64, 128, 3, 1, AVX512).pad_n == 16 and _plan(64, 128, 6, 1, AVX2).pad_n == 8
+    # no fewer vectors padded (24 = 16 + 8, 8, 16), wide ones (tiled by 32 with a peeled remainder): left alone
+    for n in (24, 16, 8, 70):
+        assert _plan(64, 128, n, 1, AVX512).pad_n == 0, n
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("m, k, n, dtype", [(64, 128, 10, "float32"), (100, 50, 3, "float32"),
+                                            (37, 64, 28, "float32"), (64, 32, 6, "float64")])
+def test_narrow_matmuls_read_past_the_row_and_match_numpy(threads, m, k, n, dtype):
+    """B's rows are read whole vectors wide under a mask (no zero-padded copy of B is made), the padded columns of
+    the result are dropped; a bias added after it, as a dense layer does. Values are NumPy's (sums of k products
+    in another order: a few ulps of the sum of magnitudes)."""
+    import relax_mlir
+    from relax_mlir.script import from_source
+
+    mod = from_source(f"""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(({m}, {k}), "{dtype}"), w: R.Tensor(({k}, {n}), "{dtype}"),
+             b: R.Tensor(({n},), "{dtype}")):
+        with R.dataflow():
+            y = R.add(R.matmul(x, w), b)
+            R.output(y)
+        return y
+""")
+    text = relax_mlir.to_mlir(mod, "scheduled", options=PipelineOptions(num_threads=threads))
+    assert re.search(rf"vector.transfer_read %\w+\[.*in_bounds = \[true, false\]\}} : tensor<{k}x{n}xf(32|64)>", text)
+    assert "tensor.pad" not in text
+    f = relax_mlir.VirtualMachine(relax_mlir.compile(mod, num_threads=threads))["main"]
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((m, k)).astype(dtype)
+    w, b = rng.standard_normal((k, n)).astype(dtype), rng.standard_normal(n).astype(dtype)
+    got = f(x, w, b)
+    assert got.shape == (m, n) and got.dtype == np.dtype(dtype)
+    want = x.astype(np.float64) @ w.astype(np.float64) + b
+    scale = np.abs(x).astype(np.float64) @ np.abs(w).astype(np.float64) + np.abs(b)
+    np.testing.assert_allclose(got, want, rtol=0, atol=float(np.finfo(dtype).eps) * 8 * scale.max())
