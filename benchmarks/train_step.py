@@ -1,6 +1,6 @@
 """Milliseconds per training step: relax-mlir next to NumPy by hand, PyTorch eager and JAX jit, alternated.
 
-    python benchmarks/train_step.py [--rounds 7] [--steps 20] [--threads 2] [--only mlp-wide,cnn-28]
+    python benchmarks/train_step.py [--rounds 7] [--steps 20] [--warmup 3] [--threads 2] [--only mlp-wide,cnn-28]
                                     [--optimizer sgd|adam]
 
 Five workloads (summed cross-entropy, SGD lr 0.01 with weight decay 0.01, random data, the same initial
@@ -14,7 +14,9 @@ decay, in every framework; the performance issue's targets are for SGD):
     cnn-28       the same CNN on 1x28x28, batch 64
 
 Every framework runs in a process of its own (so no two thread pools share the cores), started once per
-workload; the parent then alternates rounds of ``--steps`` steps between them and reports, per framework, the
+workload; the parent then alternates rounds of ``--steps`` timed steps between them (each round after a pause
+of 0.3 s, which lets the previous worker's spinning threads sleep, and ``--warmup`` untimed steps that find the
+caches cold after it: a training loop runs its steps back to back) and reports, per framework, the
 median, min and max of the per-step times over all rounds, GFLOP/s (3x the forward pass's multiply-adds, x2),
 the first two steps' losses (checked against relax-mlir's: the same work, and the same update, is done) and the
 ratios the performance issue targets. A framework that is not installed is skipped with a message.
@@ -281,8 +283,11 @@ def worker(framework: str, name: str, threads: int) -> None:
     for line in sys.stdin:
         if not line.startswith("run"):
             break
+        words = line.split()
+        for _ in range(int(words[2]) if len(words) > 2 else 0):
+            step()  # untimed: the round's first steps find caches and predictors cold after the pause
         times = []
-        for _ in range(int(line.split()[1])):
+        for _ in range(int(words[1])):
             start = time.perf_counter()
             step()
             times.append(time.perf_counter() - start)
@@ -314,7 +319,7 @@ def measure(name: str, args) -> dict:
     for _ in range(args.rounds):
         for fw, proc in workers.items():
             time.sleep(0.3)  # let the previous worker's spinning threads go to sleep
-            proc.stdin.write(f"run {args.steps}\n")
+            proc.stdin.write(f"run {args.steps} {args.warmup}\n")
             proc.stdin.flush()
             results[fw]["times"] += json.loads(proc.stdout.readline())["times"]
     for proc in workers.values():
@@ -346,6 +351,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="untimed steps at the start of every round, in every framework (0: none)")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads")
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
@@ -362,7 +369,8 @@ def main() -> None:
         parser.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
     from relax_mlir.backend.host import host_cpu
 
-    print(f"threads {args.threads}; host {host_cpu()}; {args.rounds} rounds x {args.steps} steps, alternated; "
+    print(f"threads {args.threads}; host {host_cpu()}; {args.rounds} rounds x {args.steps} steps "
+          f"(after {args.warmup} untimed), alternated; "
           f"optimizer {args.optimizer}")
     medians = {name: report(name, measure(name, args)) for name in names}
     print("\ntargets (relax-mlir's median step / the best of the others'"
