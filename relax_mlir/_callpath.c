@@ -232,7 +232,7 @@ static PyObject *write_args(PyObject *self, PyObject *const *args, Py_ssize_t na
  * exponent bits are all ones. The loop ORs one comparison per element (no early exit: it vectorizes), a block at
  * a time so that a non-finite value stops the scan at the end of its block. */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-/* chosen at load from the CPU; the AVX-512 clone scans the tutorial MLP's 26k results in ~0.4 us less */
+/* chosen at load from the CPU; all_finite of the tutorial MLP's 26k results: AVX2 3.4 us a call, AVX-512 2.6 */
 #define WIDE_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define WIDE_VECTORS
