@@ -9,6 +9,7 @@ from mlir import ir
 
 from relax_mlir.backend.bool_storage import widen_bool_memrefs
 from relax_mlir.backend.pipeline import STAGES, PipelineOptions, lower, lower_stages
+from relax_mlir.backend.host import HostCPU
 from relax_mlir.backend.schedule import plan_matmul
 
 from . import linalg_samples as S
@@ -47,10 +48,11 @@ def test_dynamic_result_is_written_in_place():
 
 def test_matmul_plans():
     plans = []
+    avx512 = HostCPU(vector_bits=512, vector_registers=32, l1d_bytes=48 * 1024, l2_bytes=2048 * 1024, cores=2)
 
     def visit(op):
         if op.name in ("linalg.matmul", "linalg.batch_matmul"):
-            plans.append(plan_matmul(op))
+            plans.append(plan_matmul(op, host=avx512))
         return ir.WalkResult.ADVANCE
 
     with ir.Context(), ir.Location.unknown():
@@ -59,7 +61,7 @@ def test_matmul_plans():
     tiles = [(p.tile_sizes, p.peel) for p in plans]
     assert tiles == [
         ((8, 32, 1), (1, 0)),  # 100x70: both loops uneven, peeled (N first)
-        ((3, 8, 1), (1,)),  # smaller than a tile: all rows, 8 of the 10 columns (a power of two), 2 peeled
+        ((3, 16, 1), ()),  # smaller than a tile: all rows, the 10 columns padded to one 16-lane register
         ((8, 32, 1), ()),  # 784x128 even
         ((1, 8, 16, 1), (2, 1)),  # f64: 16 columns fill two 512-bit registers
         ((8, 8, 1), (1, 0)),  # dynamic batch: peeled, remainder rows left scalar; 8 + 2 columns

@@ -817,3 +817,23 @@ class Module:
     want = x.astype(np.float64) @ w.astype(np.float64) + b
     scale = np.abs(x).astype(np.float64) @ np.abs(w).astype(np.float64) + np.abs(b)
     np.testing.assert_allclose(got, want, rtol=0, atol=float(np.finfo(dtype).eps) * 8 * scale.max())
+
+
+def test_every_narrow_width_matches_numpy():
+    """N = 1..33 (padded or not, by padded_width), 9 rows (a peeled one), through one module per width; the values
+    against NumPy's in float64 (sums of 5 products: a few ulps)."""
+    import relax_mlir
+    from relax_mlir.script import from_source
+
+    widths = range(1, 34)
+    mod = from_source(_one_op_module(**{
+        f"n{n}": (f'x: R.Tensor((9, 5), "float32"), w: R.Tensor((5, {n}), "float32")', "R.matmul(x, w)")
+        for n in widths}))
+    vm = relax_mlir.VirtualMachine(relax_mlir.compile(mod, num_threads=1))
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((9, 5), dtype=np.float32)
+    for n in widths:
+        w = rng.standard_normal((5, n), dtype=np.float32)
+        got = vm[f"n{n}"](x, w)
+        want = x.astype(np.float64) @ w
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * (np.abs(x) @ np.abs(w)).max(), err_msg=f"N = {n}")
