@@ -69,23 +69,29 @@ OUT_PARAMS_PIPELINE = (
 # Parallel tiles: scf.forall -> scf.parallel -> omp.parallel/omp.wsloop (with the thread count as a clause),
 # before the linalg ops inside them become loops.
 OPENMP_PASSES = "scf-forall-to-parallel,convert-scf-to-openmp{num-threads=%d},"
+# The passes that stay inside a function run nested in func.func: MLIR's pass manager then runs them on the
+# module's functions (the outlined kernels) in parallel, one per core. The LLVM dialect that comes out is the same,
+# byte for byte (the tutorial MLP's and the 8x8 CNN's training modules); their cold builds 0.415 -> 0.402 s and
+# 1.158 -> 1.143 s (medians of 9 and 5, alternated in one process, 2-core Intel Xeon).
 LOOPS_PIPELINE = (
     "builtin.module("
     "%s"
+    "func.func("
     "convert-linalg-to-loops,"
     "convert-vector-to-scf{full-unroll=1},"
-    "canonicalize,cse)"
+    "canonicalize,cse))"
 )
 LLVM_PIPELINE = (
     "builtin.module("
+    "func.func("
     "lower-affine,"
     "convert-scf-to-cf,"
     "expand-strided-metadata,"
     "lower-affine,"
     "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
     "convert-vector-to-llvm{vector-contract-lowering=outerproduct},"
+    "convert-math-to-llvm),"
     "finalize-memref-to-llvm,"
-    "convert-math-to-llvm,"
     "convert-math-to-libm,"
     "convert-to-llvm,"
     "reconcile-unrealized-casts)"
