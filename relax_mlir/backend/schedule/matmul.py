@@ -597,9 +597,12 @@ def _read_through_pads(module: ir.Module) -> int:
         if any(low) or value is None or value != _constant_float(_padding(read)):
             continue
         amap = ir.AffineMapAttr(read.attributes["permutation_map"]).value
+        read_dims = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in amap.results]
+        if any(h and dim not in read_dims for dim, h in enumerate(high)):
+            continue  # an indexed (not a vector) dimension may point into the padding: it must stay
         in_bounds = [bool(ir.BoolAttr(b).value) for b in ir.ArrayAttr(read.attributes["in_bounds"])]
-        for vdim, expr in enumerate(amap.results):
-            if isinstance(expr, ir.AffineDimExpr) and high[expr.position]:
+        for vdim, dim in enumerate(read_dims):
+            if dim is not None and high[dim]:
                 in_bounds[vdim] = False
         read.operands[0] = pad.operands[0]
         read.attributes["in_bounds"] = ir.ArrayAttr.get([ir.BoolAttr.get(b) for b in in_bounds])
