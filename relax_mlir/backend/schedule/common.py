@@ -192,6 +192,14 @@ def constant_int(value: ir.Value) -> int | None:
     return ir.IntegerAttr(owner.attributes["value"]).value
 
 
+def constant_float(value: ir.Value) -> float | None:
+    """The float of an ``arith.constant`` of a float type, or None for any other value."""
+    owner = defining_op(value)
+    if owner is None or owner.name != "arith.constant" or not isinstance(owner.attributes["value"], ir.FloatAttr):
+        return None
+    return ir.FloatAttr(owner.attributes["value"]).value
+
+
 def trip_count(loop: ir.Operation) -> int | None:
     """Iterations of an scf.for with constant bounds, or of an scf.forall with static bounds (None otherwise)."""
     if loop.name == "scf.for":

@@ -67,7 +67,7 @@ from mlir import ir
 from mlir.dialects import bufferization
 
 from .accumulators import zero_accumulators
-from .common import (ANY, VEC_TAG, all_static, apply, cleanup, defining_op, element_bits,
+from .common import (ANY, VEC_TAG, all_static, apply, cleanup, constant_float, defining_op, element_bits,
                      erase_if_unused, ops_named, script, slice_offsets)
 from ..host import HostCPU, host_cpu
 
@@ -574,17 +574,11 @@ def _transposing_pack(copy: ir.Operation) -> bool:
     return True
 
 
-def _constant_float(value: ir.Value):
-    owner = defining_op(value)
-    if owner is None or owner.name != "arith.constant" or not isinstance(owner.attributes["value"], ir.FloatAttr):
-        return None
-    return ir.FloatAttr(owner.attributes["value"]).value
-
-
 def _read_through_pads(module: ir.Module) -> int:
-    """A vector read of a zero-padded operand (``pad_n``) reads the operand itself, past its end: the transfer's
-    dimension is marked out of bounds, so LLVM loads the row's tail under a mask and fills the rest with the
-    padding value; the pad (a copy of the whole operand) is then erased. Returns how many reads changed."""
+    """A vector read of an operand padded at the end of its vector dimensions by a constant (``pad_n``'s zeros)
+    reads the operand itself, past its end: those transfer dimensions are marked out of bounds, so LLVM loads the
+    row's tail under a mask and the missing lanes take the read's padding value, the same constant; the pad (a copy
+    of the whole operand) is erased once nothing reads it. Returns how many reads changed."""
     count = 0
     for read in ops_named(module.operation, {"vector.transfer_read"}):
         pad = defining_op(read.operands[0])
@@ -592,9 +586,9 @@ def _read_through_pads(module: ir.Module) -> int:
             continue
         low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
         high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
-        yielded = pad.regions[0].blocks[0].operations[0].operands[0]
-        value = _constant_float(yielded)
-        if any(low) or value is None or value != _constant_float(_padding(read)):
+        body = list(pad.regions[0].blocks[0].operations)
+        value = constant_float(body[-1].operands[0])  # what the pad's tensor.yield gives
+        if any(low) or len(body) != 1 or value is None or value != constant_float(_padding(read)):
             continue
         amap = ir.AffineMapAttr(read.attributes["permutation_map"]).value
         read_dims = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in amap.results]
