@@ -11,8 +11,8 @@ result; the matmul's result is never stored.
 Two steps around the matmul schedule:
 
 * ``mark_epilogues`` (before loops are coalesced and elementwise ops split across threads): an elementwise generic
-  that is the only user of a ``linalg.matmul`` whose plan peels no remainder is tagged (with the operand it reads
-  the product as), so that the other schedules leave it be;
+  that is the only user of a ``linalg.matmul`` whose plan peels no remainder and pads nothing is tagged (with
+  the operand it reads the product as), so that the other schedules leave it be;
 * ``fuse_epilogues`` (after the matmul nests are vectorized and start from their fill's value,
   ``accumulators.py``): the tagged generic's body moves into every tile of the nest, which then produces the
   generic's result. A tile inside K blocks (K cache-tiled) applies it in the last block only (an ``scf.if`` on the
@@ -49,8 +49,9 @@ def mark_epilogues(module: ir.Module, threads: int = 1) -> int:
         if not _elementwise_reader(user, operand, op.results[0].type):
             continue
         plan = plan_matmul(op, threads)
-        if plan is None or plan.peel:
-            continue  # remainder tiles (a 10-class layer's 8 + 2 columns): not fused, so left to the usual path
+        if plan is None or plan.peel or plan.pad_n:
+            continue  # remainder tiles, or a narrow N padded to whole vectors (a 10-class layer, whose tiles write
+            # a padded result read through a slice): not fused, so left to the usual path
         user.attributes[EPILOGUE] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), operand)  # the operand read
         count += 1
     return count
