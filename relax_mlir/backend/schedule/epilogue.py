@@ -40,21 +40,30 @@ def mark_epilogues(module: ir.Module, threads: int = 1) -> int:
     """Tag the elementwise generics that can run as their matmul's epilogue; returns how many."""
     count = 0
     for op in ops_named(module.operation, set(MATMUL_LIKE)):
-        if op.name != "linalg.matmul" or len(op.results) != 1:
-            continue
-        uses = list(op.results[0].uses)
-        if len(uses) != 1:
-            continue
-        user, operand = as_operation(uses[0].owner), uses[0].operand_number
-        if not _elementwise_reader(user, operand, op.results[0].type):
-            continue
-        plan = plan_matmul(op, threads)
-        if plan is None or plan.peel or plan.pad_n:
-            continue  # remainder tiles, or a narrow N padded to whole vectors (a 10-class layer, whose tiles write
-            # a padded result read through a slice): not fused, so left to the usual path
-        user.attributes[EPILOGUE] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), operand)  # the operand read
-        count += 1
+        found = epilogue_candidate(op, threads)
+        if found is not None:
+            user, operand = found
+            user.attributes[EPILOGUE] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), operand)  # read as
+            count += 1
     return count
+
+
+def epilogue_candidate(matmul: ir.Operation, threads: int = 1) -> tuple[ir.Operation, int] | None:
+    """(the elementwise generic, the operand it reads the product as) when ``matmul`` is a ``linalg.matmul`` whose
+    one reader can run in its register tiles, else None (``multi_use.py`` asks too: it leaves such readers be)."""
+    if matmul.name != "linalg.matmul" or len(matmul.results) != 1:
+        return None
+    uses = list(matmul.results[0].uses)
+    if len(uses) != 1:
+        return None
+    user, operand = as_operation(uses[0].owner), uses[0].operand_number
+    if not _elementwise_reader(user, operand, matmul.results[0].type):
+        return None
+    plan = plan_matmul(matmul, threads)
+    if plan is None or plan.peel or plan.pad_n:
+        return None  # remainder tiles, or a narrow N padded to whole vectors (a 10-class layer, whose tiles write
+        # a padded result read through a slice): not fused, so left to the usual path
+    return user, operand
 
 
 def _elementwise_reader(user: ir.Operation, operand: int, t: ir.Type) -> bool:

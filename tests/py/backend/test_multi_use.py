@@ -178,3 +178,12 @@ def test_momentums_velocity_stays_the_matmuls_epilogue():
     is not merged into the weight's update."""
     count, text = _merged(_MOMENTUM)
     assert count == 0 and text.count("linalg.generic") == 2
+
+
+def test_a_10_class_velocity_is_merged_its_matmul_takes_no_epilogue():
+    """With 10 columns the gradient product is padded to whole vectors (schedule/matmul.py, padded_width), which
+    takes no epilogue: the velocity is merged into the update like Adam's moments (30 columns: 16 + 8 + 4 + 2
+    pieces, padded to 32, the same)."""
+    for n in (10, 30):
+        count, text = _merged(_MOMENTUM.replace("x32xf32", f"x{n}xf32"))
+        assert count == 1 and text.count("linalg.generic") == 1, n
