@@ -219,7 +219,7 @@ class Trainer:
         step = self._step_fn
         if step is None:
             inputs, targets = self._training_batch(batch)
-            args = (*inputs, *self.params, *self.states, *targets, *self._rng_keys(), *self.optim_state)
+            args = self._step_args(inputs, targets)
             loss, params, states, optim = vm["update_params"](*args)
             return self._finish_step(loss, params, states, optim, inputs)
         spare = self._reuse_buffers()
@@ -230,11 +230,11 @@ class Trainer:
         n_in = len(self.input_vars)
         if self._labels_fit(batch):  # the common case: the batch goes as given, checked natively in the call
             inputs, targets = batch[:n_in], batch[n_in:]
-            args = (*inputs, *self.params, *self.states, *targets, *self._rng_keys(), *self.optim_state)
+            args = self._step_args(inputs, targets)
             finite = step.call_scanning(args, outs, self._finite.threads if check else 0)
         if finite is None:  # something to convert, or to refuse with the Trainer's message
             inputs, targets = self._training_batch(batch)
-            args = (*inputs, *self.params, *self.states, *targets, *self._rng_keys(), *self.optim_state)
+            args = self._step_args(inputs, targets)
             step(*args, out=outs)
             finite = not check or self._finite.all_finite(outs)
         p, s = self.param_num, self.param_num + self.state_num
@@ -251,6 +251,11 @@ class Trainer:
         self.params, self.states, self.optim_state = list(spare[:p]), list(spare[p:s]), list(spare[s:])
         self.step += 1
         return _nd(loss)
+
+    def _step_args(self, inputs: Sequence, targets: Sequence) -> tuple:
+        """``update_params``' arguments in its order: inputs, parameters, states, targets, dropout keys, optimizer
+        state."""
+        return (*inputs, *self.params, *self.states, *targets, *self._rng_keys(), *self.optim_state)
 
     def _labels_fit(self, batch: tuple) -> bool:
         """Whether the batch has the right count and every class-index target names a class, by the native scan
