@@ -9,6 +9,13 @@ import tempfile
 
 import numpy as np
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run (CI must not pass or fail by luck), and keep no example
+# database in the checkout; HYPOTHESIS_PROFILE=explore draws fresh ones when hunting for bugs.
+settings.register_profile("ci", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # Compiled modules go to a cache of this session (subprocesses inherit it), not the user's ~/.cache.
 _CACHE = tempfile.mkdtemp(prefix="relax-mlir-test-cache-")
