@@ -106,6 +106,7 @@ class Trainer:
         self._labels: Optional[list[tuple[int, int]]] = None  # the class-index targets (_label_targets)
         self._label_slots: Optional[list[tuple[int, int]]] = None  # ... as positions in update_params' batch
         self._exact: Optional[list] = None  # per batch variable: (dtype, static shape), or None (_exact_spec)
+        self._n_inputs, self._n_batch = len(self.input_vars), len(self.input_vars) + len(self.target_vars)
 
     # -- building ---------------------------------------------------------------------------------
     def build(self, target: str = "cpu", device: Any = None, opt_level: int = 2, checks: bool = True) -> "Trainer":
@@ -215,22 +216,25 @@ class Trainer:
         spare ones. So no step allocates them, and a refused step (``nan_policy``) leaves the current arrays
         untouched. The arrays of ``trainer.params`` are therefore rewritten two steps later: keep a snapshot with
         ``export_params()`` (a copy) or ``np.copy``."""
-        vm = self._require_vm("update_params")
         step = self._step_fn
-        if step is None:
+        if step is None or self.params is None:
+            vm = self._require_vm("update_params")  # (raises before build() or before the parameters exist)
             inputs, targets = self._training_batch(batch)
             args = self._step_args(inputs, targets)
             loss, params, states, optim = vm["update_params"](*args)
             return self._finish_step(loss, params, states, optim, inputs)
-        spare = self._reuse_buffers()
+        # the compiled step's route, written flat: it is a few microseconds of every step (trainer_overhead.py)
+        spare = self._spare
+        if spare.__class__ is not tuple:
+            spare = self._reuse_buffers()
         loss = np.empty((), self._loss_dtype)  # returned to the caller: fresh each step
         outs = (loss, *spare)
         check = self.nan_policy != "ignore"
-        finite = None
-        n_in = len(self.input_vars)
+        finite = inputs = None
         if self._labels_fit(batch):  # the common case: the batch goes as given, checked natively in the call
-            inputs, targets = batch[:n_in], batch[n_in:]
-            args = self._step_args(inputs, targets)
+            n_in = self._n_inputs
+            args = (*batch[:n_in], *self.params, *self.states, *batch[n_in:],
+                    *(self._rng_keys() if self.has_rng_key else ()), *self.optim_state)
             finite = step.call_scanning(args, outs, self._finite.threads if check else 0)
         if finite is None:  # something to convert, or to refuse with the Trainer's message
             inputs, targets = self._training_batch(batch)
@@ -239,8 +243,8 @@ class Trainer:
             finite = not check or self._finite.all_finite(outs)
         p, s = self.param_num, self.param_num + self.state_num
         if not finite:
-            self._refuse(loss, spare[:p], spare[p:s], spare[s:], inputs)  # (the spare buffers stay spare)
-            return _nd(loss)
+            self._refuse(loss, spare[:p], spare[p:s], spare[s:], batch[:self._n_inputs] if inputs is None else inputs)
+            return loss.view(NDArray)  # (the spare buffers stay spare)
         # adopted: the arrays replaced become the next step's buffers, where they are the Trainer's own
         current, made = (*self.params, *self.states, *self.optim_state), self._made
         if len(made) == len(current) and all(map(operator.is_, current, made)):
@@ -250,7 +254,7 @@ class Trainer:
         self._made = spare
         self.params, self.states, self.optim_state = list(spare[:p]), list(spare[p:s]), list(spare[s:])
         self.step += 1
-        return _nd(loss)
+        return loss.view(NDArray)
 
     def _step_args(self, inputs: Sequence, targets: Sequence) -> tuple:
         """``update_params``' arguments in its order: inputs, parameters, states, targets, dropout keys, optimizer
@@ -260,14 +264,14 @@ class Trainer:
     def _labels_fit(self, batch: tuple) -> bool:
         """Whether the batch has the right count and every class-index target names a class, by the native scan
         (False also when that cannot tell: the checked route then decides)."""
-        if self._label_slots is None:
+        slots = self._label_slots
+        if slots is None:
             if self._labels is None:
                 self._labels = self._label_targets()
-            n_in = len(self.input_vars)
-            self._label_slots = [(n_in + i, classes) for i, classes in self._labels]
-        if len(batch) != len(self.input_vars) + len(self.target_vars) or _native is None:
+            slots = self._label_slots = [(self._n_inputs + i, classes) for i, classes in self._labels]
+        if len(batch) != self._n_batch or _native is None:
             return False
-        for slot, classes in self._label_slots:
+        for slot, classes in slots:
             if _native.labels_in_range(batch[slot], 0, classes) is not True:
                 return False
         return True
