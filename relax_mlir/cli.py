@@ -37,6 +37,8 @@ def cmd_print(args: argparse.Namespace) -> int:
     if args.function:
         if not isinstance(mod, IRModule):
             raise ValueError("--function needs a module (an @I.ir_module class)")
+        if args.function not in mod:
+            raise ValueError(f"--function: the module has no function {args.function!r} (it has: {', '.join(mod)})")
         print(mod[args.function].script(args.function))
     else:
         print(mod.script() if isinstance(mod, IRModule) else mod.script())
@@ -167,7 +169,17 @@ def import_model(path: str, shapes: Optional[dict] = None):
             raise ValueError("--shape applies to ONNX models; a .pt2 program has its shapes")
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: no such file")
-        return from_exported_program(torch.export.load(path))
+        import zipfile
+
+        if not zipfile.is_zipfile(path):  # (torch.export.load would log a traceback of its own first)
+            raise ValueError(f"{path}: not an exported program torch.export.load can read (torch.export.save "
+                             "writes a zip archive; this is not one)")
+        try:
+            program = torch.export.load(path)
+        except (zipfile.BadZipFile, RuntimeError, KeyError, EOFError) as exc:  # not what torch.export.save writes
+            raise ValueError(f"{path}: not an exported program torch.export.load can read ({type(exc).__name__}: "
+                             f"{exc})") from None
+        return from_exported_program(program)
     raise ValueError(f"{path}: expected a .onnx model or a .pt2 exported program (torch.export.save)")
 
 

@@ -209,10 +209,14 @@ def parse_pattern(text: str) -> Pattern:
     cannot read."""
     import ast
 
+    if not isinstance(text, str):
+        raise TypeError(f"parse_pattern: expected the pattern as a str, got {type(text).__name__}")
     try:
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as exc:
         raise ValueError(f"pattern {text!r}: not an expression ({exc.msg})") from None
+    except (RecursionError, MemoryError):
+        raise ValueError(f"pattern {text[:40]!r}...: nests too deeply") from None
 
     def dotted(node: ast.AST) -> str:
         if isinstance(node, ast.Name):
@@ -236,14 +240,17 @@ def parse_pattern(text: str) -> Pattern:
         if isinstance(node, ast.Tuple):
             return is_tuple([build(e) for e in node.elts])
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and \
-                isinstance(node.slice.value, int):
+                isinstance(node.slice.value, int) and not isinstance(node.slice.value, bool):
             return is_tuple_get_item(build(node.value), node.slice.value)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
             return build(node.left) | build(node.right)
         raise ValueError(f"pattern {text!r}: cannot read {ast.unparse(node)!r} (expected op(...), _, const, a tuple, "
                          "x[i] or a | b)")
 
-    return build(tree)
+    try:
+        return build(tree)
+    except RecursionError:
+        raise ValueError(f"pattern {text[:40]!r}...: nests too deeply") from None
 
 
 def _pattern(p: Any) -> Pattern:

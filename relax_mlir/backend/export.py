@@ -23,6 +23,7 @@ constructors, as gradient rules are). Ops with neither a lowering nor a decompos
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -58,6 +59,10 @@ def tensor_type(sinfo: TensorStructInfo, where: str) -> ir.RankedTensorType:
         shape = [ir.ShapedType.get_dynamic_size()] * sinfo.ndim
     else:
         shape = [d if isinstance(d, int) else ir.ShapedType.get_dynamic_size() for d in sinfo.shape]
+        static = [d for d in sinfo.shape if isinstance(d, int)]
+        if math.prod(static) * to_numpy(sinfo.dtype).itemsize >= 2 ** 63:
+            raise ExportError(f"{where}: a tensor of {' x '.join(map(str, static))} {sinfo.dtype} elements is larger "
+                              "than any address space (2**63 bytes)")
     try:
         return ir.RankedTensorType.get(shape, element_type(sinfo.dtype))
     except ValueError as exc:

@@ -198,6 +198,8 @@ class PrimValue(Expr):
 
     def __post_init__(self):
         check_dtype(self.dtype, "PrimValue")
+        if self.value is None:
+            raise ValueError("PrimValue: a value is needed (a number, or a size variable for an integer dtype)")
         object.__setattr__(self, "struct_info", PrimStructInfo(self.dtype, self.value))
 
 

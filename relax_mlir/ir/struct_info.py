@@ -16,12 +16,58 @@ class StructInfo:
     __slots__ = ()
 
 
+def prim_value_of(dtype: str, value, where: str):
+    """``value`` checked as a scalar of ``dtype``: None (unknown); for an integer dtype an int in its range or a
+    symbolic size; for bool True/False (or 0/1); for a float dtype a number. NumPy scalars become Python's."""
+    import numpy as np
+
+    if value is None:
+        return None
+    if isinstance(value, np.generic):
+        value = value.item()
+    if dtype == "bool":
+        if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+            return bool(value) if isinstance(value, bool) else value
+    elif dtype.startswith(("int", "uint")):
+        if isinstance(value, SymDim):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            info = np.iinfo(dtype)
+            if info.min <= value <= info.max:
+                return value
+            raise ValueError(f"{where}: {value} does not fit in {dtype} ({info.min} to {info.max})")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    raise ValueError(f"{where}: {value!r} ({type(value).__name__}) is not a value of dtype {dtype}")
+
+
+def _ndim(ndim, where: str) -> int:
+    """A rank: an int from 0 up, or -1 for an unknown one."""
+    try:
+        import numpy as np
+
+        if isinstance(ndim, np.integer):
+            ndim = int(ndim)
+    except ImportError:  # pragma: no cover
+        pass
+    if not isinstance(ndim, int) or isinstance(ndim, bool) or not -1 <= ndim <= MAX_RANK:
+        raise ValueError(f"{where}: ndim must be an int from 0 to {MAX_RANK}, or -1 for an unknown rank; "
+                         f"got {ndim!r}")
+    return ndim
+
+
+#: The highest rank a tensor may have (NumPy's limit is 64; MLIR's memref descriptors are generated per rank).
+MAX_RANK = 64
+
+
 def _dim(d, where: str) -> Dim:
     if isinstance(d, bool):
         raise TypeError(f"{where}: dimension must be an int or size variable, got bool")
     if isinstance(d, int):
         if d < 0:
             raise ValueError(f"{where}: dimension must be non-negative, got {d}")
+        if d >= 2 ** 63:  # sizes are int64 wherever they are compiled (MLIR's shapes, the descriptors)
+            raise ValueError(f"{where}: dimension {d} does not fit in int64")
         return d
     if isinstance(d, SymDim):
         return d
@@ -61,6 +107,7 @@ class TensorStructInfo(StructInfo):
 
     def __init__(self, shape: Optional[Sequence] = None, dtype: str = "float32", ndim: int = -1):
         dtype = check_dtype(dtype, "TensorStructInfo")
+        ndim = _ndim(ndim, "TensorStructInfo")
         if shape is not None:
             shape = make_shape(shape, "TensorStructInfo")
             if ndim not in (-1, len(shape)):
@@ -108,8 +155,11 @@ class ShapeStructInfo(StructInfo):
     ndim: int
 
     def __init__(self, values: Optional[Sequence] = None, ndim: int = -1):
+        ndim = _ndim(ndim, "ShapeStructInfo")
         if values is not None:
             values = make_shape(values, "ShapeStructInfo")
+            if ndim not in (-1, len(values)):
+                raise ValueError(f"ShapeStructInfo: ndim {ndim} disagrees with values {format_shape(values)}")
             ndim = len(values)
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "ndim", ndim)
@@ -126,8 +176,9 @@ class PrimStructInfo(StructInfo):
     value: object
 
     def __init__(self, dtype: str = "int64", value=None):
-        object.__setattr__(self, "dtype", check_dtype(dtype, "PrimStructInfo"))
-        object.__setattr__(self, "value", value)
+        dtype = check_dtype(dtype, "PrimStructInfo")
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "value", prim_value_of(dtype, value, "PrimStructInfo"))
 
     def __str__(self) -> str:
         return f"Prim({self.dtype})" if self.value is None else f"Prim({self.value}, {self.dtype})"

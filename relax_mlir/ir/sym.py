@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import Mapping, Union
 
 Monomial = tuple[str, ...]  # sorted variable names, repeated for powers; () is the constant term
+#: Terms a symbolic size may have: a product of sums expands term by term (k factors of two terms each give 2**k
+#: terms), so a 300-byte shape annotation could otherwise take minutes and gigabytes to read.
+MAX_TERMS = 1024
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,17 @@ class SymDim:
         return (-self) + other
 
     def __mul__(self, other: "Dim") -> "Dim":
+        others = _as_terms(other)
+        if len(self.terms) * len(others) > MAX_TERMS * MAX_TERMS:
+            raise ValueError(f"symbolic size too large: a product of {len(self.terms)} and {len(others)} terms "
+                             f"(at most {MAX_TERMS} terms)")
         out: dict[Monomial, int] = {}
         for m1, c1 in self.terms:
-            for m2, c2 in _as_terms(other).items():
+            for m2, c2 in others.items():
                 m = tuple(sorted(m1 + m2))
                 out[m] = out.get(m, 0) + c1 * c2
+        if len(out) > MAX_TERMS:
+            raise ValueError(f"symbolic size too large: its product has {len(out)} terms (at most {MAX_TERMS})")
         return SymDim._make(out)
 
     __rmul__ = __mul__
@@ -172,9 +181,15 @@ def parse_dim(text: str) -> Dim:
     """Parse ``"n"``, ``"2 * n + 1"``, ``"n * m"`` or ``"64"`` into a dimension."""
     try:
         tree = ast.parse(text.strip(), mode="eval").body
+        return dim_from_ast(tree, lambda name: SizeVar(name))
     except SyntaxError as exc:
         raise ValueError(f"malformed dimension {text!r}: {exc.msg}") from None
-    return dim_from_ast(tree, lambda name: SizeVar(name))
+    except (RecursionError, MemoryError):
+        raise ValueError(f"dimension {_excerpt(text)} nests too deeply") from None
+
+
+def _excerpt(text: str, limit: int = 40) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def dim_from_ast(node: ast.AST, lookup) -> Dim:

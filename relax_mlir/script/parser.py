@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ir import sym
 from ..ir.block_builder import call_return_struct_info
-from ..ir.dtype import check_dtype, to_numpy
+from ..ir.dtype import DTYPES, check_dtype, to_numpy
 from ..ir.expr import (PRIVATE_ATTR, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
                        Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple, TupleGetItem, Var, VarBinding, const)
 from ..ir.module import IRModule
@@ -76,6 +76,8 @@ class Parser:
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
             raise self.error(node, message) from None
+        except RecursionError:
+            raise self.error(node, "the expression nests too deeply") from None
 
     # -- entry points -------------------------------------------------------------------------------
     def parse(self) -> "IRModule | Function":
@@ -91,9 +93,12 @@ class Parser:
         if not defs:
             raise ParseError(f"{self.filename}:1:1: expected an @I.ir_module class or an @R.function definition")
         node = defs[0]
-        if isinstance(node, ast.ClassDef):
-            return self.parse_module(node)
-        return self.parse_standalone(node)
+        try:
+            if isinstance(node, ast.ClassDef):
+                return self.parse_module(node)
+            return self.parse_standalone(node)
+        except RecursionError:  # an expression nested deeper than the parser's recursion (e.g. t[0][0]...[0])
+            raise self.error(node, "the definition nests too deeply to read (Python's recursion limit)") from None
 
     def parse_module(self, node: ast.ClassDef) -> IRModule:
         self.in_module = True
@@ -469,9 +474,12 @@ class Parser:
 
     def sinfo_tensor(self, node: ast.Call, sizes: "_Sizes") -> TensorStructInfo:
         bound = _bind_args(self, node, ["shape", "dtype", "ndim"])
-        shape = self.shape(bound["shape"], sizes) if "shape" in bound else None
-        if isinstance(bound.get("shape"), ast.Constant) and bound["shape"].value is None:
-            shape = None
+        given = bound.get("shape")
+        if isinstance(given, ast.Constant) and isinstance(given.value, str) and "dtype" not in bound:
+            bound["dtype"] = bound.pop("shape")  # R.Tensor("float32", ndim=2): TVM's form without a shape
+            given = None
+        shape = None if given is None or isinstance(given, ast.Constant) and given.value is None else \
+            self.shape(given, sizes)
         dtype = self.literal(bound["dtype"]) if "dtype" in bound else "float32"
         ndim = self.literal(bound["ndim"]) if "ndim" in bound else -1
         return self.guard(node, lambda: TensorStructInfo(shape, dtype, ndim))
@@ -483,16 +491,21 @@ class Parser:
 
     def sinfo_shape(self, node: ast.Call, sizes: "_Sizes") -> ShapeStructInfo:
         bound = _bind_args(self, node, ["values", "ndim"])
-        if "values" in bound:
-            return ShapeStructInfo(self.shape(bound["values"], sizes))
-        return ShapeStructInfo(None, self.literal(bound["ndim"]) if "ndim" in bound else -1)
+        values = self.shape(bound["values"], sizes) if "values" in bound else None
+        ndim = self.literal(bound["ndim"]) if "ndim" in bound else -1
+        return self.guard(node, lambda: ShapeStructInfo(values, ndim))
 
     def sinfo_prim(self, node: ast.Call, sizes: "_Sizes") -> PrimStructInfo:
         bound = _bind_args(self, node, ["dtype", "value"])
-        if "value" in bound and "dtype" in bound and isinstance(self.literal(bound["value"]), str):
-            bound["dtype"], bound["value"] = bound["value"], bound["dtype"]  # R.Prim(value=..., dtype=...)
+        if len(node.args) == 2 and all(isinstance(a, ast.Constant) for a in node.args) and \
+                node.args[1].value in DTYPES and node.args[0].value not in DTYPES:
+            bound["dtype"], bound["value"] = bound["value"], bound["dtype"]  # R.Prim(value, dtype), positionally
         dtype = self.literal(bound["dtype"]) if "dtype" in bound else "int64"
-        value = self.literal(bound["value"], sizes) if "value" in bound else None
+        value = None
+        if "value" in bound:  # a symbolic size as R.prim_value reads it ("n", n + 1), else a literal
+            given = bound["value"]
+            symbolic = not isinstance(given, ast.Constant) or isinstance(given.value, str)
+            value = self.dim(given, sizes) if symbolic else self.literal(given, sizes)
         return self.guard(node, lambda: PrimStructInfo(dtype, value))
 
     def sinfo_callable(self, node: ast.Call, sizes: "_Sizes") -> FuncStructInfo:
@@ -609,11 +622,14 @@ def _sp_const(p: Parser, node, scope, sizes):
 def _sp_shape(p: Parser, node, scope, sizes):
     if len(node.args) != 1 or node.keywords:
         raise p.error(node, "R.shape([dims...]) takes one list")
-    return ShapeExpr(p.shape(node.args[0], sizes), span=p.span(node))
+    dims = p.shape(node.args[0], sizes)
+    return p.guard(node, lambda: ShapeExpr(dims, span=p.span(node)))
 
 
 def _sp_prim_value(p: Parser, node, scope, sizes):
     bound = _bind_args(p, node, ["value", "dtype"])
+    if "value" not in bound:
+        raise p.error(node, "R.prim_value(value, dtype=...) takes a value: a number or a size variable")
     value = p.dim(bound["value"], sizes) if not isinstance(bound.get("value"), ast.Constant) or \
         isinstance(bound["value"].value, str) else p.literal(bound["value"])
     dtype = p.literal(bound["dtype"]) if "dtype" in bound else ("float64" if isinstance(value, float) else "int64")

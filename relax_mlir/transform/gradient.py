@@ -198,6 +198,8 @@ class _Differentiator:
         params = list(self.func.params)
         if require_grads is None:
             return [p for p in params if _is_float_like(p.struct_info)]
+        if not require_grads:
+            self.fail("require_grads is empty: name at least one parameter (or None for every float parameter)")
         out: list[Var] = []
         for v in require_grads:
             if not isinstance(v, Var):

@@ -143,6 +143,10 @@ class InlineFunctions(Pass):
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         out = mod.copy()
+        missing = [name for name in self.func_names or () if name not in mod]
+        if missing:
+            raise ValueError(f"InlineFunctions: the module has no function {', '.join(map(repr, missing))} "
+                             f"(it has: {', '.join(mod)})")
         for name in self.func_names if self.func_names is not None else list(mod):
             out[name] = inline_calls(mod[name], mod, (name,))
         return out

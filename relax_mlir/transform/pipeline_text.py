@@ -9,7 +9,9 @@ the text is read with ``ast`` and ``ast.literal_eval``.
 from __future__ import annotations
 
 import ast
+import collections.abc
 import dataclasses
+import typing
 from typing import Any
 
 from .pass_infra import PASSES, Pass
@@ -67,10 +69,21 @@ def _make(item: str) -> Pass:
     if unknown or len(args) > len(options):
         raise PipelineError(f"--passes: {name} has no option {', '.join(map(repr, unknown)) or 'beyond ' + str(len(options))}"
                             f"; its options: {', '.join(options) or '(none)'}")
+    failure = None
     try:
-        return cls(*args, **kwargs)
+        made = cls(*args, **kwargs)  # (a pass that checks its options says what is wrong in its own words)
     except (TypeError, ValueError) as exc:
         raise PipelineError(f"--passes: {name}: {exc}; its options: {', '.join(options) or '(none)'}") from None
+    except Exception as exc:  # noqa: BLE001 (an option of the wrong type met unchecked: said below instead)
+        failure = exc
+    hints = typing.get_type_hints(cls)  # ... the others are checked against their annotations here
+    for option, value in [*zip(options, args), *kwargs.items()]:
+        hint = hints.get(option, Any)
+        if not _fits(value, hint):
+            raise PipelineError(f"--passes: {name}: option {option}={value!r} is not {_describe(hint)}")
+    if failure is not None:
+        raise failure
+    return made
 
 
 def _value(node: ast.AST, item: str) -> Any:
@@ -81,3 +94,51 @@ def _value(node: ast.AST, item: str) -> Any:
     except ValueError:
         raise PipelineError(f"--passes: in {item!r}, {ast.unparse(node)!r} is not a literal "
                             "(a number, string, list, tuple, None, True or False)") from None
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether an option's value (a literal from the text) is of the type the pass's field is annotated with."""
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    origin, params = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:
+        return any(_fits(value, p) for p in params)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint in (tuple, list) or origin in (tuple, list, collections.abc.Sequence):
+        if not isinstance(value, (tuple, list)):
+            return False
+        item = params[0] if params and (origin is not tuple or params[-1] is Ellipsis or len(params) == 1) else Any
+        if origin is tuple and params and params[-1] is not Ellipsis and len(params) > 1:
+            return len(value) == len(params) and all(_fits(v, p) for v, p in zip(value, params))
+        return all(_fits(v, item) for v in value)
+    if origin in (dict, collections.abc.Mapping) or hint in (dict, collections.abc.Mapping):
+        key, val = params if len(params) == 2 else (Any, Any)
+        return isinstance(value, dict) and all(_fits(k, key) and _fits(v, val) for k, v in value.items())
+    if origin is collections.abc.Callable or hint is collections.abc.Callable:
+        return callable(value)
+    return isinstance(value, hint) if isinstance(hint, type) else True
+
+
+def _describe(hint: Any) -> str:
+    """A type annotation in words, for the error: "a str", "a list of str", "None or an int"."""
+    if hint is type(None):
+        return "None"
+    origin, params = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:
+        return " or ".join(_describe(p) for p in params)
+    if hint in (tuple, list) or origin in (tuple, list, collections.abc.Sequence):
+        item = params[0] if params else None
+        return f"a list of {_describe(item)[2:] if item is not None and item is not Any else 'values'}"
+    if origin in (dict, collections.abc.Mapping) or hint in (dict, collections.abc.Mapping):
+        return "a dict"
+    if origin is collections.abc.Callable or hint is collections.abc.Callable:
+        return "a Python function (not available from the command line)"
+    name = getattr(hint, "__name__", str(hint))
+    return f"{'an' if name[:1] in 'aeiouAEIOU' else 'a'} {name}"
