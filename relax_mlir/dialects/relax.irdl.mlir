@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 7ffa8b32d05475dc7db62596022ee41336ee5fa5729a0cbe05a74b0257e4c961
+// registry sha256 cea2f3164d414c04efb28aaadb0617c7bb479a995ff8a060272c6ad6add6dc50
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

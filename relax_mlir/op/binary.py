@@ -92,13 +92,21 @@ def binary(name: str, fn, scalar: Callable, kind: str = "arith", doc: str = "", 
 
 def _divide(a, b):
     if np.issubdtype(a.dtype, np.integer):
-        # Integer division truncates toward zero (C and MLIR's arith.divsi), not NumPy's floor.
-        return np.trunc(np.true_divide(a, b)).astype(a.dtype)
+        # Integer division truncates toward zero (C and MLIR's arith.divsi), not NumPy's floor: the floor quotient
+        # moved up by one where the division is inexact and the signs differ (exact for every int64, where a
+        # division through float64 is not). By zero: 0; the lowest value by -1: itself (as the compiled code).
+        with np.errstate(divide="ignore", over="ignore"):
+            q = np.floor_divide(a, b)
+            inexact = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0)) & (b != 0)
+        return np.asarray(q + inexact.astype(q.dtype))
     return np.true_divide(a, b)
 
 
 def _floor_divide(a, b):
-    return np.floor_divide(a, b) if np.issubdtype(a.dtype, np.integer) else np.floor(a / b)
+    if np.issubdtype(a.dtype, np.integer):
+        with np.errstate(divide="ignore", over="ignore"):  # by zero: 0; the lowest value by -1: itself
+            return np.floor_divide(a, b)
+    return np.floor(a / b)
 
 
 def _zero(g):

@@ -61,11 +61,12 @@ class ScalarBuilder:
         return self._by_type("mul", arith.mulf, arith.muli, a, b)
 
     def div(self, a: Operand, b: Operand) -> ir.Value:
-        """Float division; integer division truncating toward zero (C's)."""
-        return self._by_type("div", arith.divf, arith.divsi, a, b)
+        """Float division; integer division truncating toward zero (C's), by zero 0 (see ``_int_division``)."""
+        return self._by_type("div", arith.divf, lambda x, y: _int_division(arith.divsi, x, y), a, b)
 
     def floordiv(self, a: Operand, b: Operand) -> ir.Value:
-        return self._by_type("floordiv", lambda x, y: math.floor(arith.divf(x, y)), arith.floordivsi, a, b)
+        return self._by_type("floordiv", lambda x, y: math.floor(arith.divf(x, y)),
+                             lambda x, y: _int_division(arith.floordivsi, x, y), a, b)
 
     def pow(self, a: Operand, b: Operand) -> ir.Value:
         return self._by_type("pow", math.powf, None, a, b)
@@ -170,3 +171,18 @@ def clip(lc, op):
 def identity(lc, op):
     """The markers (``grad.no_grad``, checkpoint boundaries) are the identity once compiled."""
     return lc.inputs[0]
+
+
+def _int_division(divide: Callable[[ir.Value, ir.Value], ir.Value], a: ir.Value, b: ir.Value) -> ir.Value:
+    """``divide(a, b)`` defined for every pair, as NumPy defines it: a quotient by zero is 0, and the most negative
+    value divided by -1 wraps to itself. The CPU's division instruction traps on both (SIGFPE, the process
+    killed), so the divisor is replaced by 1 there before dividing and the quotient chosen after."""
+    width = ir.IntegerType(a.type).width
+    zero, one = scalar(0, a.type), scalar(1, a.type)
+    by_zero = arith.cmpi(arith.CmpIPredicate.eq, b, zero)
+    if width == 1:
+        return arith.select(by_zero, zero, a)  # bools: a / 1 is a
+    lowest = arith.cmpi(arith.CmpIPredicate.eq, a, scalar(-(1 << (width - 1)), a.type))
+    overflow = arith.andi(lowest, arith.cmpi(arith.CmpIPredicate.eq, b, scalar(-1, a.type)))
+    quotient = divide(a, arith.select(arith.ori(by_zero, overflow), one, b))
+    return arith.select(by_zero, zero, quotient)

@@ -25,6 +25,7 @@ from .core import (amap, as_index, cast_elements, compute_type, convert, dim, el
                    sadd, scalar, sceildiv, sfloordiv, Size, sizes_of, smax, smul, ssub, tensor_type)
 from .reduce import mean_and_variance
 from .checks import guarded_extract, linear_position, report_if, where
+from ..error_slot import SHAPE_CHECK_PREFIX
 from .shape import extract_slice
 from ..schedule.pooling import POOL_TAG
 
@@ -96,10 +97,20 @@ def nll_loss(lc, op):
     weights = lc.inputs[2] if len(lc.inputs) > 2 else None
     ct, out_t = compute_type(elem(pred)), elem(lc.result_type)
     k = targets.type.rank
-    classes = as_index(dim(pred, 1 if pred.type.rank > 1 else 0))
+    class_axis = 1 if pred.type.rank > 1 else 0
+    classes = as_index(dim(pred, class_axis))
     ignore, reduction = lc.attrs["ignore_index"], lc.attrs["reduction"]
+    if weights is not None and (weights.type.is_dynamic_dim(0) or pred.type.is_dynamic_dim(class_axis)):
+        # the weights' length and the class count, which inference assumed equal, checked; a target is read only
+        # below the smaller of the two
+        count = as_index(dim(weights, 0))
+        report_if(op, arith.cmpi(arith.CmpIPredicate.ne, count, classes), arith.index_cast(
+            ir.IntegerType.get_signless(64), count), as_index(0),
+            f"{SHAPE_CHECK_PREFIX}{where(op)}: nll_loss: the weights have {{value}} classes, where the "
+            "predictions have another count (sizes the op's inference assumed equal)")
+        classes = arith.minui(classes, count)
 
-    message = class_target_message(op, "relax.nn.nll_loss", dim(pred, 1 if pred.type.rank > 1 else 0), ignore)
+    message = class_target_message(op, "relax.nn.nll_loss", dim(pred, class_axis), ignore)
 
     def picked(t):
         """(-pred[n, t, ...] * w[t], w[t]) with both 0 where t is ignored; a target outside [0, C) that is not

@@ -36,6 +36,7 @@ def insert_size_checks(module: ir.Module) -> int:
     ops: list[ir.Operation] = []
 
     casts: list[ir.Operation] = []
+    expands: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name.startswith("linalg.") and ("indexing_maps" in op.attributes or op.name in _DEFAULT_MAPS) \
@@ -43,10 +44,99 @@ def insert_size_checks(module: ir.Module) -> int:
             ops.append(op)
         elif op.name == "tensor.cast" and _narrowed_axes(op):
             casts.append(op)
+        elif op.name == "tensor.expand_shape" and len(op.operands) > 1:  # some size of the new shape dynamic
+            expands.append(op)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
-    return sum(_guard(op) for op in ops) + sum(_guard_cast(op) for op in casts)
+    return sum(_guard(op) for op in ops) + sum(_guard_cast(op) for op in casts) + \
+        sum(_guard_expand(op) for op in expands)
+
+
+def _same_count(source: ir.Value, axis: int, sizes: list) -> bool:
+    """Whether dimension ``axis`` of ``source`` and the product of ``sizes`` (ints and index values) are, as the
+    parameters name them, the same product of sizes (``n * 32`` both ways for a CNN's flattening)."""
+    want = _product([(s, ()) if isinstance(s, int) else _value_factors(s) for s in sizes])
+    return want is not None and want == _dim_factors(source, axis)
+
+
+Factors = Optional[tuple[int, tuple[str, ...]]]  # (static factor, sorted size-variable names): a product
+
+
+def _product(parts: list) -> Factors:
+    if any(p is None for p in parts):
+        return None
+    static, names = 1, []
+    for value, keys in parts:
+        static *= value
+        names += keys
+    return static, tuple(sorted(names))
+
+
+def _value_factors(value: ir.Value, depth: int = 0) -> Factors:
+    """An index value as a product: a constant, a parameter's dimension, or a product of those."""
+    op = _defining_op(value)
+    if op is not None and op.name == "arith.muli" and depth < 16:
+        return _product([_value_factors(v, depth + 1) for v in op.operands])
+    if op is not None and op.name == "arith.constant":
+        return ir.IntegerAttr(op.attributes["value"]).value, ()
+    if op is not None and op.name == "tensor.dim":
+        return _dim_factors(op.operands[0], ir.IntegerAttr(_defining_op(op.operands[1]).attributes["value"]).value) \
+            if _defining_op(op.operands[1]) is not None and _defining_op(op.operands[1]).name == "arith.constant" \
+            else None
+    return None
+
+
+def _dim_factors(t: ir.Value, axis: int, depth: int = 0) -> Factors:
+    """Dimension ``axis`` of ``t`` as a product of static sizes and parameter size variables (a collapsed
+    dimension is the product of those it merged)."""
+    ttype = ir.RankedTensorType(t.type)
+    if not ttype.is_dynamic_dim(axis):
+        return ttype.shape[axis], ()
+    op = _defining_op(t)
+    if op is not None and op.name == "tensor.collapse_shape" and depth < 16:
+        group = [ir.IntegerAttr(i).value for i in ir.ArrayAttr(ir.ArrayAttr(op.attributes["reassociation"])[axis])]
+        return _product([_dim_factors(op.operands[0], g, depth + 1) for g in group])
+    if op is not None and op.name == "tensor.cast" and depth < 16:
+        return _dim_factors(op.operands[0], axis, depth + 1)
+    key = _dim_key(t, axis)
+    return None if key is None else (int(key), ()) if key.isdigit() else (1, (key,))
+
+
+def _guard_expand(op: ir.Operation) -> int:
+    """An expand_shape of a static dimension into dynamic sizes (a weight of 3 reshaped to ``(1, c)``) asserts that
+    they multiply to it; that is checked, and on a mismatch an empty tensor of the new shape stands in (the
+    expansion would describe memory the source does not have)."""
+    idx, i64 = ir.IndexType.get(), ir.IntegerType.get_signless(64)
+    source, target = op.operands[0], ir.RankedTensorType(op.results[0].type)
+    dynamic = iter(list(op.operands)[1:])
+    sizes = [next(dynamic) if target.is_dynamic_dim(a) else target.shape[a] for a in range(target.rank)]
+    groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])]
+    with ir.InsertionPoint(op), op.location:
+        mismatch: Optional[ir.Value] = None
+        for axis, group in enumerate(groups):
+            if all(isinstance(sizes[a], int) for a in group) or _same_count(source, axis, [sizes[a] for a in group]):
+                continue  # static sizes: the verifier saw their product; the same size variable on both sides
+            product = arith.constant(idx, 1)
+            for a in group:
+                product = arith.muli(product, sizes[a] if not isinstance(sizes[a], int) else arith.constant(idx, sizes[a]))
+            got = tensor.dim(source, arith.constant(idx, axis))
+            bad = arith.cmpi(arith.CmpIPredicate.ne, got, product)
+            bad.owner.attributes[TAG] = ir.UnitAttr.get()
+            report_if(op, bad, arith.index_cast(i64, got), arith.constant(idx, axis),
+                      f"{SHAPE_CHECK_PREFIX}{where(op)}: reshape: dimension {{position}} of the input has {{value}} "
+                      "elements, where the new shape has another count (sizes the op's inference assumed equal)")
+            mismatch = bad if mismatch is None else arith.ori(mismatch, bad)
+        if mismatch is None:
+            return 0
+        choose = scf.IfOp(mismatch, [target], has_else=True)
+        with ir.InsertionPoint(choose.then_block):
+            scf.YieldOp([tensor.EmptyOp(sizes, target.element_type).result])
+    op.results[0].replace_all_uses_with(choose.results[0])
+    with ir.InsertionPoint(choose.else_block), op.location:
+        yield_op = scf.YieldOp([op.results[0]])
+    op.move_before(yield_op.operation)
+    return 1
 
 
 def _narrowed_axes(op: ir.Operation) -> list[int]:
@@ -89,7 +179,22 @@ _DEFAULT_MAPS = {
     "linalg.matmul": ("(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"),
     "linalg.batch_matmul": ("(d0, d1, d2, d3) -> (d0, d1, d3)", "(d0, d1, d2, d3) -> (d0, d3, d2)",
                             "(d0, d1, d2, d3) -> (d0, d1, d2)"),
+    # convolutions, written with stride and dilation 1: the windowed dimensions are never compared (nor the
+    # batch and output channels: _COMPARED_LOOPS), so the strides do not matter here
+    "linalg.conv_2d_nchw_fchw": ("(d0, d1, d2, d3, d4, d5, d6) -> (d0, d4, d2 + d5, d3 + d6)",
+                                 "(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)",
+                                 "(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)"),
+    "linalg.conv_2d_ngchw_gfchw": ("(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d5, d3 + d6, d4 + d7)",
+                                   "(d0, d1, d2, d3, d4, d5, d6, d7) -> (d1, d2, d5, d6, d7)",
+                                   "(d0, d1, d2, d3, d4, d5, d6, d7) -> (d0, d1, d2, d3, d4)"),
 }
+
+
+#: Named ops whose loops are compared only where the lowering cannot have made the sizes agree: a convolution's
+#: input channels (and groups) are the input's and the filter's own; its batch and output channels are the ones
+#: the lowering gave its result (a padded input's batch, which canonicalization does not trace back, would keep a
+#: check in every symbolic-batch CNN step).
+_COMPARED_LOOPS = {"linalg.conv_2d_nchw_fchw": {4}, "linalg.conv_2d_ngchw_gfchw": {1, 5}}
 
 
 def _indexing_maps(op: ir.Operation) -> list:
@@ -112,7 +217,10 @@ def _pairs(op: ir.Operation) -> list[tuple[tuple[ir.Value, int], tuple[ir.Value,
             if isinstance(expr, ir.AffineDimExpr):
                 loops.setdefault(expr.position, []).append((value, axis))
     pairs = []
-    for entries in loops.values():
+    compared = _COMPARED_LOOPS.get(op.name)
+    for loop, entries in loops.items():
+        if compared is not None and loop not in compared:
+            continue
         static = [e for e in entries if not e[0].type.is_dynamic_dim(e[1])]
         if len(entries) < 2 or len(static) == len(entries):
             continue
@@ -223,6 +331,11 @@ def _dim_key(t: ir.Value, axis: int, depth: int = 0) -> Optional[str]:
             return _dim_key(op.operands[0], dynamic[0], depth + 1)
         return None
     if op.name == "tensor.insert_slice":
+        return _dim_key(op.operands[1], axis, depth + 1)
+    if op.name == "tensor.pad":  # an axis padded by nothing is its source's (a convolution pads only H and W)
+        low, high = (list(ir.DenseI64ArrayAttr(op.attributes[k])) for k in ("static_low", "static_high"))
+        return _dim_key(op.operands[0], axis, depth + 1) if low[axis] == high[axis] == 0 else None
+    if op.name in ("linalg.transpose", "linalg.broadcast"):  # (input, init): the result is the init
         return _dim_key(op.operands[1], axis, depth + 1)
     if op.name.startswith("linalg.") and "operandSegmentSizes" in op.attributes:
         n_ins = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[0]
