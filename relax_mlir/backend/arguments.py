@@ -41,6 +41,9 @@ def _is_exact(a: np.ndarray, dtype: np.dtype) -> bool:
 def conform(a: Any, dtype: np.dtype) -> tuple[np.ndarray | None, str]:
     """``a`` as a C-contiguous, aligned array of ``dtype`` under the policy above: ``(array, "")``, or
     ``(None, what is wrong)``. The array is ``a`` itself when it already fits (no copy)."""
+    if isinstance(a, np.ma.MaskedArray):  # its data alone would be passed: the masked values with it
+        return None, (f"expected an array of {dtype.name}, got a numpy.ma.MaskedArray (compiled code would read the "
+                      "masked values too: pass a.filled(value) or a.compressed())")
     if isinstance(a, np.ndarray) and _is_exact(a, dtype):
         return a, ""
     if not isinstance(a, np.ndarray):
@@ -63,7 +66,16 @@ def conform(a: Any, dtype: np.dtype) -> tuple[np.ndarray | None, str]:
             if outside.size:
                 return None, (f"expected {dtype.name}; the {a.dtype.name} value {flat[outside[0]]} at flat "
                               f"position {outside[0]} does not fit")
-        return a.astype(dtype, order="C"), ""
+        with np.errstate(over="ignore"):  # (a value beyond the range is refused below, with its position)
+            converted = a.astype(dtype, order="C")
+        if dtype.kind == "f" and a.dtype.kind == "f" and dtype.itemsize < a.dtype.itemsize:
+            with np.errstate(invalid="ignore"):
+                overflowed = np.flatnonzero(np.isinf(converted) & np.isfinite(a).reshape(converted.shape))
+            if overflowed.size:
+                value = a.ravel()[overflowed[0]].item()
+                return None, (f"expected {dtype.name}; the {a.dtype.name} value {value!r} at flat position "
+                              f"{overflowed[0]} is beyond its range (it would become inf)")
+        return converted, ""
     return np.array(a, dtype=dtype, order="C", copy=True), ""  # non-contiguous, Fortran-ordered or misaligned
 
 

@@ -446,14 +446,17 @@ class VirtualMachine:
     A function without tuples is the compiled function itself (no wrapper: its per-call cost is the runtime's).
     """
 
-    def __init__(self, ex: Executable, device: Any = None):
-        if not isinstance(ex, Executable):
-            raise TypeError(f"VirtualMachine: expected an Executable (from relax_mlir.compile), "
-                            f"got {type(ex).__name__}")
+    def __init__(self, ex: "Executable | LoadedModule", device: Any = None):
+        if not isinstance(ex, (Executable, LoadedModule)):
+            raise TypeError(f"VirtualMachine: expected an Executable (from relax_mlir.compile) or a library loaded "
+                            f"with relax_mlir.runtime.load_module, got {type(ex).__name__}")
         if device not in (None, "cpu", "llvm") and str(device) not in ("cpu", "cpu(0)"):
             raise ValueError(f"VirtualMachine: only the host CPU is supported, got device {device!r}")
         self.executable = ex
         self._functions: dict[str, Any] = {}
+        if isinstance(ex, LoadedModule):  # TVM's relax.VirtualMachine(tvm.runtime.load_module(path), dev)
+            self._functions.update(ex.functions)
+            return
         for name, fn in ex.mod.items():
             self._functions[name] = callable_for(name, compiled=ex.compiled[name], **function_structure(fn))
 

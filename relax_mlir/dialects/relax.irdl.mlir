@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 cea2f3164d414c04efb28aaadb0617c7bb479a995ff8a060272c6ad6add6dc50
+// registry sha256 04b7370ccf6157cdd9f66a300c998a9b4d1485465914275eb1921b8b3360aa60
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {
@@ -31,7 +31,7 @@ irdl.dialect @relax {
     irdl.results(result: %out)
   }
 
-  // relax.divide: Elementwise division; on integers it truncates toward zero.
+  // relax.divide: Elementwise division; on integers it truncates toward zero (by zero: 0, as NumPy's).
   irdl.operation @divide {
     %in_x1 = irdl.base "!builtin.tensor"
     %in_x2 = irdl.base "!builtin.tensor"

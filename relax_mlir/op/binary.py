@@ -130,7 +130,7 @@ add = binary("add", np.add, lambda b, x, y: b.add(x, y), grad=lambda a, b, g, y:
 subtract = binary("subtract", np.subtract, lambda b, x, y: b.sub(x, y), grad=lambda a, b, g, y: (g, -g))
 multiply = binary("multiply", np.multiply, lambda b, x, y: b.mul(x, y), grad=lambda a, b, g, y: (g * b, g * a))
 divide = binary("divide", _divide, lambda b, x, y: b.div(x, y),
-                doc="Elementwise division; on integers it truncates toward zero.",
+                doc="Elementwise division; on integers it truncates toward zero (by zero: 0, as NumPy's).",
                 low=0.5, high=3.0, grad=lambda a, b, g, y: (g / b, -(g * y / b)))
 # Piecewise constant in both operands: no gradient.
 floor_divide = binary("floor_divide", _floor_divide, lambda b, x, y: b.floordiv(x, y), widen=True, low=0.5, high=3.0,

@@ -126,6 +126,21 @@ def test_a_loaded_function_checks_its_arguments(take_library):
         lib["nope"]
 
 
+def test_tvms_virtual_machine_runs_a_loaded_library(take_library):
+    """``relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())``, as TVM's tutorials load a library:
+    the same functions, the same checks, the same values as the library called directly."""
+    from relax_mlir import tvm
+    from relax_mlir.tvm import relax
+
+    vm = relax.VirtualMachine(tvm.runtime.load_module(str(take_library)), tvm.cpu())
+    lib = load_module(take_library)
+    x, i = np.arange(12, dtype=np.float32).reshape(4, 3), np.array([3, 0, 1], np.int64)
+    np.testing.assert_array_equal(vm["take"](x, i), lib["take"](x, i))
+    np.testing.assert_array_equal(vm["take"](x, i), x[i])
+    with pytest.raises(ArgumentError, match=r"take: parameter 'x' \(#0\): expected shape \(4, 3\), got \(4, 4\)"):
+        vm["take"](np.zeros((4, 4), np.float32), i)
+
+
 @pytest.mark.parametrize("how, message", [
     (lambda d: d[: len(d) - 5], "not a relax-mlir library"),
     (lambda d: d[:100] + bytes([d[100] ^ 1]) + d[101:], "checksum mismatch"),
