@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 04b7370ccf6157cdd9f66a300c998a9b4d1485465914275eb1921b8b3360aa60
+// registry sha256 213f920f2033b7c001ad701cbf9856e406522ca8a9d4eff8661e053184b851fa
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

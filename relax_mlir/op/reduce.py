@@ -3,8 +3,8 @@ argmin; cumsum. ``axis=None`` reduces every axis; ``keepdims`` keeps reduced axe
 
 Gradient rules are ``grad(x, y, g, call) -> x_grad`` with ``g`` already reshaped to broadcast against ``x``
 (the reduced axes put back as size 1). Conventions: ``max``/``min`` split the gradient evenly among the
-elements equal to the result (as TVM Relay's ``max`` gradient, JAX and ``torch.amax``); ``prod`` uses
-``y / x``, so it needs non-zero inputs (its samples avoid 0); ``variance`` is the population variance,
+elements equal to the result (as TVM Relay's ``max`` gradient, JAX and ``torch.amax``); ``prod``'s is the product
+of the other elements (``y / x`` where ``x`` is not 0, as TVM's, and defined at 0); ``variance`` is the population variance,
 ``2/N * g * (x - mean(x))``.
 """
 
@@ -167,8 +167,24 @@ max = reduction("max", np.max, widen=False, grad=_extremum_grad,  # noqa: A001
                 doc="Maximum over ``axis``. Its gradient is shared evenly by the elements equal to the maximum.")
 min = reduction("min", np.min, widen=False, grad=_extremum_grad,  # noqa: A001
                 doc="Minimum over ``axis``. Its gradient is shared evenly by the elements equal to the minimum.")
-prod = reduction("prod", np.prod, low=0.5, high=1.5, grad=lambda x, y, g, call: g * y / x,
-                 doc="Product over ``axis``. Its gradient ``g * y / x`` assumes non-zero elements.")
+def _prod_grad(x, y, g, call):
+    """The product of the other elements: ``y / x`` (TVM's rule) where ``x`` is not 0; where it is, the product of
+    the others' non-zero values if it is the only 0 of its reduction, else 0 (``y / x`` would be NaN there)."""
+    from . import astype, equal, where, sum as reduce_sum
+
+    axis = call.attrs["axis"]
+    zero = equal(x, gu.scalar(0, x))
+    one = gu.scalar(1, x)
+    nonzero = where(zero, one, x)
+    zeros = reduce_sum(astype(zero, gu.sinfo_of(x).dtype), axis, keepdims=True)
+    others = prod(nonzero, axis, keepdims=True)  # the product without the zeros
+    at_zero = where(equal(zeros, one), others, gu.scalar(0, x))
+    return g * where(zero, at_zero, y / nonzero)
+
+
+prod = reduction("prod", np.prod, low=0.5, high=1.5, grad=_prod_grad,
+                 doc="Product over ``axis``. Its gradient is the product of the other elements (``g * y / x`` where "
+                     "``x`` is not 0, as TVM's; defined at 0 too).")
 
 
 # -- argmax, argmin ----------------------------------------------------------------------------------------

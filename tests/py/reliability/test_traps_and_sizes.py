@@ -123,3 +123,26 @@ def test_the_same_functions_with_agreeing_sizes_match_the_interpreter(sized, nam
     rng = np.random.default_rng(len(name))
     arrays = [np.array([4]) if a == "target 4" else rng.standard_normal(a).astype("float32") for a in args]
     np.testing.assert_allclose(vm[name](*arrays), relax_mlir.interpret(mod, name, *arrays), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_prod_gradient_is_the_product_of_the_others_at_zeros_too(compiled):
+    """d prod(x) / d x_i is the product of the other elements: with one 0 in a row, the 0's gradient is the product
+    of the rest and the others' are 0; with two 0s, all are 0 (``y / x`` gave NaN). Oracle: the products written
+    out with NumPy, element by element."""
+    from relax_mlir import transform
+
+    mod = from_source("""
+@I.ir_module
+class M:
+    @R.function
+    def loss(x: R.Tensor((4, 4), "float32")):
+        r = R.sum(R.prod(x, axis=[1]))
+        return r
+""")
+    after = transform.Gradient("loss", require_grads=[mod["loss"].params[0]])(mod)
+    x = np.array([[1, 2, 0, 3], [1, 2, 4, 3], [0, 2, 0, 3], [-1.5, 0.5, 2, 0]], "float32")
+    want = np.array([[np.prod(np.delete(row, i)) for i in range(4)] for row in x], "float32")
+    run = relax_mlir.VirtualMachine(relax_mlir.compile(after))["loss_adjoint"] if compiled else \
+        (lambda a: relax_mlir.interpret(after, "loss_adjoint", a))
+    np.testing.assert_allclose(run(x)[1][0], want, rtol=1e-6)
