@@ -104,9 +104,10 @@ def _dim_factors(t: ir.Value, axis: int, depth: int = 0) -> Factors:
 
 
 def _guard_expand(op: ir.Operation) -> int:
-    """An expand_shape of a static dimension into dynamic sizes (a weight of 3 reshaped to ``(1, c)``) asserts that
-    they multiply to it; that is checked, and on a mismatch an empty tensor of the new shape stands in (the
-    expansion would describe memory the source does not have)."""
+    """An expand_shape of a dimension into dynamic sizes (a weight of 3, or of ``k``, reshaped to ``(1, c)``)
+    asserts that they multiply to it; unless both sides are the same product of sizes (``_same_count``) that is
+    checked, and on a mismatch an empty tensor of the new shape stands in (the expansion would describe memory the
+    source does not have)."""
     idx, i64 = ir.IndexType.get(), ir.IntegerType.get_signless(64)
     source, target = op.operands[0], ir.RankedTensorType(op.results[0].type)
     dynamic = iter(list(op.operands)[1:])
@@ -127,11 +128,18 @@ def _guard_expand(op: ir.Operation) -> int:
                       f"{SHAPE_CHECK_PREFIX}{where(op)}: reshape: dimension {{position}} of the input has {{value}} "
                       "elements, where the new shape has another count (sizes the op's inference assumed equal)")
             mismatch = bad if mismatch is None else arith.ori(mismatch, bad)
-        if mismatch is None:
-            return 0
+    if mismatch is None:
+        return 0
+    return _unless(op, mismatch, target, lambda: sizes)
+
+
+def _unless(op: ir.Operation, mismatch: ir.Value, target: ir.RankedTensorType, sizes) -> int:
+    """``op`` (one result of type ``target``) moved into ``scf.if %mismatch {empty} else {op}``: on a mismatch an
+    empty tensor of ``sizes()`` (built in that branch) stands in and the op does not run."""
+    with ir.InsertionPoint(op), op.location:
         choose = scf.IfOp(mismatch, [target], has_else=True)
         with ir.InsertionPoint(choose.then_block):
-            scf.YieldOp([tensor.EmptyOp(sizes, target.element_type).result])
+            scf.YieldOp([tensor.EmptyOp(sizes(), target.element_type).result])
     op.results[0].replace_all_uses_with(choose.results[0])
     with ir.InsertionPoint(choose.else_block), op.location:
         yield_op = scf.YieldOp([op.results[0]])
@@ -162,16 +170,9 @@ def _guard_cast(op: ir.Operation) -> int:
                       f"{SHAPE_CHECK_PREFIX}{where(op)}: dimension {{position}} is {{value}}, expected "
                       f"{target.shape[axis]} (a size the op's inference assumed equal to a static one)")
             mismatch = bad if mismatch is None else arith.ori(mismatch, bad)
-        choose = scf.IfOp(mismatch, [target], has_else=True)
-        with ir.InsertionPoint(choose.then_block):
-            sizes = [tensor.dim(source, arith.constant(idx, a)) if target.is_dynamic_dim(a) else target.shape[a]
-                     for a in range(target.rank)]
-            scf.YieldOp([tensor.EmptyOp(sizes, target.element_type).result])
-    op.results[0].replace_all_uses_with(choose.results[0])
-    with ir.InsertionPoint(choose.else_block), op.location:
-        yield_op = scf.YieldOp([op.results[0]])
-    op.move_before(yield_op.operation)
-    return 1
+    return _unless(op, mismatch, target, lambda: [
+        tensor.dim(source, arith.constant(idx, a)) if target.is_dynamic_dim(a) else target.shape[a]
+        for a in range(target.rank)])
 
 
 # Named ops built from Python carry no indexing_maps attribute (the default is implied): theirs, as MLIR defines.
