@@ -14,9 +14,11 @@ from typing import Callable, Sequence
 from mlir import ir
 from mlir.dialects import arith
 
-from .core import (DYN, Size, amap, compute_type, convert, dim, elem, filled, generic, highest, identity, is_float,
-                   loop_index, lowest, map_elementwise, norm_axes, reduce, reshape, scalar, sizes_of, sprod,
+from .core import (DYN, Size, amap, as_index, compute_type, convert, dim, elem, filled, generic, highest, identity,
+                   is_float, loop_index, lowest, map_elementwise, norm_axes, reduce, reshape, scalar, sizes_of, sprod,
                    tensor_type)
+from .checks import report_if, where as binding_of
+from ..error_slot import SHAPE_CHECK_PREFIX
 
 Combine = Callable[[ir.Value, ir.Value], ir.Value]
 
@@ -50,11 +52,28 @@ def _add(t: ir.Type) -> Combine:
     return arith.addf if is_float(t) else arith.addi
 
 
-def reduction(combine_float: Combine, combine_int: Combine, init: Callable[[ir.Type], ir.Value], mean: bool = False):
-    """A rule reducing with ``combine`` from ``init(acc_type)``; ``mean`` divides by the element count."""
+def _refuse_empty(op, x: ir.Value, axes: Sequence[int], what: str) -> None:
+    """A maximum, minimum or their index over no elements has no value (NumPy raises; the loops would return the
+    starting value, -inf or index 0): when a reduced axis is 0 at run time the call raises ValueError after."""
+    n = sprod([dim(x, a) for a in axes])
+    if isinstance(n, int) and n > 0:
+        return
+    count = as_index(n)
+    report_if(op, arith.cmpi(arith.CmpIPredicate.eq, count, as_index(0)), arith.index_cast(
+        ir.IntegerType.get_signless(64), count), as_index(0),
+        f"{SHAPE_CHECK_PREFIX}{binding_of(op)}: {what} of no elements: a reduced axis has size 0 "
+        "(the reduction has no value)")
+
+
+def reduction(combine_float: Combine, combine_int: Combine, init: Callable[[ir.Type], ir.Value], mean: bool = False,
+              name: str = ""):
+    """A rule reducing with ``combine`` from ``init(acc_type)``; ``mean`` divides by the element count; a ``name``d
+    one (max, min) has no value over no elements (``_refuse_empty``)."""
     def rule(lc, op):
         x = lc.inputs[0]
         axes = norm_axes(lc.attrs["axis"], x.type.rank)
+        if name:
+            _refuse_empty(op, x, axes, name)
         acc_t = compute_type(elem(x))
         combine = combine_float if is_float(acc_t) else combine_int
         compact = reduce(x, axes, acc_t, init(acc_t), combine)
@@ -68,8 +87,8 @@ def reduction(combine_float: Combine, combine_int: Combine, init: Callable[[ir.T
 # Named ``reduce_*``: the builtins sum, max and min stay usable in this module.
 reduce_sum = reduction(arith.addf, arith.addi, lambda t: scalar(0, t))
 reduce_prod = reduction(arith.mulf, arith.muli, lambda t: scalar(1, t))
-reduce_max = reduction(arith.maximumf, arith.maxsi, lowest)
-reduce_min = reduction(arith.minimumf, arith.minsi, highest)
+reduce_max = reduction(arith.maximumf, arith.maxsi, lowest, name="max")
+reduce_min = reduction(arith.minimumf, arith.minsi, highest, name="min")
 reduce_mean = reduction(arith.addf, arith.addi, lambda t: scalar(0, t), mean=True)
 
 
@@ -100,7 +119,7 @@ def variance(lc, op):
     return finish(lc, var, x, axes)
 
 
-def _arg_reduction(float_pred: str, int_pred: str, init: Callable[[ir.Type], ir.Value]):
+def _arg_reduction(float_pred: str, int_pred: str, init: Callable[[ir.Type], ir.Value], name: str):
     """argmax/argmin: a (value, index) reduction keeping the first best; a NaN beats any number, as NumPy's."""
     def rule(lc, op):
         x = lc.inputs[0]
@@ -108,6 +127,7 @@ def _arg_reduction(float_pred: str, int_pred: str, init: Callable[[ir.Type], ir.
         if axis is None:
             x, axis = reshape(x, [sprod(sizes_of(x))]), 0
         axis %= x.type.rank
+        _refuse_empty(op, x, [axis], name)
         rank, t = x.type.rank, elem(x)
         i64 = ir.IntegerType.get_signless(64)
         sizes = _kept(x, [axis])
@@ -134,8 +154,8 @@ def _arg_reduction(float_pred: str, int_pred: str, init: Callable[[ir.Type], ir.
     return rule
 
 
-argmax = _arg_reduction("OGT", "sgt", lowest)
-argmin = _arg_reduction("OLT", "slt", highest)
+argmax = _arg_reduction("OGT", "sgt", lowest, "argmax")
+argmin = _arg_reduction("OLT", "slt", highest, "argmin")
 
 
 def cumsum(lc, op):

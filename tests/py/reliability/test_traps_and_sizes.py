@@ -146,3 +146,42 @@ class M:
     run = relax_mlir.VirtualMachine(relax_mlir.compile(after))["loss_adjoint"] if compiled else \
         (lambda a: relax_mlir.interpret(after, "loss_adjoint", a))
     np.testing.assert_allclose(run(x)[1][0], want, rtol=1e-6)
+
+
+def test_a_maximum_of_no_elements_is_an_error_not_the_starting_value():
+    """max/min/argmax/argmin over an axis of size 0 (symbolic or static) raise ValueError after the call, as
+    NumPy's do, instead of returning -inf/+inf or index 0; sums of no elements are 0 as before."""
+    mod = from_source("""
+@I.ir_module
+class M:
+    @R.function
+    def mx(x: R.Tensor((3, "k"), "float32")):
+        r = R.max(x, axis=[1])
+        return r
+
+    @R.function
+    def am(x: R.Tensor((3, "k"), "float32")):
+        r = R.argmin(x, axis=1)
+        return r
+
+    @R.function
+    def mn(x: R.Tensor((3, 0), "float32")):
+        r = R.min(x, axis=[1])
+        return r
+
+    @R.function
+    def total(x: R.Tensor((3, "k"), "float32")):
+        r = R.sum(x, axis=[1])
+        return r
+""")
+    vm = relax_mlir.VirtualMachine(relax_mlir.compile(mod))
+    empty = np.zeros((3, 0), np.float32)
+    for name, what in [("mx", "max"), ("am", "argmin"), ("mn", "min")]:
+        with pytest.raises(ValueError, match=rf"{name}: binding 'r': {what} of no elements: a reduced axis has size 0"):
+            vm[name](empty)
+        with pytest.raises(ValueError):  # the oracle refuses too
+            relax_mlir.interpret(mod, name, empty)
+    x = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(vm["mx"](x), x.max(axis=1))
+    np.testing.assert_array_equal(vm["am"](x), x.argmin(axis=1))
+    np.testing.assert_array_equal(vm["total"](empty), np.zeros(3, np.float32))
