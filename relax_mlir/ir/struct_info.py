@@ -26,8 +26,8 @@ def prim_value_of(dtype: str, value, where: str):
     if isinstance(value, np.generic):
         value = value.item()
     if dtype == "bool":
-        if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
-            return bool(value) if isinstance(value, bool) else value
+        if isinstance(value, int) and value in (0, 1):  # (True and False are ints)
+            return value
     elif dtype.startswith(("int", "uint")):
         if isinstance(value, SymDim):
             return value
@@ -41,23 +41,20 @@ def prim_value_of(dtype: str, value, where: str):
     raise ValueError(f"{where}: {value!r} ({type(value).__name__}) is not a value of dtype {dtype}")
 
 
+#: The highest rank a tensor may have (NumPy's limit is 64; MLIR's memref descriptors are generated per rank).
+MAX_RANK = 64
+
+
 def _ndim(ndim, where: str) -> int:
     """A rank: an int from 0 up, or -1 for an unknown one."""
-    try:
-        import numpy as np
+    import numpy as np
 
-        if isinstance(ndim, np.integer):
-            ndim = int(ndim)
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(ndim, np.integer):
+        ndim = int(ndim)
     if not isinstance(ndim, int) or isinstance(ndim, bool) or not -1 <= ndim <= MAX_RANK:
         raise ValueError(f"{where}: ndim must be an int from 0 to {MAX_RANK}, or -1 for an unknown rank; "
                          f"got {ndim!r}")
     return ndim
-
-
-#: The highest rank a tensor may have (NumPy's limit is 64; MLIR's memref descriptors are generated per rank).
-MAX_RANK = 64
 
 
 def _dim(d, where: str) -> Dim:

@@ -114,9 +114,9 @@ def _fits(value: Any, hint: Any) -> bool:
     if hint in (tuple, list) or origin in (tuple, list, collections.abc.Sequence):
         if not isinstance(value, (tuple, list)):
             return False
-        item = params[0] if params and (origin is not tuple or params[-1] is Ellipsis or len(params) == 1) else Any
-        if origin is tuple and params and params[-1] is not Ellipsis and len(params) > 1:
+        if origin is tuple and params and params[-1] is not Ellipsis:  # tuple[int, str]: one type per field
             return len(value) == len(params) and all(_fits(v, p) for v, p in zip(value, params))
+        item = params[0] if params else Any
         return all(_fits(v, item) for v in value)
     if origin in (dict, collections.abc.Mapping) or hint in (dict, collections.abc.Mapping):
         key, val = params if len(params) == 2 else (Any, Any)
@@ -135,7 +135,7 @@ def _describe(hint: Any) -> str:
         return " or ".join(_describe(p) for p in params)
     if hint in (tuple, list) or origin in (tuple, list, collections.abc.Sequence):
         item = params[0] if params else None
-        return f"a list of {_describe(item)[2:] if item is not None and item is not Any else 'values'}"
+        return f"a list of {_describe(item).split(' ', 1)[1] if item is not None and item is not Any else 'values'}"
     if origin in (dict, collections.abc.Mapping) or hint in (dict, collections.abc.Mapping):
         return "a dict"
     if origin is collections.abc.Callable or hint is collections.abc.Callable:

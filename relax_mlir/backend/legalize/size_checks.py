@@ -78,13 +78,15 @@ def _value_factors(value: ir.Value, depth: int = 0) -> Factors:
     op = _defining_op(value)
     if op is not None and op.name == "arith.muli" and depth < 16:
         return _product([_value_factors(v, depth + 1) for v in op.operands])
-    if op is not None and op.name == "arith.constant":
-        return ir.IntegerAttr(op.attributes["value"]).value, ()
-    if op is not None and op.name == "tensor.dim":
-        return _dim_factors(op.operands[0], ir.IntegerAttr(_defining_op(op.operands[1]).attributes["value"]).value) \
-            if _defining_op(op.operands[1]) is not None and _defining_op(op.operands[1]).name == "arith.constant" \
-            else None
-    return None
+    if op is not None and op.name == "tensor.dim":  # (through _dim_factors: a collapsed dimension is a product)
+        axis = _size_key(op.operands[1])
+        return None if axis is None else _dim_factors(op.operands[0], int(axis))
+    return _key_factors(_size_key(value))
+
+
+def _key_factors(key: Optional[str]) -> Factors:
+    """A size as ``_size_key`` names it (``"32"``, ``"n"``) as a product."""
+    return None if key is None else (int(key), ()) if key.lstrip("-").isdigit() else (1, (key,))
 
 
 def _dim_factors(t: ir.Value, axis: int, depth: int = 0) -> Factors:
@@ -99,8 +101,7 @@ def _dim_factors(t: ir.Value, axis: int, depth: int = 0) -> Factors:
         return _product([_dim_factors(op.operands[0], g, depth + 1) for g in group])
     if op is not None and op.name == "tensor.cast" and depth < 16:
         return _dim_factors(op.operands[0], axis, depth + 1)
-    key = _dim_key(t, axis)
-    return None if key is None else (int(key), ()) if key.isdigit() else (1, (key,))
+    return _key_factors(_dim_key(t, axis))
 
 
 def _guard_expand(op: ir.Operation) -> int:
