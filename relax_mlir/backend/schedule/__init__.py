@@ -10,9 +10,10 @@
 * ``pad.py``: large constant pads as a fill plus a copy generic that the elementwise schedule splits across threads;
 * ``pooling.py``: max pooling whose windows tile the input, and its gradient, as vector loops over rows;
 * ``coalesce.py``: adjacent loops every operand reads contiguously merged into one (short rows vectorize);
-* ``epilogue.py``: an elementwise op that is the only reader of a matmul's result (the optimizer's update of a
-  weight reading its gradient, ReLU's gradient reading the layer's input gradient) computed in the matmul's
-  register tiles (in the last K block when K is cache-tiled), the product never stored;
+* ``epilogue.py``: an elementwise op reading a matmul's result (the optimizer's update of a weight reading its
+  gradient, ReLU's gradient reading the layer's input gradient, a layer's bias and ReLU) computed in the matmul's
+  register tiles (in the last K block when K is cache-tiled), which write each of its results (and the product
+  only where something else reads it too);
 * ``invariants.py``: costly work fusion copied into every point of a broadcast (``log`` of a row sum, a division by
   a channel's deviation) computed once per point of the broadcast input instead;
 * ``elementwise.py``: large ``linalg.generic`` ops (elementwise, reductions) split across threads;

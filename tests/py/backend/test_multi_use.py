@@ -173,11 +173,21 @@ func.func @main(%x: tensor<16x24xf32>, %d: tensor<16x32xf32>, %w: tensor<24x32xf
 """
 
 
-def test_momentums_velocity_stays_the_matmuls_epilogue():
-    """The new velocity is the gradient product's only reader: it runs in the matmul's tiles (epilogue.py), so it
-    is not merged into the weight's update."""
+def test_momentums_velocity_is_merged_and_both_run_in_the_matmuls_tiles():
+    """The new velocity (the gradient product's only reader, also returned) is merged into the weight's update; the
+    merged two-result op then runs in the product's register tiles (epilogue.py), which write the velocity and the
+    weight: no generic is left, and the values are NumPy's."""
     count, text = _merged(_MOMENTUM)
-    assert count == 0 and text.count("linalg.generic") == 2
+    assert count == 1 and text.count("linalg.generic") == 1
+    scheduled = lower(_MOMENTUM, "scheduled", PipelineOptions(num_threads=1))
+    assert "linalg.generic" not in scheduled, scheduled
+    rng = np.random.default_rng(4)
+    x, d = rng.standard_normal((16, 24)).astype(np.float32), rng.standard_normal((16, 32)).astype(np.float32)
+    w, v = rng.standard_normal((24, 32)).astype(np.float32), rng.standard_normal((24, 32)).astype(np.float32)
+    v2, w2 = compile_module(_MOMENTUM, options=PipelineOptions(num_threads=1))["main"](x, d, w, v)
+    want_v = 0.9 * v.astype(np.float64) + x.astype(np.float64).T @ d
+    np.testing.assert_allclose(v2, want_v, rtol=1e-5, atol=1e-5 * 16)  # float32 sums of 16 products
+    np.testing.assert_allclose(w2, w - 0.01 * want_v, rtol=1e-5, atol=1e-5)
 
 
 def test_a_10_class_velocity_is_merged_its_matmul_takes_no_epilogue():
