@@ -32,8 +32,8 @@ Two steps around the matmul schedule:
 Measured on a 2-core Intel Xeon (AVX-512), training steps A/B in one process: wide MLP (1024 wide, batch 256)
 -5.3%, 784-input MLP -4.9%, tutorial MLP -8%; applying it in the last K block as well: wide MLP another -0.5%.
 Bias and ReLU in the tiles of the product they share with ReLU's gradient: tutorial MLP -2.6%, 784-input MLP
--2.3%, wide MLP unchanged (its 1024-deep products are in K blocks, where two results were 1.4% slower: the last
-block's ``scf.if`` held both tiles in registers). Momentum's merged update in the tiles: tutorial MLP -0.9%, wide
+-2.3%, wide MLP -0.8% (its 1024-deep products are in K blocks: the activation is written under the last block's
+``scf.if``; yielded from it as vectors, both tiles held in registers, the step was 1.4% slower). Momentum's merged update in the tiles: tutorial MLP -0.9%, wide
 -0.5%; Adam's (three blocks read besides the product) +0.5% and +1.9%, so it is not done (``MAX_BLOCK_INPUTS``).
 """
 
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Callable, NamedTuple
 
 from mlir import ir
 from mlir.dialects import arith, scf, tensor, vector
@@ -175,9 +176,8 @@ def _fuse(generic: ir.Operation) -> bool:
     if any(m is None for m in moves):
         return False
     extra = len(generic.results) - (0 if keep else 1)  # results the nest carries besides its own
-    if extra and blocks:
-        return False  # K blocks: the last one's scf.if would hold every result's tile in registers at once (the
-        # wide MLP's 1024-deep products with their bias and ReLU: its step 1.4% slower)
+    if extra and blocks and not keep:
+        return False  # (the last K block's scf.if would yield every result's tile: see _apply_body)
     threaded = [loop for loop in nest.loops if any(encloses(loop, w) for w in nest.writes)]
     if extra and not all(len(_carried(loop, nest.values)) == 1 for loop in threaded[1:]):
         return False  # (threaded[0] is the root, which carries the tensor at ``index``)
@@ -266,7 +266,10 @@ def _thread(root: ir.Operation, index: int, threaded: list[ir.Operation], inits:
                 twins[op.results[0]] = twin(op, {0: twins[op.operands[0]]})
             elif name == "vector.transfer_write" and op.operands[1] in twins:
                 vectors = next(v for w, v in written if w == op)
-                twins[op.results[0]] = twin(op, {0: vectors, 1: twins[op.operands[1]]})
+                if isinstance(vectors, _LastBlock):
+                    twins[op.results[0]] = _write_in_last_block(op, vectors, twins[op.operands[1]])
+                else:
+                    twins[op.results[0]] = twin(op, {0: vectors, 1: twins[op.operands[1]]})
             elif name in ("tensor.insert_slice", "tensor.parallel_insert_slice") and op.operands[1] in twins:
                 made = twin(op, {0: twins[op.operands[0]], 1: twins[op.operands[1]]})
                 if name == "tensor.insert_slice":
@@ -281,6 +284,26 @@ def _thread(root: ir.Operation, index: int, threaded: list[ir.Operation], inits:
 
     new = loop(root, index, inits)
     return new, list(new.results)[len(new.results) - n:]
+
+
+def _write_in_last_block(write: ir.Operation, body: _LastBlock, blocks: list[ir.Value]) -> list[ir.Value]:
+    """Twins of ``write`` writing the extra results' ``blocks`` under an ``scf.if`` on the last K block (the body
+    emitted there); the other blocks pass them on unwritten. Returns the blocks after it."""
+    with ir.InsertionPoint(write), write.location:
+        branch = scf.IfOp(body.condition, [b.type for b in blocks], has_else=True)
+    with ir.InsertionPoint(branch.else_block), write.location:
+        scf.YieldOp(blocks)
+    with ir.InsertionPoint(branch.then_block), write.location:
+        done = scf.YieldOp([])
+    written = []
+    for vec, block in zip(body.emit(done), blocks):
+        copy = write.clone(ir.InsertionPoint(done))
+        copy.operands[0], copy.operands[1] = vec, block
+        written.append(copy.results[0])
+    with ir.InsertionPoint(done), write.location:
+        scf.YieldOp(written)
+    done.erase()
+    return list(branch.results)
 
 
 def _rebuilt(loop: ir.Operation, extra: list[ir.Value]) -> ir.Operation:
@@ -397,20 +420,30 @@ def _index(v) -> ir.Value:
     return arith.constant(ir.IndexType.get(), v) if isinstance(v, int) else v
 
 
+class _LastBlock(NamedTuple):
+    """What a tile inside K blocks writes to the nest's extra results: the body, emitted (``emit(at)`` returns its
+    vectors) under an ``scf.if`` on ``condition``, the last block."""
+    condition: ir.Value
+    emit: Callable[[ir.Operation], list[ir.Value]]
+
+
 def _apply_body(generic: ir.Operation, nest_input: int, write: ir.Operation, offsets: list[list],
-                blocks: list[ir.Operation], keep: bool) -> list[ir.Value]:
+                blocks: list[ir.Operation], keep: bool) -> list[ir.Value] | _LastBlock:
     """At ``write`` (a tile's transfer of its accumulator), compute the generic's body on vectors; the write then
     writes its first result (the sums themselves when ``keep``), and the vectors of the others are returned (the
     nest's extra results, written beside it by ``_thread``). Inside K ``blocks`` (loops), only in the last block of
-    each (an ``scf.if``), the sums written as they are in the others."""
+    each (an ``scf.if``), the sums written as they are in the others; when ``keep``, the write is left as it is and
+    the body is returned to be emitted under the ``scf.if`` that writes the extra results (``_thread``): yielded
+    as vectors from an ``scf.if`` of its own, every result's tile was held in registers at once (the wide MLP's
+    1024-deep products with their bias and ReLU: 1.4% slower)."""
     acc = write.operands[0]
+    where = _tile_indices(write, offsets)
     if not blocks:
-        vectors = _emit_body(generic, nest_input, write, acc, list(write.operands)[2:], offsets)
+        vectors = _emit_body(generic, nest_input, write, acc, where)
         if keep:
             return vectors
         write.operands[0] = vectors[0]
         return vectors[1:]
-    count = len(generic.results) + (1 if keep else 0)
     with ir.InsertionPoint(write), write.location:
         last = None
         for loop in blocks:
@@ -418,23 +451,41 @@ def _apply_body(generic: ir.Operation, nest_input: int, write: ir.Operation, off
             final = arith.constant(ir.IndexType.get(), lb + (trip_count(loop) - 1) * step)
             at_end = arith.cmpi(arith.CmpIPredicate.eq, loop.regions[0].blocks[0].arguments[0], final)
             last = at_end if last is None else arith.andi(last, at_end)
+    if keep:
+        return _LastBlock(last, lambda at: _emit_body(generic, nest_input, at, acc, where))
+    count = len(generic.results)
+    with ir.InsertionPoint(write), write.location:
         branch = scf.IfOp(last, [acc.type] * count, has_else=True)
     with ir.InsertionPoint(branch.else_block), write.location:
         scf.YieldOp([acc] * count)
     with ir.InsertionPoint(branch.then_block), write.location:
         done = scf.YieldOp([])
-    vectors = _emit_body(generic, nest_input, done, acc, list(write.operands)[2:], offsets)
+    vectors = _emit_body(generic, nest_input, done, acc, where)
     with ir.InsertionPoint(done), write.location:
-        scf.YieldOp(([acc] if keep else []) + vectors)
+        scf.YieldOp(vectors)
     done.erase()
     write.operands[0] = branch.results[0]
     return list(branch.results)[1:]
 
 
-def _emit_body(generic: ir.Operation, nest_input: int, at: ir.Operation, acc: ir.Value, tile: list,
-               offsets: list[list]) -> list[ir.Value]:
+def _tile_indices(write: ir.Operation, offsets: list[list]) -> list[ir.Value]:
+    """The indices of ``write``'s tile in the nest's whole tensor (its own plus ``offsets``), computed before it
+    (as op results: ``_thread`` rebuilds the loops whose induction variables they are made of)."""
+    where = []
+    with ir.InsertionPoint(write), write.location:
+        for terms, index in zip(offsets, list(write.operands)[2:]):
+            if not terms and isinstance(index.owner, ir.Block):
+                terms = [0]
+            for term in terms:
+                index = arith.addi(index, _index(term))
+            where.append(index)
+    return where
+
+
+def _emit_body(generic: ir.Operation, nest_input: int, at: ir.Operation, acc: ir.Value,
+               where: list[ir.Value]) -> list[ir.Value]:
     """Before ``at``, the generic's body on vectors, reading its other inputs' blocks at the tile's indices
-    (``tile`` plus ``offsets``) and ``acc`` as the product; returns the vectors it yields, one per result.
+    ``where`` and ``acc`` as the product; returns the vectors it yields, one per result.
 
     The body runs on whole tiles when the tiles it reads and writes fit the vector registers (SGD's update: the
     weight's block and the result); else a row at a time, the rows inserted into the tiles after (momentum's: its
@@ -450,11 +501,6 @@ def _emit_body(generic: ir.Operation, nest_input: int, at: ir.Operation, acc: ir
     registers = math.prod(shape) // host_cpu().lanes(element_bits(ir.VectorType(acc.type).element_type))
     by_rows = tiles_held * registers > host_cpu().vector_registers
     with ir.InsertionPoint(at), at.location:
-        where = []
-        for terms, index in zip(offsets, tile):
-            for term in terms:
-                index = arith.addi(index, _index(term))
-            where.append(index)
         if not by_rows:
             return _emit_on(body, {arg: (acc if i == nest_input else _read_block(generic.operands[i], maps[i],
                                                                                    where, shape, arg.type))

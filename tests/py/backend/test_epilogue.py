@@ -355,16 +355,19 @@ func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{k}x{n}xf32>, %b: tensor<{n}
 def test_a_product_read_twice_runs_its_first_reader_in_the_tiles(pinned_host, m, k, n, threads):
     """The bias and ReLU run in the product's tiles, which write both the product (ReLU's gradient reads it later)
     and the activation: the nest carries two tensors and one generic (the gradient) is left. With K in blocks
-    (K = 1024) the layer is left as it was (two generics: in the last block's ``scf.if`` every result's tile would
-    be held at once). Values as NumPy's either way."""
+    (K = 1024 in blocks of 256), the tiles write their partial sums in every block and the activation in the last
+    one only, under an ``scf.if`` on the K block loop being at 768 that yields the activation's block (a tensor).
+    Values as NumPy's."""
     text = _SHARED.format(m=m, k=k, n=n)
     scheduled = lower(text, "scheduled", PipelineOptions(num_threads=threads))
     assert "relax_mlir.epilogue" not in scheduled
     pair = f"(tensor<{m}x{n}xf32>, tensor<{m}x{n}xf32>)"
+    assert scheduled.count("linalg.generic") == 1 and f"-> {pair}" in scheduled, scheduled
     if k == 1024:
-        assert scheduled.count("linalg.generic") == 2, scheduled
-    else:
-        assert scheduled.count("linalg.generic") == 1 and f"-> {pair}" in scheduled, scheduled
+        k_loop = re.search(r"scf.for (%\S+) = %c0 to %c1024 step %c256", scheduled)
+        assert k_loop, scheduled
+        assert re.search(rf"arith.cmpi eq, {k_loop.group(1)}, %c768 : index\n\s*%\S+ = scf.if %\S+ -> "
+                         r"\(tensor<8x32xf32>\) \{", scheduled), scheduled
     rng = np.random.default_rng(m + k)
     x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     b, d = rng.standard_normal(n).astype(np.float32), rng.standard_normal((m, n)).astype(np.float32)
