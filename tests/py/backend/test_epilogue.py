@@ -234,9 +234,11 @@ _OPS = {"arith.addf": np.add, "arith.subf": np.subtract, "arith.mulf": np.multip
 _KINDS = {"block": ("#id", "{m}x{n}"), "row": ("#col", "{n}"), "column": ("#row", "{m}"), "scalar": ("#scalar", "")}
 
 
-def _random_epilogue(m, n, k, kinds, steps):
+def _random_epilogue(m, n, k, kinds, steps, results=1, product=False):
     """A matmul of m x k by k x n and one elementwise generic reading it and ``kinds`` other inputs, whose body
-    applies ``steps`` ((op, i, j): op on values i and j of those so far: the inputs, then the results)."""
+    applies ``steps`` ((op, i, j): op on values i and j of those so far: the inputs, then the results) and yields
+    the last value (and, with ``results`` 2, the one before it); the function returns those (and, with
+    ``product``, the product too: a second reader)."""
     params = [f"%a: tensor<{m}x{k}xf32>", f"%b: tensor<{k}x{n}xf32>"]
     ins, maps, types = ["%p"], ["#id"], [f"tensor<{m}x{n}xf32>"]
     for i, kind in enumerate(kinds):
@@ -247,28 +249,31 @@ def _random_epilogue(m, n, k, kinds, steps):
         ins.append(f"%in{i}")
         maps.append(amap)
         types.append(t)
-    args = [f"%v{i}: f32" for i in range(len(ins))]
+    args = [f"%v{i}: f32" for i in range(len(ins))] + [f"%o{i}: f32" for i in range(results)]
     body = []
     for s, (op, i, j) in enumerate(steps):
         body.append(f"    %v{len(ins) + s} = {op} %v{i}, %v{j} : f32")
     last = len(ins) + len(steps) - 1
+    tensor = f"tensor<{m}x{n}xf32>"
+    yielded = ", ".join(f"%v{last - i}" for i in range(results))
+    returned = [f"%r#{i}" for i in range(results)] + (["%p"] if product else [])
     return f"""
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #col = affine_map<(d0, d1) -> (d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 #scalar = affine_map<(d0, d1) -> ()>
-func.func @main({', '.join(params)}) -> tensor<{m}x{n}xf32> {{
+func.func @main({', '.join(params)}) -> ({', '.join([tensor] * len(returned))}) {{
   %z = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<{m}x{n}xf32>
-  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %p = linalg.matmul ins(%a, %b : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %r = linalg.generic {{indexing_maps = [{', '.join(maps)}, #id], iterator_types = ["parallel", "parallel"]}}
-      ins({', '.join(ins)} : {', '.join(types)}) outs(%e : tensor<{m}x{n}xf32>) {{
-  ^bb0({', '.join(args)}, %o: f32):
+  %e = tensor.empty() : {tensor}
+  %f = linalg.fill ins(%z : f32) outs(%e : {tensor}) -> {tensor}
+  %p = linalg.matmul ins(%a, %b : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) outs(%f : {tensor}) -> {tensor}
+  %r:{results} = linalg.generic {{indexing_maps = [{', '.join(maps + ['#id'] * results)}], iterator_types = ["parallel", "parallel"]}}
+      ins({', '.join(ins)} : {', '.join(types)}) outs({', '.join(['%e'] * results)} : {', '.join([tensor] * results)}) {{
+  ^bb0({', '.join(args)}):
 {chr(10).join(body)}
-    linalg.yield %v{last} : f32
-  }} -> tensor<{m}x{n}xf32>
-  return %r : tensor<{m}x{n}xf32>
+    linalg.yield {yielded} : {', '.join(['f32'] * results)}
+  }} -> ({', '.join([tensor] * results)})
+  return {', '.join(returned)} : {', '.join([tensor] * len(returned))}
 }}
 """
 
@@ -284,7 +289,8 @@ def _epilogue_cases(draw):
         values = 1 + len(kinds) + s
         steps.append((draw(st.sampled_from(sorted(_OPS))), draw(st.integers(0, values - 1)),
                       draw(st.integers(0, values - 1))))
-    return m, n, k, kinds, steps, draw(st.sampled_from([1, 2])), draw(st.booleans())
+    return (m, n, k, kinds, steps, draw(st.sampled_from([1, 2])), draw(st.booleans()), draw(st.sampled_from([1, 2])),
+            draw(st.booleans()))
 
 
 @settings(max_examples=40, deadline=None, derandomize=True, database=None)
@@ -292,10 +298,10 @@ def _epilogue_cases(draw):
 def test_random_epilogues_equal_numpy(case):
     """Random products (uneven sizes: peeled tiles, which keep the consumer apart; with caches pinned tiny, K in
     blocks) with a random elementwise consumer (blocks, rows, columns and scalars as other inputs; adds,
-    subtractions, products, maxima, minima of any values so far), on one or two threads: the compiled result is
-    NumPy's, whether the consumer was fused or not."""
-    m, n, k, kinds, steps, threads, tiny_caches = case
-    text = _random_epilogue(m, n, k, kinds, steps)
+    subtractions, products, maxima, minima of any values so far; one result or two; the product returned as well
+    or not), on one or two threads: the compiled results are NumPy's, whether the consumer was fused or not."""
+    m, n, k, kinds, steps, threads, tiny_caches, results, product = case
+    text = _random_epilogue(m, n, k, kinds, steps, results, product)
     rng = np.random.default_rng(m * n + k)
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     shapes = {"block": (m, n), "row": (n,), "column": (m,), "scalar": ()}
@@ -317,8 +323,11 @@ def test_random_epilogues_equal_numpy(case):
     values += [o[:, None] if kind == "column" else o for o, kind in zip(others, kinds)]
     for op, i, j in steps:
         values.append(_OPS[op](values[i], values[j]))
-    want = np.broadcast_to(values[-1], (m, n))
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * k)  # float32 sums of k products, then the ops
+    wants = [values[-1 - i] for i in range(results)] + ([values[0]] if product else [])
+    got = got if isinstance(got, tuple) else (got,)
+    assert len(got) == len(wants)
+    for g, want in zip(got, wants):  # float32 sums of k products, then the ops
+        np.testing.assert_allclose(g, np.broadcast_to(want, (m, n)), rtol=1e-4, atol=1e-4 * k)
 
 
 # A dense layer's product read twice: by its bias and ReLU, and later by ReLU's gradient (which also reads ``d``).
