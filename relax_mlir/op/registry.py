@@ -138,6 +138,13 @@ class Op:
         """The name without the ``relax.`` prefix: ``nn.relu``; the text format writes ``R.nn.relu``."""
         return self.name[len("relax."):] if self.name.startswith("relax.") else self.name
 
+    def arity_problem(self, count: int) -> str:
+        """Why ``count`` positional arguments are too many for this op (empty when they are not)."""
+        names = (*self.inputs, *self.attrs)
+        if count <= len(names):
+            return ""
+        return f"{self.name}: too many arguments: got {count}, takes at most {len(names)} ({', '.join(names)})"
+
     def bind_arguments(self, args: Sequence[Any], kwargs: dict) -> tuple[list, dict]:
         """Split positional/keyword arguments into tensor arguments and a full attribute dict."""
         args = list(args)
@@ -159,9 +166,9 @@ class Op:
             raise TypeError(f"{self.name}: expected {required} tensor argument(s) "
                             f"({', '.join(self.inputs[:required])}), got {got}")
         names = list(self.attrs)
-        if len(rest) > len(names):
-            raise TypeError(f"{self.name}: too many arguments: got {len(args)}, takes at most "
-                            f"{n_in + len(names)} ({', '.join(self.inputs + tuple(names))})")
+        problem = self.arity_problem(len(args))
+        if problem:
+            raise TypeError(problem)
         attrs = dict(zip(names, rest))
         for key, value in kwargs.items():
             if key in attrs:

@@ -417,6 +417,8 @@ class Parser:
 
     def call_op(self, op: Op, node: ast.Call, scope: _Scope, sizes: "_Sizes") -> Call:
         n_in = len(op.inputs)
+        if op.arity_problem(len(node.args)):  # (before the extra ones are read as attributes)
+            raise self.error(node, op.arity_problem(len(node.args)))
         args: list = []
         for i, a in enumerate(node.args):
             if i < n_in:

@@ -198,6 +198,8 @@ ERRORS = [
      "    return y\n", 2, r"relax.add: cannot broadcast shapes \(2,\) and \(3,\)"),
     ("def f(x: R.Tensor((2,), \"float32\")):\n    y = R.sum(x, axes=0)\n    return y\n", 2,
      r"relax.sum: unknown attribute 'axes'"),
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    y = R.add(x, x, x)\n    return y\n", 2,
+     r"relax.add: too many arguments: got 3, takes at most 2 \(x1, x2\)"),  # (the third is no attribute)
     ("def f(x: R.Tensor((2,), \"float32\")):\n    y = cls.g(x)\n    return y\n", 2, r"need an @I.ir_module"),
     ("def f(x: R.Tensor((2,), \"floa32\")):\n    return x\n", 1, r"unknown dtype 'floa32'"),
     ("def f(x: R.Tensor((2,), \"float32\")):\n    y = R.exp(x\n    return y\n", 2, r"invalid syntax"),
