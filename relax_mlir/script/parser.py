@@ -92,7 +92,19 @@ class Parser:
         defs = [n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
         if not defs:
             raise ParseError(f"{self.filename}:1:1: expected an @I.ir_module class or an @R.function definition")
-        node = defs[0]
+        decorated = [n for n in defs if any(_dotted(d.func if isinstance(d, ast.Call) else d) in
+                                            (_MODULE_DECORATORS if isinstance(n, ast.ClassDef) else _FUNCTION_DECORATORS)
+                                            for d in n.decorator_list)]
+        candidates = decorated or defs  # (plain Python definitions beside a decorated one are not read)
+        if len(candidates) > 1:
+            names = ", ".join(f"{n.name} (line {n.lineno + self.line_offset})" for n in candidates)
+            raise self.error(candidates[1], f"the text defines {len(candidates)} modules or functions ({names}); "
+                                            "it is read as one: put the functions in one @I.ir_module class")
+        node = candidates[0]
+        if isinstance(node, ast.ClassDef):
+            for dec in node.decorator_list:
+                if _dotted(dec.func if isinstance(dec, ast.Call) else dec) not in _MODULE_DECORATORS:
+                    raise self.error(dec, f"class {node.name}: expected the decorator @I.ir_module")
         try:
             if isinstance(node, ast.ClassDef):
                 return self.parse_module(node)
@@ -195,7 +207,7 @@ class Parser:
         pure, private = True, False
         for dec in node.decorator_list:
             target = dec.func if isinstance(dec, ast.Call) else dec
-            if _dotted(target) not in ("R.function", "relax.function"):
+            if _dotted(target) not in _FUNCTION_DECORATORS:
                 raise self.error(dec, f"function {node.name}: expected the decorator @R.function")
             if isinstance(dec, ast.Call):
                 for kw in dec.keywords:
@@ -252,11 +264,16 @@ class Parser:
     def dataflow(self, stmt: ast.With, scope: _Scope, sizes: "_Sizes") -> DataflowBlock:
         if len(stmt.items) != 1 or not _is_call_expr(stmt.items[0].context_expr, "R.dataflow"):
             raise self.error(stmt, "expected `with R.dataflow():`")
+        if stmt.items[0].optional_vars is not None or stmt.items[0].context_expr.args or \
+                stmt.items[0].context_expr.keywords:
+            raise self.error(stmt.items[0].context_expr, "expected `with R.dataflow():` (no arguments, no `as`)")
         body = list(stmt.body)
         if not body or not _is_call_to(body[-1], "R.output"):
             raise self.error(body[-1] if body else stmt, "a dataflow block must end with R.output(...) naming "
                                                          "the variables used after it")
         out_call = body[-1].value
+        if out_call.keywords:
+            raise self.error(out_call.keywords[0], "R.output takes variable names, not keyword arguments")
         outputs = set()
         for arg in out_call.args:
             if not isinstance(arg, ast.Name):
@@ -661,6 +678,8 @@ def _sp_call_packed(p: Parser, node, scope, sizes):
 
 
 def _sp_tuple(p: Parser, node, scope, sizes):
+    if node.keywords:
+        raise p.error(node.keywords[0], "R.tuple takes its fields as positional arguments")
     return Tuple([p.leaf(a, scope, sizes) for a in node.args], span=p.span(node))
 
 
@@ -669,6 +688,9 @@ def _sp_misplaced(what: str):
         raise p.error(node, f"{what}")
     return handler
 
+
+_FUNCTION_DECORATORS = ("R.function", "relax.function")
+_MODULE_DECORATORS = ("I.ir_module", "ir.ir_module", "tvm.script.ir_module")
 
 _SPECIAL = {
     "const": _sp_const, "shape": _sp_shape, "prim_value": _sp_prim_value, "str": _sp_str, "tuple": _sp_tuple,

@@ -254,3 +254,36 @@ def test_literals_and_nesting_beyond_limits_are_parse_errors(expr, message):
     text = f'\n@R.function\ndef f(x: R.Tensor((2,), "float32")):\n    y = {expr}\n    return y\n'
     with pytest.raises(ParseError, match=message):
         from_source(text)
+
+
+_F = "@R.function\ndef {name}(x: R.Tensor((2,), 'float32')):\n{body}"
+_RETURN = "    return x\n"
+
+
+@pytest.mark.parametrize("text, message", [
+    (_F.format(name="f", body=_RETURN) + _F.format(name="g", body=_RETURN),
+     r"<string>:5:1: the text defines 2 modules or functions \(f \(line 2\), g \(line 5\)\); it is read as one"),
+    ("@R.function\nclass M:\n    @R.function\n    def f(x: R.Tensor((2,), 'float32')):\n        return x\n",
+     r"<string>:1:2: class M: expected the decorator @I.ir_module"),
+    (_F.format(name="f", body="    with R.dataflow() as block:\n        y = R.exp(x)\n        R.output(y)\n"
+                              "    return y\n"), r"<string>:3:10: expected `with R.dataflow\(\):` \(no arguments, no `as`\)"),
+    (_F.format(name="f", body="    with R.dataflow():\n        y = R.exp(x)\n        R.output(y, z=y)\n    return y\n"),
+     r"<string>:5:21: R.output takes variable names, not keyword arguments"),
+    (_F.format(name="f", body="    y = R.tuple(x, a=x)\n    return y\n"),
+     r"<string>:3:20: R.tuple takes its fields as positional arguments"),
+])
+def test_text_the_parser_would_have_misread_is_refused(text, message):
+    """Found by fuzzing: a second definition was ignored, a class's wrong decorator, ``as`` on ``R.dataflow()`` and
+    keywords of ``R.output``/``R.tuple`` were dropped without a word; each is now a ParseError at its place."""
+    with pytest.raises(ParseError, match=message):
+        from_source(text)
+
+
+def test_plain_python_definitions_beside_one_relax_definition_are_not_read():
+    """A file's helper functions (undecorated) beside its one ``@R.function`` or ``@I.ir_module``: the decorated
+    one is read, wherever it is."""
+    f = from_source("def helper():\n    pass\n\n" + _F.format(name="f", body=_RETURN))
+    assert [p.name_hint for p in f.params] == ["x"]
+    mod = from_source("import numpy as np\n\ndef helper():\n    return 1\n\n@I.ir_module\nclass M:\n"
+                      "    @R.function\n    def f(x: R.Tensor((2,), 'float32')):\n        return x\n")
+    assert list(mod) == ["f"]
