@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 213f920f2033b7c001ad701cbf9856e406522ca8a9d4eff8661e053184b851fa
+// registry sha256 75bd8dbb2f5d487eb66feb05eb14a20efc6a7564ac389f151a4ace6e23f79623
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {
