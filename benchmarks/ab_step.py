@@ -2,7 +2,7 @@
 
     python benchmarks/ab_step.py mlp-digits \\
         'import relax_mlir.backend.schedule.matmul as m; m.PAD_N = False' \\
-        'import relax_mlir.backend.schedule.matmul as m; m.PAD_N = True' [--rounds 15] [--steps 30] [--optimizer adam]
+        'import relax_mlir.backend.schedule.matmul as m; m.PAD_N = True' [--rounds 15] [--steps 30] [--optimizer adam|momentum]
 
 Each variant is Python run just before its step is built (the disk cache is off and the in-process cache cleared,
 so every variant compiles): set a schedule's switch or threshold, wrap a function. Variants run in the order
@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
+    parser.add_argument("--optimizer", choices=("sgd", "adam", "momentum"), default="sgd")
     args = parser.parse_args()
     train_step.OPTIMIZER = args.optimizer
 

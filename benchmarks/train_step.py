@@ -36,6 +36,7 @@ import numpy as np
 
 LR, WD = 0.01, 0.01
 ADAM_LR, BETAS, EPS = 0.001, (0.9, 0.999), 1e-8
+MOMENTUM = 0.9  # relax-mlir's step only (benchmarks/ab_step.py --optimizer momentum)
 OPTIMIZER = "sgd"  # set by --optimizer (the workers get it on their command line)
 WORKLOADS = {
     "mlp-digits": ("mlp", 64, (64, 128, 128, 10)),
@@ -96,11 +97,12 @@ def step_flops(name: str) -> float:
 def relax_step(name: str, data: dict, threads: int):
     from relax_mlir.ir.struct_info import TensorStructInfo
     from relax_mlir.models import cnn, mlp
-    from relax_mlir.training import SGD, Adam, CrossEntropyLoss, SetupTrainer, Trainer
+    from relax_mlir.training import SGD, Adam, CrossEntropyLoss, MomentumSGD, SetupTrainer, Trainer
 
     kind, batch, shape = WORKLOADS[name]
     backbone = mlp(batch, shape) if kind == "mlp" else cnn(batch, shape, CHANNELS, CLASSES)
-    opt = SGD(LR, weight_decay=WD) if OPTIMIZER == "sgd" else Adam(ADAM_LR, BETAS, EPS, weight_decay=WD)
+    opt = {"sgd": lambda: SGD(LR, weight_decay=WD), "adam": lambda: Adam(ADAM_LR, BETAS, EPS, weight_decay=WD),
+           "momentum": lambda: MomentumSGD(LR, MOMENTUM, weight_decay=WD)}[OPTIMIZER]()  # (momentum: ab_step.py)
     setup = SetupTrainer(CrossEntropyLoss(reduction="sum"), opt,
                          [TensorStructInfo((batch, CLASSES), "float32"), TensorStructInfo((batch,), "int64")])
     trainer = Trainer(backbone, len(data["params"]), setup)
