@@ -56,8 +56,9 @@ from ..host import host_cpu
 SHARED_PRODUCTS = True
 #: A reader of more whole blocks than this besides the product is left to its own loop: each tile would read (and
 #: write) that many scattered 8-row blocks where the loop streams them. Adam's update (moments and weight: three)
-#: in the tiles made the tutorial MLP's step 0.5% slower and the wide MLP's 1.9% (2-core Intel Xeon, A/B in one
-#: process); momentum's (velocity and weight: two) was 0.9% and 0.5% faster.
+#: in the tiles made the tutorial MLP's step 0.4-0.5% slower and the wide MLP's 1.9% (whole tiles) to 3.9% (a row
+#: at a time; 2-core Intel Xeon, A/B in one process); momentum's (velocity and weight: two) was 0.9% and 0.5%
+#: faster.
 MAX_BLOCK_INPUTS = 2
 
 
