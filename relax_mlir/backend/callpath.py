@@ -17,8 +17,8 @@ for read-only and empty arrays. Measured by ``benchmarks/call_overhead.py``.
 With static shapes (the training steps' case), the native module ``relax_mlir._callpath`` (``_callpath.c``, built
 at install against NumPy's headers) does the same checks for every argument in one call, reading each array's
 dtype, flags, shape and data pointer with NumPy's C API accessors: a few nanoseconds an argument (0.05 µs through
-the C buffer protocol, as it did before; 0.5 in Python); preallocated results given as a tuple
-(``out=``, how the ``Trainer`` reuses its buffers) are checked in the same call, overlaps included. Without it (no
+the C buffer protocol, as it did before; 0.5 in Python); preallocated results (``out=``: one array, a tuple
+or a list; the ``Trainer`` reuses its buffers so) are checked in the same call, overlaps included. Without it (no
 C compiler at install) the Python checks run; tests run both.
 """
 
@@ -169,8 +169,10 @@ class CallPlan:
         buf, sizes = self.buf, {}
         if self.native is not None:
             args = args if args.__class__ is tuple else tuple(args)
-            if out is not None and self.native_outs and out.__class__ is tuple:  # (a tuple: the Trainer's call)
-                return list(out) if _native.write_args(self.native, args, self.buf_address, out) else None
+            kind = out.__class__
+            if self.native_outs and (kind is tuple or kind is _ND or kind is list):  # outs checked in the same call
+                outs = out if kind is tuple else (out,) if kind is _ND else tuple(out)
+                return list(outs) if _native.write_args(self.native, args, self.buf_address, outs) else None
             if not _native.write_args(self.native, args, self.buf_address):
                 return None
         elif self.all_static:  # the common case, inlined: a writer call per argument costs more than its checks
