@@ -381,6 +381,9 @@ class Function(Expr):
     is_pure: bool = True
     struct_info: Optional[StructInfo] = None
     span: Optional[Span] = _span()
+    #: The name it was defined with (``@R.function def f``), which a standalone function prints with; not part of
+    #: the function (structural equality ignores it; a module names its functions by their GlobalVars).
+    name_hint: str = ""
 
     def __post_init__(self):
         object.__setattr__(self, "params", tuple(self.params))
@@ -400,11 +403,12 @@ class Function(Expr):
 
     def with_attrs(self, attrs: Mapping[str, Any]) -> "Function":
         return Function(self.params, self.body, self.ret_struct_info, {**self.attrs, **attrs}, self.is_pure,
-                        span=self.span)
+                        span=self.span, name_hint=self.name_hint)
 
     def without_attr(self, key: str) -> "Function":
         attrs = {k: v for k, v in self.attrs.items() if k != key}
-        return Function(self.params, self.body, self.ret_struct_info, attrs, self.is_pure, span=self.span)
+        return Function(self.params, self.body, self.ret_struct_info, attrs, self.is_pure, span=self.span,
+                        name_hint=self.name_hint)
 
     @property
     def blocks(self) -> Sequence[BindingBlock]:
@@ -422,7 +426,7 @@ class Function(Expr):
         from .printer import format_function
 
         _check_flag("script", "show_meta", show_meta)
-        return format_function(self, name or self.attrs.get("global_symbol", "main"))
+        return format_function(self, name or self.attrs.get("global_symbol") or self.name_hint or "main")
 
     def show(self, *, black_format: bool = False, show_meta: bool = False) -> None:
         """Print :meth:`script` (TVM's ``black_format`` is accepted; the layout already is black's)."""

@@ -10,6 +10,7 @@ line and column and say what was expected.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
@@ -133,7 +134,7 @@ class Parser:
 
     def parse_standalone(self, node: ast.FunctionDef) -> Function:
         self.function_nodes[node.name] = node
-        return self.function(node.name)
+        return dataclasses.replace(self.function(node.name), name_hint=node.name)  # (it prints as ``def name``)
 
     # -- functions ----------------------------------------------------------------------------------
     def signature(self, name: str, at: ast.AST) -> FuncStructInfo:

@@ -287,3 +287,17 @@ def test_plain_python_definitions_beside_one_relax_definition_are_not_read():
     mod = from_source("import numpy as np\n\ndef helper():\n    return 1\n\n@I.ir_module\nclass M:\n"
                       "    @R.function\n    def f(x: R.Tensor((2,), 'float32')):\n        return x\n")
     assert list(mod) == ["f"]
+
+
+def test_a_standalone_function_prints_with_its_name_and_reads_back_equal():
+    """``@R.function def scale`` prints as ``def scale`` (it printed ``def main``, TVM prints its name); the name
+    is not part of the function: what it prints reads back structurally equal, and a transformed copy keeps it."""
+    from relax_mlir.ir.structural_equal import structural_equal
+
+    f = from_source(_F.format(name="scale", body="    y = R.multiply(x, x)\n    return y\n"))
+    text = f.script()
+    assert "\ndef scale(x: R.Tensor((2,), dtype=\"float32\"))" in text and "def main" not in text, text
+    back = from_source(text)
+    assert back.name_hint == "scale" and structural_equal(back, f)
+    assert f.with_attr("note", 1).script().count("def scale(") == 1
+    assert f.script("other").count("def other(") == 1  # an explicit name still wins
