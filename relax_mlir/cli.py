@@ -239,6 +239,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                       resume=args.resume, sync_batch_norm=args.sync_batch_norm)
     check_output_path(args.plot, "--plot")
     show_progress = args.progress if args.progress is not None else sys.stderr.isatty()
+    started = time.perf_counter()
     try:
         history = train(cfg, progress=show_progress)
     except KeyboardInterrupt:
@@ -256,7 +257,30 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"wrote {args.plot}")
     if history.accuracy:
         print(f"final test accuracy: {100 * history.accuracy[-1]:.2f}%")
+    if args.timing:
+        print(_timing(history, started))
     return 0
+
+
+def _timing(history, started: float) -> str:
+    """Where a ``train`` run's wall time went: since the process started (Linux: /proc; else since the command
+    did), its steps, its evaluations, the Trainer's set-up and compile, and the rest (Python and imports, data)."""
+    now = time.perf_counter()
+    wall, since = now - started, "the command started"
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: start time, in clock ticks
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        wall, since = max(wall, uptime - start_ticks / os.sysconf("SC_CLK_TCK")), "the process started"
+    except (OSError, ValueError, IndexError):
+        pass
+    steps, evaluation = sum(history.seconds), sum(history.eval_seconds)
+    rest = wall - steps - evaluation - history.build_seconds
+    ratio = wall / (steps + evaluation) if steps + evaluation > 0 else float("inf")
+    return (f"timing: {wall:.3f} s since {since}: steps {steps:.3f} s, evaluation {evaluation:.3f} s, set-up and "
+            f"compile {history.build_seconds:.3f} s, the rest (Python, imports, data) {rest:.3f} s; the wall time "
+            f"is {ratio:.1f}x the steps and evaluation")
 
 
 def _add_train(sub) -> None:
@@ -298,6 +322,8 @@ def _add_train(sub) -> None:
     p.add_argument("--plot", metavar="PNG", help="write a PNG of the loss and accuracy curves")
     p.add_argument("--save", metavar="NPZ", help="write a checkpoint after every epoch")
     p.add_argument("--resume", metavar="NPZ", help="continue from a checkpoint written by --save")
+    p.add_argument("--timing", action="store_true",
+                   help="print where the wall time went (steps, evaluation, set-up and compile, the rest)")
     bar = p.add_mutually_exclusive_group()
     bar.add_argument("--progress", action="store_true", default=None,
                      help="show the progress bar (default: when standard error is a terminal)")

@@ -27,12 +27,15 @@ from .nan_policy import NonFiniteError
 
 @dataclass
 class History:
-    """Per epoch: mean training loss, test accuracy, seconds; plus every step's loss."""
+    """Per epoch: mean training loss, test accuracy, seconds of its steps and of its evaluation; plus every step's
+    loss and the seconds the Trainer took to set up and compile (this run's)."""
 
     epoch_loss: list[float] = field(default_factory=list)
     accuracy: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     step_loss: list[float] = field(default_factory=list)
+    eval_seconds: list[float] = field(default_factory=list)
+    build_seconds: float = 0.0
 
 
 def make_trainer(cfg: TrainConfig, data: Dataset, ckpt: Optional[Checkpoint] = None, ranks: Ranks = Ranks()):
@@ -151,10 +154,11 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool =
             return history
     start_compile = time.perf_counter()
     trainer = make_trainer(cfg, data, ckpt, ranks)
+    history.build_seconds = time.perf_counter() - start_compile
     on = f" on {ranks.size} MPI ranks of {cfg.batch_size // ranks.size} examples" if ranks.size > 1 else ""
     log(f"{data.name}: {len(data.x_train)} training / {len(data.x_test)} test examples, "
         f"{'x'.join(map(str, data.image_shape))} images, {data.num_classes} classes; {cfg.model} compiled for "
-        f"{cfg.target} in {time.perf_counter() - start_compile:.2f} s{on}")
+        f"{cfg.target} in {history.build_seconds:.2f} s{on}")
     if extra is not None:
         log(f"resumed from {cfg.resume} after epoch {first_epoch} (step {trainer.step})")
     resaved = cfg.resume and cfg.save and os.path.exists(cfg.save) and os.path.samefile(cfg.resume, cfg.save)
@@ -203,6 +207,7 @@ def _run_epoch(trainer, cfg: TrainConfig, data: Dataset, epoch: int, history: Hi
             steps.set_postfix(loss=f"{loss:.3f}", refresh=False)
     seconds = time.perf_counter() - t0
     accuracy = evaluate(trainer, cfg, data.x_test, data.y_test, ranks)
+    history.eval_seconds.append(time.perf_counter() - t0 - seconds)
     history.epoch_loss.append(float(np.mean(losses)))
     history.accuracy.append(accuracy)
     history.seconds.append(seconds)

@@ -197,3 +197,22 @@ def test_resume_refuses_other_settings(tutorial_run):
     code, _, err = _run("--resume", str(tmp / "full.npz"), "--lr", "0.02", "--seed", "1", "--epochs", "6")
     assert code == 1 and err.count("\n") == 1
     assert "lr: 0.01 in the checkpoint, 0.02 now; seed: 0 in the checkpoint, 1 now" in err
+
+
+def test_timing_says_where_the_wall_time_went():
+    """``--timing`` ends the report with the wall time (since the process started: here pytest's, so far longer),
+    the steps', evaluations' and set-up's seconds, the rest, and the ratio issue 9's target is about."""
+    code, out, err = _run("--epochs", "2", "--timing")
+    assert code == 0, err
+    line = out.splitlines()[-1]
+    m = re.fullmatch(r"timing: ([\d.]+) s since the process started: steps ([\d.]+) s, evaluation ([\d.]+) s, "
+                     r"set-up and compile ([\d.]+) s, the rest \(Python, imports, data\) (-?[\d.]+) s; the wall "
+                     r"time is ([\d.]+)x the steps and evaluation", line)
+    assert m, line
+    wall, steps, evaluation, build, rest, ratio = map(float, m.groups())
+    assert 0 < steps and 0 < evaluation and 0 < build and steps + evaluation + build <= wall
+    assert rest == pytest.approx(wall - steps - evaluation - build, abs=2e-3)
+    done = steps + evaluation  # (each printed to 0.0005 s: the ratio is checked within what that rounding allows)
+    assert wall / (done + 1e-3) * 0.99 <= ratio <= wall / max(done - 1e-3, 1e-9) * 1.01
+    code, out, _ = _run("--epochs", "1")
+    assert "timing:" not in out  # only when asked
