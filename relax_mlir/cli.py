@@ -275,7 +275,8 @@ def _timing(history, started: float) -> str:
         wall, since = max(wall, uptime - start_ticks / os.sysconf("SC_CLK_TCK")), "the process started"
     except (OSError, ValueError, IndexError):
         pass
-    steps, evaluation = sum(history.seconds), sum(history.eval_seconds)
+    ran = len(history.eval_seconds)  # this run's epochs (a resumed history also holds the earlier ones' seconds)
+    steps, evaluation = sum(history.seconds[len(history.seconds) - ran:]), sum(history.eval_seconds)
     rest = wall - steps - evaluation - history.build_seconds
     ratio = wall / (steps + evaluation) if steps + evaluation > 0 else float("inf")
     return (f"timing: {wall:.3f} s since {since}: steps {steps:.3f} s, evaluation {evaluation:.3f} s, set-up and "
