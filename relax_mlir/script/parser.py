@@ -93,8 +93,8 @@ class Parser:
         defs = [n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
         if not defs:
             raise ParseError(f"{self.filename}:1:1: expected an @I.ir_module class or an @R.function definition")
-        decorated = [n for n in defs if any(_dotted(d.func if isinstance(d, ast.Call) else d) in
-                                            (_MODULE_DECORATORS if isinstance(n, ast.ClassDef) else _FUNCTION_DECORATORS)
+        decorated = [n for n in defs if any(_decorator_name(d) in (_MODULE_DECORATORS if isinstance(n, ast.ClassDef)
+                                                                   else _FUNCTION_DECORATORS)
                                             for d in n.decorator_list)]
         candidates = decorated or defs  # (plain Python definitions beside a decorated one are not read)
         if len(candidates) > 1:
@@ -104,7 +104,7 @@ class Parser:
         node = candidates[0]
         if isinstance(node, ast.ClassDef):
             for dec in node.decorator_list:
-                if _dotted(dec.func if isinstance(dec, ast.Call) else dec) not in _MODULE_DECORATORS:
+                if _decorator_name(dec) not in _MODULE_DECORATORS:
                     raise self.error(dec, f"class {node.name}: expected the decorator @I.ir_module")
         try:
             if isinstance(node, ast.ClassDef):
@@ -207,8 +207,7 @@ class Parser:
         """``(pure, private)`` from ``@R.function(pure=..., private=...)``."""
         pure, private = True, False
         for dec in node.decorator_list:
-            target = dec.func if isinstance(dec, ast.Call) else dec
-            if _dotted(target) not in _FUNCTION_DECORATORS:
+            if _decorator_name(dec) not in _FUNCTION_DECORATORS:
                 raise self.error(dec, f"function {node.name}: expected the decorator @R.function")
             if isinstance(dec, ast.Call):
                 for kw in dec.keywords:
@@ -435,8 +434,9 @@ class Parser:
 
     def call_op(self, op: Op, node: ast.Call, scope: _Scope, sizes: "_Sizes") -> Call:
         n_in = len(op.inputs)
-        if op.arity_problem(len(node.args)):  # (before the extra ones are read as attributes)
-            raise self.error(node, op.arity_problem(len(node.args)))
+        too_many = op.arity_problem(len(node.args))  # (before the extra ones are read as attributes)
+        if too_many:
+            raise self.error(node, too_many)
         args: list = []
         for i, a in enumerate(node.args):
             if i < n_in:
@@ -688,6 +688,11 @@ def _sp_misplaced(what: str):
     def handler(p: Parser, node, scope, sizes):
         raise p.error(node, f"{what}")
     return handler
+
+
+def _decorator_name(dec: ast.AST) -> Optional[str]:
+    """``R.function`` for ``@R.function`` and ``@R.function(private=True)`` alike."""
+    return _dotted(dec.func if isinstance(dec, ast.Call) else dec)
 
 
 _FUNCTION_DECORATORS = ("R.function", "relax.function")

@@ -33,8 +33,9 @@ Measured on a 2-core Intel Xeon (AVX-512), training steps A/B in one process: wi
 -5.3%, 784-input MLP -4.9%, tutorial MLP -8%; applying it in the last K block as well: wide MLP another -0.5%.
 Bias and ReLU in the tiles of the product they share with ReLU's gradient: tutorial MLP -2.6%, 784-input MLP
 -2.3%, wide MLP -0.8% (its 1024-deep products are in K blocks: the activation is written under the last block's
-``scf.if``; yielded from it as vectors, both tiles held in registers, the step was 1.4% slower). Momentum's merged update in the tiles: tutorial MLP -0.9%, wide
--0.5%; Adam's (three blocks read besides the product) +0.5% and +1.9%, so it is not done (``MAX_BLOCK_INPUTS``).
+``scf.if``; yielded from it as vectors, both tiles held in registers, the step was 1.4% slower). Momentum's merged
+update in the tiles: tutorial MLP -0.9%, wide -0.5%; Adam's (three blocks read besides the product) was slower,
+so it is not done (``MAX_BLOCK_INPUTS``).
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def _fuse(generic: ir.Operation) -> bool:
         return False
     keep = len(list(result.uses)) > 1  # other readers of the product: the tiles write it too
     index = next(i for i, r in enumerate(root.results) if r == result)
-    operand = (3 + index) if root.name == "scf.for" else len(root.operands) - len(root.results) + index
+    operand = _first_carried(root) + index
     init = defining_op(root.operands[operand])
     if init is None or init.name != "tensor.empty":
         return False  # still a fill: some tile reads the accumulator
@@ -210,10 +211,15 @@ def _fuse(generic: ir.Operation) -> bool:
     return True
 
 
-def _carried(loop: ir.Operation, values: list[ir.Value]) -> list[int]:
-    """The positions among ``loop``'s carried operands (scf.for iteration arguments, scf.forall shared outputs)
-    that hold a block of the nest's tensor."""
-    first = 3 if loop.name == "scf.for" else len(loop.operands) - len(loop.results)
+def _first_carried(loop: ir.Operation) -> int:
+    """The operand index of ``loop``'s first carried value (scf.for iteration arguments after its bounds and
+    step, scf.forall shared outputs last)."""
+    return 3 if loop.name == "scf.for" else len(loop.operands) - len(loop.results)
+
+
+def _carried(loop: ir.Operation, values) -> list[int]:
+    """The positions among ``loop``'s carried operands that are in ``values`` (the nest's tensor's blocks)."""
+    first = _first_carried(loop)
     return [i - first for i, v in enumerate(loop.operands) if i >= first and v in values]
 
 
@@ -256,8 +262,7 @@ def _thread(root: ir.Operation, index: int, threaded: list[ir.Operation], inits:
         for op in [as_operation(o) for o in block.operations]:
             name = op.name
             if name in ("scf.for", "scf.forall"):
-                first = 3 if name == "scf.for" else len(op.operands) - len(op.results)
-                carried = [i - first for i, v in enumerate(op.operands) if i >= first and v in twins]
+                first, carried = _first_carried(op), _carried(op, twins)
                 if carried and _THREADED in op.attributes:
                     loop(op, carried[0], twins[op.operands[first + carried[0]]])
                 else:  # a tile's K loop, no write inside: the blocks it carries come out unchanged
@@ -454,11 +459,10 @@ def _apply_body(generic: ir.Operation, nest_input: int, write: ir.Operation, off
             last = at_end if last is None else arith.andi(last, at_end)
     if keep:
         return _LastBlock(last, lambda at: _emit_body(generic, nest_input, at, acc, where))
-    count = len(generic.results)
-    with ir.InsertionPoint(write), write.location:
-        branch = scf.IfOp(last, [acc.type] * count, has_else=True)
+    with ir.InsertionPoint(write), write.location:  # (one result: _fuse refuses more inside K blocks)
+        branch = scf.IfOp(last, [acc.type], has_else=True)
     with ir.InsertionPoint(branch.else_block), write.location:
-        scf.YieldOp([acc] * count)
+        scf.YieldOp([acc])
     with ir.InsertionPoint(branch.then_block), write.location:
         done = scf.YieldOp([])
     vectors = _emit_body(generic, nest_input, done, acc, where)
@@ -466,7 +470,7 @@ def _apply_body(generic: ir.Operation, nest_input: int, write: ir.Operation, off
         scf.YieldOp(vectors)
     done.erase()
     write.operands[0] = branch.results[0]
-    return list(branch.results)[1:]
+    return []
 
 
 def _tile_indices(write: ir.Operation, offsets: list[list]) -> list[ir.Value]:
@@ -522,8 +526,7 @@ def _emit_body(generic: ir.Operation, nest_input: int, at: ir.Operation, acc: ir
             rows.append(_emit_on(body, values, shape[1:]))
         tiles = []
         for k in range(len(rows[0])):
-            full = arith.constant(acc.type, ir.DenseElementsAttr.get_splat(
-                acc.type, ir.FloatAttr.get(ir.VectorType(acc.type).element_type, 0.0)))
+            full = acc  # (of the results' type; every row is overwritten)
             for r, row in enumerate(rows):
                 full = vector.insert(row[k], full, [], [r])
             tiles.append(full)

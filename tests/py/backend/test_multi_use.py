@@ -197,3 +197,21 @@ def test_a_10_class_velocity_is_merged_its_matmul_takes_no_epilogue():
     for n in (10, 30):
         count, text = _merged(_MOMENTUM.replace("x32xf32", f"x{n}xf32"))
         assert count == 1 and text.count("linalg.generic") == 1, n
+
+
+def test_an_integer_two_result_update_runs_in_the_tiles_a_row_at_a_time():
+    """The momentum step in int32: four tiles held (velocity and weight read, both written) do not fit the
+    registers, so the tiles compute the body a row at a time and insert the rows into tiles of the results' own
+    type (integers here); values are NumPy's, exactly."""
+    text = (_MOMENTUM.replace("f32", "i32").replace("0.0 : i32", "0 : i32").replace("0.9 : i32", "3 : i32")
+            .replace("0.01 : i32", "2 : i32").replace("arith.mulf", "arith.muli").replace("arith.addf", "arith.addi")
+            .replace("arith.subf", "arith.subi"))
+    scheduled = lower(text, "scheduled", PipelineOptions(num_threads=1))
+    assert "linalg.generic" not in scheduled and "vector.insert" in scheduled, scheduled
+    rng = np.random.default_rng(0)
+    x, d = rng.integers(-5, 5, (16, 24)).astype(np.int32), rng.integers(-5, 5, (16, 32)).astype(np.int32)
+    w, v = rng.integers(-5, 5, (24, 32)).astype(np.int32), rng.integers(-5, 5, (24, 32)).astype(np.int32)
+    v2, w2 = compile_module(text, options=PipelineOptions(num_threads=1))["main"](x, d, w, v)
+    want_v = 3 * v + x.T @ d
+    np.testing.assert_array_equal(v2, want_v)
+    np.testing.assert_array_equal(w2, w - 2 * want_v)
