@@ -4,8 +4,8 @@
 checks the result is structurally equal and well formed.
 """
 
-from . import ir, relax
+from . import ir, relax, tir
 from .ir import ir_module
 from .parser import ParseError, Parser, from_source
 
-__all__ = ["ir", "relax", "ir_module", "from_source", "ParseError", "Parser"]
+__all__ = ["ir", "relax", "tir", "ir_module", "from_source", "ParseError", "Parser"]

@@ -310,6 +310,9 @@ class Parser:
         if isinstance(stmt, ast.AnnAssign) and stmt.value is None:
             raise self.error(stmt, "an annotated name needs a value")
 
+        if _is_size_declaration(stmt.value):
+            return self.declare_size(stmt, target, annotation, sizes)
+
         def make_var(name: str, sinfo, node) -> Var:
             cls = DataflowVar if dataflow and name not in outputs else Var
             return cls(name, sinfo, span=self.span(node))
@@ -345,6 +348,19 @@ class Parser:
                 out.append(VarBinding(var, item, span=self.span(stmt)))
             return out
         raise self.error(target, "expected a variable name on the left of `=`")
+
+    def declare_size(self, stmt, target: ast.AST, annotation, sizes: "_Sizes") -> list:
+        """``n = T.int64()``: TVM's declaration of a symbolic size in a function's body (its printer writes one
+        per size). It binds nothing: ``n`` names the size wherever a dimension is read from then on."""
+        call = stmt.value
+        if call.args or any(kw.arg != "is_size_var" for kw in call.keywords):
+            raise self.error(call, f"{_dotted(call.func)}() declares a symbolic size and takes no value here; "
+                                   "a constant dimension is written as a number")
+        if annotation is not None or not isinstance(target, ast.Name):
+            raise self.error(target, f"{_dotted(call.func)}() declares one symbolic size: write `n = "
+                                     f"{_dotted(call.func)}()`")
+        sizes.declared.add(target.id)
+        return []
 
     def check_annotation(self, stmt, annotation: Optional[StructInfo], inferred: Optional[StructInfo]):
         if annotation is None:
@@ -541,12 +557,16 @@ class Parser:
 
     def dim(self, node: ast.AST, sizes: "_Sizes"):
         def lookup(name: str):
-            if name in self.env and not isinstance(self.env[name], sym.SymDim):
-                value = self.env[name]
-                if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-                    return int(value)
-                raise self.error(node, f"dimension {name!r} is a {type(value).__name__}, expected an int")
-            return sym.SizeVar(name)
+            if name in sizes.declared:
+                return sym.SizeVar(name)
+            if name not in self.env:
+                return sym.SizeVar(name)
+            value = self.env[name]
+            if isinstance(value, sym.SymDim):
+                return value
+            if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+                return int(value)
+            raise self.error(node, f"dimension {name!r} is a {type(value).__name__}, expected an int")
 
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return self.guard(node, lambda: sym.parse_dim(node.value))
@@ -601,7 +621,12 @@ class Parser:
 
 
 class _Sizes:
-    """Placeholder for per-function size-variable bookkeeping (size vars are identified by name)."""
+    """Per-function size-variable bookkeeping. Size vars are identified by name; ``declared`` holds the names a
+    ``n = T.int64()`` statement declared, which stand for the size even where the defining Python scope has a
+    value of that name."""
+
+    def __init__(self):
+        self.declared: set[str] = set()
 
 
 # -- special forms ------------------------------------------------------------------------------------
@@ -725,6 +750,14 @@ def _dotted(node: ast.AST) -> Optional[str]:
 
 def _is_call_expr(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Call) and _dotted(node.func) in (name, name.replace("R.", "relax.", 1))
+
+
+#: TVM's declarations of a symbolic size (``n = T.int64()``); sizes are int64 here, so an int32 one is the same.
+_SIZE_DECLARATIONS = ("T.int64", "T.int32", "tir.int64", "tir.int32")
+
+
+def _is_size_declaration(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and _dotted(node.func) in _SIZE_DECLARATIONS
 
 
 def _is_relax_call(node: ast.Call) -> bool:

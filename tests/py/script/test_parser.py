@@ -14,6 +14,7 @@ from relax_mlir.ir.sym import SizeVar
 from relax_mlir.script import ParseError, from_source
 from relax_mlir.script import ir as I
 from relax_mlir.script import relax as R
+from relax_mlir.ir import assert_structural_equal
 from relax_mlir.testing import roundtrip
 
 batch_size = 8
@@ -301,3 +302,65 @@ def test_a_standalone_function_prints_with_its_name_and_reads_back_equal():
     assert back.name_hint == "scale" and structural_equal(back, f)
     assert f.with_attr("note", 1).script().count("def scale(") == 1
     assert f.script("other").count("def other(") == 1  # an explicit name still wins
+
+
+# TVM's printer declares each symbolic size in the body (`n = T.int64()`); its tests also declare them in Python.
+_TVM_PRINTED = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", "m"), dtype="float32")) -> R.Tensor(("n * m",), dtype="float32"):
+        n = T.int64()
+        m = T.int64()
+        with R.dataflow():
+            a: R.Tensor((n * m,), dtype="float32") = R.reshape(x, R.shape([n * m]))
+            R.output(a)
+        return a
+'''
+
+
+def test_size_declarations_of_tvm_text_read_as_the_sizes_they_name():
+    declared = from_source(_TVM_PRINTED)
+    plain = from_source(_TVM_PRINTED.replace("        n = T.int64()\n        m = T.int64()\n", "")
+                        .replace("(n * m,)", '("n * m",)').replace("[n * m]", '["n * m"]'))
+    assert_structural_equal(declared, plain)
+    assert declared["main"].ret_struct_info.shape == (SizeVar("m") * SizeVar("n"),)
+    roundtrip(declared)
+
+
+def test_size_declared_in_python_or_in_the_body_is_a_size_not_the_python_value():
+    from relax_mlir.script import tir as T
+
+    k = T.int64()
+    n = 8  # the signature reads Python's n; the body's declaration makes `n` a size from there on
+
+    @I.ir_module
+    class Mod:
+        @R.function
+        def f(x: R.Tensor((k, n), "float32")):
+            n = T.int64()
+            y = R.reshape(x, (k * 8,))
+            z = R.match_cast(y, R.Tensor((n,), "float32"))
+            return z
+
+    f = Mod["f"]
+    assert f.params[0].struct_info.shape == (SizeVar("k"), 8)
+    assert f.ret_struct_info.shape == (SizeVar("n"),)
+    assert k == SizeVar("k") and str(k * 2) == "2 * k"
+
+
+@pytest.mark.parametrize("declaration, message", [
+    ("m = T.int64(5)", "takes no value here; a constant dimension is written as a number"),
+    ("a, b = T.int64()", "declares one symbolic size: write `n = T.int64()`"),
+    ("m = T.int32(is_size_var=True, dtype='x')", "takes no value here"),
+])
+def test_size_declarations_used_wrongly_are_parse_errors(declaration, message):
+    with pytest.raises(ParseError, match=re.escape(message)):
+        from_source(_TVM_PRINTED.replace("m = T.int64()", declaration))
+
+
+def test_a_size_declaration_in_python_needs_a_name():
+    from relax_mlir.script import tir as T
+
+    with pytest.raises(TypeError, match="named by the variable it is assigned to"):
+        [T.int64()]
