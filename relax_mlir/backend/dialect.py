@@ -145,7 +145,7 @@ def encode_attr(name: str, value: Any) -> ir.Attribute:
         return ir.StringAttr.get(value)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise ValueError(f"attribute {name!r} = {value!r}: only tuples of ints have an MLIR encoding "
-                         "(size variables are allowed only in 'shape')")
+                         "(size variables are allowed only in 'shape' and an op's size_attrs)")
     return ir.DenseI64ArrayAttr.get(list(value))
 
 
@@ -169,8 +169,13 @@ def decode_attr(attr: ir.Attribute) -> Any:
 
 
 def has_dims_operands(op: Op) -> bool:
-    """Whether the dialect op takes the dynamic dims of its result as ``index`` operands."""
-    return "shape" in op.attrs
+    """Whether the dialect op takes ``index`` operands: the dynamic dims of its result (a ``shape`` attribute),
+    then the symbolic entries of its ``size_attrs``, in order (each stored as :data:`SYMBOLIC_ENTRY`)."""
+    return "shape" in op.attrs or bool(op.size_attrs)
+
+
+#: What a symbolic entry of a size attribute is stored as; its value is the matching ``index`` operand.
+SYMBOLIC_ENTRY = -2 ** 63
 
 
 # --- what the registry says about an op ----------------------------------------------------------------------

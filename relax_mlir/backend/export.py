@@ -35,7 +35,7 @@ from ..ir.expr import (Call, Constant, Expr, Function, GlobalVar, MatchCast, Seq
                        VarBinding)
 from ..ir.module import IRModule
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
-from ..ir.sym import SymDim
+from ..ir.sym import Quotient, SymDim
 from ..ir.sym import free_vars as sym_free_vars
 from ..ir.visitor import post_order_visit
 from ..op.registry import REQUIRED, Op, get_op
@@ -44,7 +44,7 @@ from .signature import ExportError, flatten_struct_info  # noqa: F401 - ExportEr
 from ..transform.utils import reachable
 from .legalize.checks import report_if
 from .legalize.size_checks import ARG_SIZES
-from .dialect import (VARIADIC, dialect_op_name, element_type, encode_attr, has_dims_operands, load_relax_dialect,
+from .dialect import (SYMBOLIC_ENTRY, VARIADIC, dialect_op_name, element_type, encode_attr, has_dims_operands, load_relax_dialect,
                       result_arity)
 
 Flat = Union[ir.Value, tuple]
@@ -148,7 +148,8 @@ class _Sizes:
         return self.values[name]
 
     def dim(self, d: Union[int, SymDim], where: str) -> ir.Value:
-        """The ``index`` value of a dimension (``arith`` over the size variables for a polynomial)."""
+        """The ``index`` value of a dimension (``arith`` over the size variables for a polynomial, a floor
+        division for a quotient)."""
         idx = ir.IndexType.get()
         if isinstance(d, int):
             return arith.constant(idx, d)
@@ -156,7 +157,9 @@ class _Sizes:
         for mono, coef in d.terms:
             term = arith.constant(idx, coef) if coef != 1 or not mono else None
             for v in mono:
-                term = self.var(v, where) if term is None else arith.muli(term, self.var(v, where))
+                factor = arith.floordivsi(self.dim(v.numerator, where), arith.constant(idx, v.divisor)) \
+                    if isinstance(v, Quotient) else self.var(v, where)
+                term = factor if term is None else arith.muli(term, factor)
             total = term if total is None else arith.addi(total, term)
         return total if total is not None else arith.constant(idx, 0)
 
@@ -324,19 +327,23 @@ class _FunctionExporter:
         own_types = types
         if isinstance(sinfo, TupleStructInfo) and result_arity(rec) == VARIADIC:
             types = [join_type(types, f"{self.where}: {rec.name}")] * len(types)
-        attrs = {}
+        attrs, attr_dims = {}, []
         for key, default in rec.attrs.items():
             value = call.attrs.get(key, default)
             if value is REQUIRED:
                 raise ExportError(f"{self.where}: {rec.name} is missing its attribute {key!r}")
             if key == "shape":  # the result's shape; the dynamic dims become operands
                 value = self.result_shape(fields[0], rec)
+            elif key in rec.size_attrs and value is not None:  # symbolic entries become operands too
+                attr_dims += [d for d in value if isinstance(d, SymDim)]
+                value = tuple(SYMBOLIC_ENTRY if isinstance(d, SymDim) else d for d in value)
             try:
                 attrs[key] = encode_attr(key, value)
             except ValueError as exc:
                 raise ExportError(f"{self.where}: {rec.name}: {exc}") from None
         if has_dims_operands(rec):
-            operands += [self.sizes.dim(d, self.where) for d in fields[0].shape if not isinstance(d, int)]
+            shape_dims = [d for d in fields[0].shape if not isinstance(d, int)] if "shape" in rec.attrs else []
+            operands += [self.sizes.dim(d, self.where) for d in shape_dims + attr_dims]
         # The binding names the op (a NameLoc): runtime checks quote it in their messages.
         op = ir.Operation.create(name, results=types, operands=operands, attributes=attrs,
                                  loc=ir.Location.name(self.where))

@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 75bd8dbb2f5d487eb66feb05eb14a20efc6a7564ac389f151a4ace6e23f79623
+// registry sha256 7c6cc7a3819c6d919d317df9229eca0e407486cfc633bbb047d459d1d50d1f8f
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {
@@ -417,12 +417,13 @@ irdl.dialect @relax {
   // relax.strided_slice: Slice ``x[begin:end:stride]`` along each of ``axes``, with Python's clamping of out-of-range indices and negative strides; on a symbolic axis the indices are assumed in bounds (as TVM's ``assume_inbound``), and an end of at least 2**31 - 1 means the end of the axis.
   irdl.operation @strided_slice {
     %in_x = irdl.base "!builtin.tensor"
+    %index = irdl.is index
     %out = irdl.base "!builtin.tensor"
     %attr_axes = irdl.base "#builtin.dense_array"
     %attr_begin = irdl.base "#builtin.dense_array"
     %attr_end = irdl.base "#builtin.dense_array"
     %attr_strides = irdl.any
-    irdl.operands(x: %in_x)
+    irdl.operands(x: %in_x, dims: variadic %index)
     irdl.results(result: %out)
     irdl.attributes {"axes" = %attr_axes, "begin" = %attr_begin, "end" = %attr_end, "strides" = %attr_strides}
   }

@@ -22,6 +22,7 @@ from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, Dataflo
 from .module import IRModule
 from .struct_info import (FuncStructInfo, ObjectStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
                           TupleStructInfo, substitute)
+from . import sym
 from .sym import SymDim
 
 _LEAVES = (Var, Constant, ShapeExpr, PrimValue, GlobalVar, StringImm)
@@ -325,10 +326,4 @@ def substitute_dim(d, env: dict):
         return d
     if not d.free_vars() <= env.keys():
         return None
-    out = 0
-    for mono, coef in d.terms:
-        term = coef
-        for v in mono:
-            term = term * env[v]
-        out = out + term
-    return out
+    return sym.substitute(d, env.__getitem__)

@@ -245,15 +245,7 @@ def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
 def substitute(sinfo: StructInfo, mapping: dict[str, Dim]) -> StructInfo:
     """Replace size variables by dims (used when a call binds a callee's symbolic parameters)."""
     def dim(d: Dim) -> Dim:
-        if isinstance(d, int):
-            return d
-        out: Dim = 0
-        for mono, coef in d.terms:
-            term: Dim = coef
-            for v in mono:
-                term = term * mapping.get(v, sym.SizeVar(v))
-            out = out + term
-        return out
+        return sym.substitute(d, lambda v: mapping.get(v, sym.SizeVar(v)))
 
     if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None:
         return TensorStructInfo([dim(d) for d in sinfo.shape], sinfo.dtype)

@@ -1,18 +1,26 @@
 """Symbolic sizes: a dimension is an ``int`` or a :class:`SymDim`.
 
 A ``SymDim`` is a polynomial with integer coefficients over named size variables (``n``, ``2 * n``,
-``n * m``, ``n + 1``). That is enough for the shapes Relax ops produce from symbolic inputs (flatten
-multiplies, concat adds, reshape with ``-1`` divides exactly) while equality stays a comparison of
-normal forms. Size variables are identified by name within a function, as in TVMScript text.
+``n * m``, ``n + 1``) and floor quotients of such polynomials by a positive integer (``(n + 1) // 2``, what a
+strided convolution or pooling makes of a symbolic height, as TVM's ``floordiv``). That is enough for the shapes
+Relax ops produce from symbolic inputs (flatten multiplies, concat adds, reshape with ``-1`` divides exactly,
+windows with a stride floor-divide) while equality stays a comparison of normal forms. Size variables are
+identified by name within a function, as in TVMScript text.
+
+A quotient is one factor of a monomial (a :class:`Quotient`, a ``str`` whose text is the parenthesized
+quotient, so monomials stay sorted tuples of strings). Its normal form has every coefficient of the numerator in
+``[0, divisor)``: ``(2 * n + 3) // 2`` is ``n + 1 + (1 // 2)`` = ``n + 1``, ``(n - 1) // 2 + 1`` is
+``(n + 1) // 2`` (exact for integer sizes: ``(d * a + b) // d = a + b // d``).
 """
 
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass
 from typing import Mapping, Union
 
-Monomial = tuple[str, ...]  # sorted variable names, repeated for powers; () is the constant term
+Monomial = tuple[str, ...]  # sorted factors (variable names or Quotients), repeated for powers; () is the constant
 #: Terms a symbolic size may have: a product of sums expands term by term (k factors of two terms each give 2**k
 #: terms), so a 300-byte shape annotation could otherwise take minutes and gigabytes to read.
 MAX_TERMS = 1024
@@ -80,19 +88,24 @@ class SymDim:
 
     # -- queries ------------------------------------------------------------------------------
     def free_vars(self) -> set[str]:
-        return {v for m, _ in self.terms for v in m}
+        out: set[str] = set()
+        for m, _ in self.terms:
+            for v in m:
+                out |= v.numerator.free_vars() if isinstance(v, Quotient) else {v}
+        return out
 
     def evaluate(self, env: Mapping[str, int]) -> int:
         total = 0
         for m, c in self.terms:
             value = c
             for v in m:
-                value *= env[v]
+                value *= evaluate(v.numerator, env) // v.divisor if isinstance(v, Quotient) else env[v]
             total += value
         return total
 
     def is_var(self) -> bool:
-        return len(self.terms) == 1 and len(self.terms[0][0]) == 1 and self.terms[0][1] == 1
+        return len(self.terms) == 1 and len(self.terms[0][0]) == 1 and self.terms[0][1] == 1 and \
+            not isinstance(self.terms[0][0][0], Quotient)
 
     @property
     def name(self) -> str:
@@ -118,6 +131,79 @@ class SymDim:
 
 
 Dim = Union[int, SymDim]
+
+
+class Quotient(str):
+    """The factor ``numerator // divisor`` of a monomial, in normal form (see the module docstring); its text is
+    the parenthesized quotient, which orders, hashes, prints and parses back as the factor."""
+
+    numerator: SymDim
+    divisor: int
+
+    def __new__(cls, numerator: SymDim, divisor: int) -> "Quotient":
+        self = super().__new__(cls, f"(({numerator}) // {divisor})" if len(numerator.terms) > 1
+                               else f"({numerator} // {divisor})")
+        self.numerator, self.divisor = numerator, divisor
+        return self
+
+    def __reduce__(self):
+        return Quotient, (self.numerator, self.divisor)
+
+
+def floor_div(a: Dim, divisor: int) -> Dim:
+    """``a // divisor`` rounded toward minus infinity (TVM's ``floordiv``), for a positive int ``divisor``: an int
+    for an int, the exact quotient where there is one, else a polynomial plus one :class:`Quotient` factor."""
+    if isinstance(divisor, bool) or not isinstance(divisor, int) or divisor <= 0:
+        raise ValueError(f"a symbolic size is floor-divided only by a positive int, not {divisor!r}")
+    if isinstance(a, int):
+        return a // divisor
+    whole: dict[Monomial, int] = {}
+    rest: dict[Monomial, int] = {}
+    for m, c in _as_terms(a).items():
+        q, r = divmod(c, divisor)
+        whole[m] = q
+        rest[m] = r
+    remainder = SymDim._make(rest)
+    if isinstance(remainder, int):  # only a constant in [0, divisor) is left: it adds nothing
+        return SymDim._make(whole)
+    nested = _nested_quotient(remainder)
+    if nested is not None:  # (x // a + c) // b is (x + a * c) // (a * b)
+        inner, c = nested
+        return SymDim._make(whole) + floor_div(inner.numerator + inner.divisor * c, inner.divisor * divisor)
+    common = math.gcd(divisor, *(c for _, c in remainder.terms))
+    if common > 1:  # (2 * n + 2) // 4 is (n + 1) // 2
+        remainder, divisor = SymDim._make({m: c // common for m, c in remainder.terms}), divisor // common
+    return SymDim._make(whole) + SymDim((((Quotient(remainder, divisor),), 1),))
+
+
+def _nested_quotient(d: SymDim) -> tuple[Quotient, int] | None:
+    """``(q, c)`` when ``d`` is one quotient ``q`` plus a constant ``c``."""
+    terms = dict(d.terms)
+    c = terms.pop((), 0)
+    if len(terms) == 1:
+        (m, coef), = terms.items()
+        if coef == 1 and len(m) == 1 and isinstance(m[0], Quotient):
+            return m[0], c
+    return None
+
+
+def factor_dim(v: str) -> Dim:
+    """The dimension one factor of a monomial stands for: its size variable, or its quotient."""
+    return floor_div(v.numerator, v.divisor) if isinstance(v, Quotient) else SizeVar(v)
+
+
+def substitute(d: Dim, lookup) -> Dim:
+    """``d`` with every size variable ``v`` replaced by ``lookup(v)`` (a dim), quotients recomputed."""
+    if isinstance(d, int):
+        return d
+    out: Dim = 0
+    for m, c in d.terms:
+        term: Dim = c
+        for v in m:
+            term = term * (floor_div(substitute(v.numerator, lookup), v.divisor) if isinstance(v, Quotient)
+                           else lookup(v))
+        out = out + term
+    return out
 
 
 def SizeVar(name: str) -> SymDim:
@@ -209,8 +295,11 @@ def dim_from_ast(node: ast.AST, lookup) -> Dim:
         if isinstance(node.op, ast.Mult):
             return a * b
         quotient = exact_div(a, b)
-        if quotient is None:
-            raise ValueError(f"dimension {ast.unparse(node)!r} is not an exact division")
-        return quotient
+        if quotient is not None:
+            return quotient
+        if isinstance(b, int) and not isinstance(b, bool) and b > 0:
+            return floor_div(a, b)
+        raise ValueError(f"dimension {ast.unparse(node)!r} divides by {b}: a symbolic size is floor-divided "
+                         "by a positive int, or divided exactly")
     raise ValueError(f"unsupported dimension expression {ast.unparse(node)!r}: "
-                     "expected integers, size variables, +, -, * or exact //")
+                     "expected integers, size variables, +, -, * or //")

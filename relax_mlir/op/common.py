@@ -144,6 +144,25 @@ def shape_attr(value, what: str = "shape", allow_infer: bool = False) -> tuple[D
     return tuple(out)
 
 
+def index_tuple(value, what: str) -> tuple[Dim, ...]:
+    """An int, a size or a sequence of them, as a tuple: indices that may be symbolic (``strided_slice``'s
+    ``begin=(0, "h")``); names become ``SymDim``s, as in shapes."""
+    items = (value,) if isinstance(value, (int, np.integer, str, SymDim)) and not isinstance(value, bool) else value
+    if not isinstance(items, (tuple, list)):
+        fail(f"{what} must be an int, a size or a sequence of them, got {value!r}")
+    out = []
+    for v in items:
+        if isinstance(v, str):
+            try:
+                v = sym.parse_dim(v)
+            except ValueError as exc:
+                fail(f"{what}: {exc}")
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer, SymDim)):
+            fail(f"{what} must be an int, a size or a sequence of them, got {value!r}")
+        out.append(v if isinstance(v, SymDim) else int(v))
+    return tuple(out)
+
+
 def int_tuple(value, what: str) -> tuple[int, ...]:
     """An int or a sequence of ints, as a tuple (attributes such as ``axes`` and ``begin``)."""
     items = (value,) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value

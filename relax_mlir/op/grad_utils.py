@@ -117,7 +117,7 @@ def _factors(count: sym.Dim) -> tuple:
     # A product of size variables is kept as separate dims, so ones() stays small: (n, m), not (n * m,).
     if isinstance(count, sym.SymDim) and len(count.terms) == 1:
         mono, coef = count.terms[0]
-        dims = tuple(sym.SizeVar(v) for v in mono)
+        dims = tuple(sym.factor_dim(v) for v in mono)
         return dims + ((coef,) if coef != 1 else ())
     return (count,)
 

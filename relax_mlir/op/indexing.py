@@ -12,7 +12,7 @@ from ..ir import sym
 from ..ir.struct_info import TensorStructInfo
 from ..ir.sym import Dim, SymDim
 from . import grad_utils as gu
-from .common import int_tuple, normalize_axes, normalize_axis, require_int
+from .common import index_tuple, int_tuple, normalize_axes, normalize_axis, require_int
 from .registry import REQUIRED, BadSample, Op, Sample, fail, get_op, register
 
 _T = TensorStructInfo
@@ -106,8 +106,9 @@ take = register(Op(
 
 
 def _slice_canon(attrs: dict) -> dict:
-    keys = ("axes", "begin", "end") + (("strides",) if attrs["strides"] is not None else ())
-    return dict(attrs, **{key: int_tuple(attrs[key], key) for key in keys})
+    keys = ("axes",) + (("strides",) if attrs["strides"] is not None else ())
+    return dict(attrs, **{key: int_tuple(attrs[key], key) for key in keys},
+                **{key: index_tuple(attrs[key], key) for key in ("begin", "end")})
 
 
 def _slice_check(attrs: dict) -> None:
@@ -120,10 +121,13 @@ def _slice_check(attrs: dict) -> None:
              + ", ".join(f"{k}: {v}" for k, v in lengths.items()))
 
 
-def _sym_slice_len(d: SymDim, begin: int, end: int, stride: int) -> Optional[Dim]:
-    """Slice length on a symbolic axis, assuming in-bound indices (TVM's default); None if not expressible."""
-    def resolve(i: int) -> Dim:
+def _sym_slice_len(d: Dim, begin: Dim, end: Dim, stride: int) -> Dim:
+    """Slice length on a symbolic axis or between symbolic bounds, assuming in-bound indices (TVM's default): a
+    symbolic bound is an index from the start (a size is never negative)."""
+    def resolve(i: Dim) -> Dim:
         # The sentinels mean "past the end" and "before the start", clamped as Python does per direction.
+        if isinstance(i, SymDim):
+            return i
         if i >= _BIG:
             return d if stride > 0 else d - 1
         if i <= -_BIG:
@@ -133,7 +137,7 @@ def _sym_slice_len(d: SymDim, begin: int, end: int, stride: int) -> Optional[Dim
     diff, step = (e - b, stride) if stride > 0 else (b - e, -stride)
     if isinstance(diff, int):
         return max(0, -(-diff // step))
-    return diff if step == 1 else sym.exact_div(diff, step)
+    return sym.floor_div(diff + step - 1, step)
 
 
 def _slice_infer(args, attrs):
@@ -147,9 +151,8 @@ def _slice_infer(args, attrs):
     out = list(x.shape)
     for a, b, e, s in zip(axes, attrs["begin"], attrs["end"], strides):
         d = x.shape[a]
-        out[a] = len(range(*slice(b, e, s).indices(d))) if isinstance(d, int) else _sym_slice_len(d, b, e, s)
-        if out[a] is None:
-            return _T(None, x.dtype, x.ndim)
+        static = all(isinstance(v, int) for v in (d, b, e))
+        out[a] = len(range(*slice(b, e, s).indices(d))) if static else _sym_slice_len(d, b, e, s)
     return _T(tuple(out), x.dtype)
 
 
@@ -163,7 +166,7 @@ def _slice_ref(x, axes, begin, end, strides):
 strided_slice = register(Op(
     name="relax.strided_slice", lowering="shape:strided_slice", inputs=("x",),
     attrs={"axes": REQUIRED, "begin": REQUIRED, "end": REQUIRED, "strides": None},
-    infer=_slice_infer, canonicalize=_slice_canon, check_attrs=_slice_check, reference=_slice_ref,
+    infer=_slice_infer, canonicalize=_slice_canon, check_attrs=_slice_check, reference=_slice_ref, size_attrs=("begin", "end"),
     gradient=gu.tensor_rule(lambda x, g, call: get_op("relax.grad.strided_slice_backward")(
         g, **call.attrs, shape=gu.shape_of(x, "relax.strided_slice gradient"))),
     samples=[Sample([_T((5, 6), "float32")], {"axes": (0,), "begin": (1,), "end": (4,)}),
@@ -174,8 +177,12 @@ strided_slice = register(Op(
              Sample([_T(("n", 6), "float32")], {"axes": (0,), "begin": (1,), "end": (_BIG,)}),
              Sample([_T(("n", 2), "float32")], {"axes": (0,), "begin": (-1,), "end": (-_BIG,), "strides": (-1,)}),
              Sample([_T(("m", 2), "float32")], {"axes": (0,), "begin": (-4,), "end": (-1,)}),
-             # n // 2 is no SymDim: the sliced axis, hence the shape, is unknown (the rank is known)
-             Sample([_T(("n", 3), "float32")], {"axes": (0,), "begin": (0,), "end": (_BIG,), "strides": (2,)})],
+             # (n + 1) // 2 rows; bounds that are sizes (TVM's PrimExpr begin and end)
+             Sample([_T(("n", 3), "float32")], {"axes": (0,), "begin": (0,), "end": (_BIG,), "strides": (2,)}),
+             Sample([_T(("n", "m"), "float32")], {"axes": (0, 1), "begin": (1, 0), "end": ("n", "m - 1"),
+                                                  "strides": (1, 2)}),
+             Sample([_T(("m", 2, "h"), "float64")], {"axes": (2, 0), "begin": ("h - 4", 1), "end": (-1, "m"),
+                                                     "strides": (2, 1)})],
     bad_samples=[BadSample([_T((5,), "float32")], {"axes": (0,), "begin": (0,), "end": (3,), "strides": (0,)},
                            r"strides \(0,\) must be non-zero"),
                  BadSample([_T((5,), "float32")], {"axes": (0,), "begin": (0, 1), "end": (3,)},

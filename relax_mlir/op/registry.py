@@ -88,6 +88,9 @@ class Op:
     * ``canonicalize(attrs) -> attrs``: rewrites the attributes into the one form the call stores (conv2d's
       ``padding=1`` becomes ``(1, 1, 1, 1)``, a shape's ``"n"`` a size variable), so equal calls compare
       equal and inference, gradient and lowering see one spelling. It must be idempotent.
+    * ``size_attrs``: attributes whose entries may be sizes, symbolic ones included (``strided_slice``'s ``begin``
+      and ``end``); the export passes those entries as ``index`` operands of the dialect op (as a ``shape``
+      attribute's dynamic dims), and the lowering reads them back as values.
     * ``check_attrs(attrs)``: validates the canonical attributes. Both raise via :func:`fail` (or
       ``ValueError``); the record prefixes its name.
     * ``infer(args_sinfo, attrs) -> StructInfo``: raises via :func:`fail` with a message that says what was
@@ -118,6 +121,7 @@ class Op:
     tuple_input: bool = False
     canonicalize: Optional[Callable[[dict], dict]] = None
     check_attrs: Optional[Callable[[dict], None]] = None
+    size_attrs: tuple[str, ...] = ()
     gradient: Any = None
     no_grad_inputs: tuple[str, ...] = ()
     lowering: Any = None
@@ -280,13 +284,7 @@ def _substitute_value(value, env: Mapping[str, Dim]):
 def _substitute_dim(d: SymDim, env: Mapping[str, Dim]) -> Dim:
     if d.free_vars() <= env.keys() and all(isinstance(env[v], int) for v in d.free_vars()):
         return sym.evaluate(d, env)
-    out: Dim = 0
-    for mono, coef in d.terms:
-        term: Dim = coef
-        for v in mono:
-            term = term * env.get(v, sym.SizeVar(v))
-        out = out + term
-    return out
+    return sym.substitute(d, lambda v: env.get(v, sym.SizeVar(v)))
 
 
 _REGISTRY: dict[str, Op] = {}

@@ -3,8 +3,9 @@
 A lowering rule is ``rule(lc: LegalizeContext, op: ir.Operation) -> Value | Sequence[Value]``: it runs with the
 insertion point and location of the relax op ``op`` and returns one value per result of it (tensors of the
 result types; a static/dynamic mismatch is fixed with ``tensor.cast``). ``lc.attrs`` holds the op's Relax
-attributes decoded back to Python (``axis=(0, 2)``, ``dtype="float32"``, ``None``), ``lc.inputs`` its tensor
-operands, ``lc.dims`` the dynamic result dims of an op with a ``shape`` attribute.
+attributes decoded back to Python (``axis=(0, 2)``, ``dtype="float32"``, ``None``; a symbolic entry of a size
+attribute as its ``index`` value), ``lc.inputs`` its tensor operands, ``lc.dims`` the dynamic result dims of an op
+with a ``shape`` attribute.
 
 Sizes: a dimension is an ``int`` (static) or an ``index`` Value; ``sadd``/``smul``/... fold ints in Python and
 emit ``arith`` only for Values. ``generic(inputs, inits, maps, iterators, body)`` builds a ``linalg.generic``
@@ -19,7 +20,7 @@ from mlir import ir
 from mlir.dialects import arith, linalg, tensor
 
 from ...op.registry import Op
-from ..dialect import decode_attr
+from ..dialect import SYMBOLIC_ENTRY, decode_attr
 
 Size = Union[int, ir.Value]
 DYN = ir.ShapedType.get_dynamic_size()
@@ -36,8 +37,13 @@ class LegalizeContext:
         self.op, self.record = op, record
         self.attrs = {name: decode_attr(op.attributes[name]) for name in record.attrs if name in op.attributes}
         self.inputs = [v for v in op.operands if isinstance(v.type, ir.RankedTensorType)]
-        self.dims = [v for v in op.operands if isinstance(v.type, ir.IndexType)]
         self.result_types = [r.type for r in op.results]
+        dims = [v for v in op.operands if isinstance(v.type, ir.IndexType)]
+        shape_dims = sum(d == DYN for d in self.result_types[0].shape) if "shape" in record.attrs else 0
+        self.dims, rest = dims[:shape_dims], iter(dims[shape_dims:])
+        for name in record.size_attrs:  # a symbolic entry's value is the next index operand
+            if isinstance(self.attrs.get(name), tuple):
+                self.attrs[name] = tuple(next(rest) if v == SYMBOLIC_ENTRY else v for v in self.attrs[name])
 
     @property
     def result_type(self) -> ir.RankedTensorType:

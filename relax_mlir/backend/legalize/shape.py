@@ -215,13 +215,16 @@ def _shape_text(sizes) -> str:
     return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
 
-def _slice_bounds(b: int, e: int, s: int, d: Size) -> tuple[Size, Size]:
-    """Python's ``slice(b, e, s).indices(d)`` start and length, on a static or dynamic size ``d``."""
-    if isinstance(d, int):
+def _slice_bounds(b: Size, e: Size, s: int, d: Size) -> tuple[Size, Size]:
+    """Python's ``slice(b, e, s).indices(d)`` start and length, on a static or dynamic size ``d``; a bound that is
+    a value (a symbolic one) is an index from the start, clamped into the axis as an int is."""
+    if all(isinstance(v, int) for v in (b, e, d)):
         start, stop, step = slice(b, e, s).indices(d)
         return start, len(range(start, stop, step))
 
-    def clamp(i: int, low: int, high: Size) -> Size:  # i < 0 counts from the end; then clamped to [low, high]
+    def clamp(i: Size, low: int, high: Size) -> Size:  # i < 0 counts from the end; then clamped to [low, high]
+        if not isinstance(i, int):
+            return smin(smax(i, low), high)
         return smax(sadd(d, i), low) if i < 0 else smin(i, high)
 
     if s > 0:

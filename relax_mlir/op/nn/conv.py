@@ -16,7 +16,8 @@ from ... import op
 from ...ir.dtype import from_numpy, is_bool, is_float, to_numpy
 from ...ir.expr import Expr
 from ...ir.struct_info import TensorStructInfo
-from ...ir.sym import Dim, exact_div
+from ...ir import sym
+from ...ir.sym import Dim
 from ..common import (canonical_dtype, check_bool, check_dims_match, is_int_value, require_float, require_ndim,
                       require_same_dtype)
 from ..grad_utils import expression_vjp, sinfo_of
@@ -101,8 +102,8 @@ def _permute(x: Expr, perm: tuple[int, ...]) -> Expr:
 
 def _out_dim(size: Dim, before: int, after: int, kernel: Dim, stride: int, dilation: int, ceil: bool,
              where: str) -> Optional[Dim]:
-    """Output length of a sliding window (PyTorch's rule), or ``None`` when a symbolic size makes it a floor
-    division that a ``SymDim`` cannot express."""
+    """Output length of a sliding window (PyTorch's rule; a floor quotient of a symbolic size), or ``None`` where
+    ``ceil`` would need a comparison of symbolic sizes."""
     span = dilation * (kernel - 1) + 1
     num = size + before + after - span
     if isinstance(num, int):
@@ -110,16 +111,15 @@ def _out_dim(size: Dim, before: int, after: int, kernel: Dim, stride: int, dilat
             fail(f"the {where} window (extent {span}) is larger than the padded input ({size + before + after})")
         q = -(-num // stride) if ceil else num // stride
     else:
-        q = exact_div(num, stride)
-        if q is None:
-            return None
+        q = sym.floor_div(num + stride - 1 if ceil else num, stride)
     if ceil:
         # The last window starts at q * stride (padded coordinates); PyTorch drops it when that is at or past
         # the right padding, i.e. when q * stride >= size + before = num + span - after.
+        # Symbolic: q * stride - num is in [0, stride), so that is always (gap <= 0) or never (gap >= stride).
         gap = span - after
-        if not isinstance(gap, int):
+        if not isinstance(gap, int) or (not isinstance(num, int) and 0 < gap < stride):
             return None
-        if q * stride - num >= gap:
+        if (q * stride - num >= gap) if isinstance(num, int) else gap <= 0:
             q = q - 1
     return q + 1
 
@@ -227,17 +227,14 @@ def conv2d_weight_grad(data: Expr, out_grad: Expr, weight: Expr, attrs: dict) ->
     return dw
 
 
-def _output_padding(call, out_shape) -> tuple[int, int]:
+def _output_padding(call, out_shape) -> tuple:
     """The ``output_padding`` that makes conv2d_transpose give back conv2d's input size: the rows (columns)
-    the last window did not reach, ``(in + pads - span) % stride``."""
+    the last window did not reach, ``(in + pads - span) % stride``; a symbolic size's, known only at run time."""
     (h, w), (kh, kw) = known_shape(call.args[0], call.op.name)[2:], known_shape(call.args[1], call.op.name)[2:]
     pt, pl, pb, pr = call.attrs["padding"]
     (sh, sw), (dh, dw) = call.attrs["strides"], call.attrs["dilation"]
-    rest = (h + pt + pb - dh * (kh - 1) - 1 - (out_shape[2] - 1) * sh,
+    return (h + pt + pb - dh * (kh - 1) - 1 - (out_shape[2] - 1) * sh,
             w + pl + pr - dw * (kw - 1) - 1 - (out_shape[3] - 1) * sw)
-    if not all(isinstance(r, int) for r in rest):
-        raise TypeError(f"{call.op.name} gradient: the output padding {rest} depends on size variables")
-    return rest
 
 
 def conv_output_grad(call, grad):
@@ -272,7 +269,12 @@ def _conv2d_grad(orig, call, grad):
         return [None, None]
     a = call.attrs
     out_padding = _output_padding(call, known_shape(orig, call.op.name))
-    d_data = conv2d_transpose(g, weight, a["strides"], a["padding"], out_padding, a["dilation"], a["groups"])
+    # Rows past the last window's reach get no gradient: where their count is symbolic, conv2d_transpose makes
+    # every row it could be (stride - 1) and the slice keeps the input's (the rows before are the same).
+    widest = tuple(p if isinstance(p, int) else s - 1 for p, s in zip(out_padding, a["strides"]))
+    d_data = conv2d_transpose(g, weight, a["strides"], a["padding"], widest, a["dilation"], a["groups"])
+    if widest != out_padding:
+        d_data = op.strided_slice(d_data, (2, 3), (0, 0), known_shape(data, call.op.name)[2:])
     return [d_data, conv2d_weight_grad(data, g, weight, a)]
 
 
@@ -292,7 +294,7 @@ conv2d = register(Op(
              Sample([_T((2, 2, 5, 5), "float16"), _T((3, 2, 1, 1), "float16")]),
              Sample([_T((1, 2, 4, 4), "int8"), _T((2, 2, 2, 2), "int8")], {"out_dtype": "int32"}, low=-4, high=4),
              Sample([_T((1, 3, "2 * h", 4), "float32"), _T((2, 3, 2, 2), "float32")], {"strides": 2}),
-             # (h - 3) // 2 + 1 is no SymDim: the output shape is unknown (rank 4)
+             # a floor quotient of a symbolic height: ((h + 1) // 2) - 1
              Sample([_T((1, 3, "h", 8), "float32"), _T((2, 3, 3, 3), "float32")], {"strides": 2}),
              # other layouts: the NCHW convolution between permutations
              Sample([_T((2, 6, 5, 3), "float32"), _T((4, 3, 3, 3), "float32")],
@@ -441,7 +443,7 @@ def _pool_samples(dtypes: tuple[str, ...], avg: bool) -> list[Sample]:
            Sample([_T((1, 2, 9, 9), dtypes[0])], {"pool_size": 2, "dilation": 2, "strides": 2, "padding": (1, 0)}),
            Sample([_T((2, 1, 8, 8), dtypes[-1])], {"pool_size": (2, 2), "strides": 2, "ceil_mode": True},
                   low=-9, high=9),
-           Sample([_T(("n", 2, "h", 6), dtypes[0])], {"pool_size": 2, "strides": 2}),  # h // 2: unknown shape
+           Sample([_T(("n", 2, "h", 6), dtypes[0])], {"pool_size": 2, "strides": 2}),  # (h // 2)
            Sample([_T((2, 6, 5, 3), dtypes[0])], {"pool_size": 2, "strides": 2, "layout": "NHWC"}),
            Sample([_T((1, 5, 5, 2), dtypes[1])], {"pool_size": 3, "padding": 1, "layout": "NHWC", "out_layout": "NCHW"})]
     if avg:
