@@ -30,6 +30,7 @@ from .ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, S
                              TensorStructInfo, TupleStructInfo)
 from .ir.sym import SymDim
 from .op.registry import substitute_attrs
+from .transform.utils import call_cycle, recursion_message
 
 Value = Any  # np.ndarray | tuple | int | float | str | _Closure
 
@@ -163,6 +164,9 @@ class Interpreter:
         if func_name not in self.mod:
             raise KeyError(f"interpret: the module has no function {func_name!r} "
                            f"(it has: {', '.join(self.mod) or 'none'})")
+        cycle = call_cycle(self.mod, [func_name])
+        if cycle:
+            raise InterpreterError(f"interpret: {recursion_message(cycle)}")
         # Lists are accepted for tuples; NumPy scalars are not turned into arrays (they may be PrimValues).
         return self._apply(self.mod[func_name], func_name, [_tuples(a) for a in args], {})
 

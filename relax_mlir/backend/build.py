@@ -294,6 +294,13 @@ def _cache_key(mod: IRModule, target: str, options: PipelineOptions) -> tuple:
     return structural_hash(mod), target, options, rules, overrides
 
 
+def _names(mod: IRModule) -> tuple:
+    """The names a compiled module's messages quote: its functions' and their variables', in order."""
+    from ..analysis import all_vars
+
+    return tuple((name, tuple(v.name_hint for v in all_vars(fn))) for name, fn in mod.items())
+
+
 def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
           options: Optional[PipelineOptions] = None, num_threads: Optional[int] = None,
           checks: Optional[bool] = None) -> Executable:
@@ -307,7 +314,8 @@ def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
     key = _cache_key(mod, "cpu", options)
     with _CACHE_LOCK:
         hit = _LIVE.get(key)
-        if hit is not None and structural_equal(hit.mod, mod, map_free_vars=True):
+        # Equal up to names is not enough: the names are in the compiled code's messages (parameters, bindings).
+        if hit is not None and structural_equal(hit.mod, mod, map_free_vars=True) and _names(hit.mod) == _names(mod):
             _keep(key, hit)
             CACHE_STATS["hits"] += 1
             return hit

@@ -41,7 +41,7 @@ from ..ir.visitor import post_order_visit
 from ..op.registry import REQUIRED, Op, get_op
 from .error_slot import CHECKS_OFF_ATTR, SHAPE_CHECK_PREFIX
 from .signature import ExportError, flatten_struct_info  # noqa: F401 - ExportError: re-exported
-from ..transform.utils import reachable
+from ..transform.utils import call_cycle, reachable, recursion_message
 from .legalize.checks import report_if
 from .legalize.size_checks import ARG_SIZES
 from .dialect import (SYMBOLIC_ENTRY, VARIADIC, dialect_op_name, element_type, encode_attr, has_dims_operands, load_relax_dialect,
@@ -404,6 +404,9 @@ class Exporter:
         self.checks = checks
 
     def run(self) -> ir.Module:
+        cycle = call_cycle(self.mod, self.names)
+        if cycle:
+            raise ExportError(recursion_message(cycle))
         missing = unsupported_ops(self.mod, self.names, self.overrides)
         if missing:
             raise ExportError("not supported by the MLIR backend yet (no lowering or decomposition): "

@@ -7,15 +7,19 @@ import textwrap
 from typing import Any
 
 
-def source_of(obj) -> tuple[str, str, int]:
-    """The dedented source of a class or function, its file name and the line it starts on (0-based offset)."""
+def source_of(obj) -> tuple[str, str, int, int]:
+    """The dedented source of a class or function, its file name, the line it starts on (0-based offset) and the
+    columns the dedent took off (so that errors point at the file's columns)."""
     try:
         lines, start = inspect.getsourcelines(obj)
         filename = inspect.getsourcefile(obj) or "<unknown>"
     except (OSError, TypeError) as exc:
         raise ValueError(f"cannot read the source of {getattr(obj, '__qualname__', obj)!r} ({exc}); define it in a "
                          "file, or parse text with relax_mlir.script.from_source") from None
-    return textwrap.dedent("".join(lines)), filename, start - 1
+    text = textwrap.dedent("".join(lines))
+    first = lines[0] if lines else ""
+    margin = len(first) - len(first.lstrip()) - (len(text) - len(text.lstrip()))
+    return text, filename, start - 1, margin
 
 
 def caller_env(depth: int = 2) -> dict[str, Any]:

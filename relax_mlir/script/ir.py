@@ -11,8 +11,8 @@ def ir_module(cls):
 
     if not isinstance(cls, type):
         raise TypeError(f"@I.ir_module decorates a class, got {type(cls).__name__}")
-    text, filename, offset = source_of(cls)
-    return Parser(text, filename, offset, caller_env(depth=2), evaluate=True).parse()
+    text, filename, offset, margin = source_of(cls)
+    return Parser(text, filename, offset, caller_env(depth=2), evaluate=True, col_offset=margin).parse()
 
 
 def module_attrs(attrs: dict) -> None:

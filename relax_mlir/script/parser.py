@@ -35,16 +35,19 @@ class _Scope:
 
     def __init__(self):
         self.vars: dict[str, Var] = {}
+        #: Dataflow variables of finished blocks that R.output did not name, with their block's line: they are
+        #: not visible after the block (TVM's rule; a use after it is a ParseError saying so).
+        self.block_locals: dict[str, int] = {}
 
 
 class Parser:
     """Parses one module or function. ``env`` resolves free Python names (``batch_size``)."""
 
     def __init__(self, source: str, filename: str = "<string>", line_offset: int = 0,
-                 env: Optional[Mapping[str, Any]] = None, evaluate: bool = False):
+                 env: Optional[Mapping[str, Any]] = None, evaluate: bool = False, col_offset: int = 0):
         self.source = source
         self.filename = filename
-        self.line_offset = line_offset
+        self.line_offset, self.col_offset = line_offset, col_offset  # where ``source`` starts in the file
         self.env = dict(env or {})
         # Decorator mode only: a Python expression in an argument or attribute (np.ones((2, 3), "float32"),
         # W * 2, float(k), [i for i in range(2)]) is evaluated in the defining scope, as TVM's parser does.
@@ -62,8 +65,8 @@ class Parser:
 
     # -- errors -------------------------------------------------------------------------------------
     def span(self, node: ast.AST) -> Span:
-        return Span(getattr(node, "lineno", 0) + self.line_offset, getattr(node, "col_offset", -1) + 1,
-                    self.filename)
+        return Span(getattr(node, "lineno", 0) + self.line_offset,
+                    getattr(node, "col_offset", -1) + 1 + self.col_offset, self.filename)
 
     def error(self, node: ast.AST, message: str) -> ParseError:
         return ParseError(f"{self.span(node)}: {message}")
@@ -85,7 +88,8 @@ class Parser:
         try:
             tree = ast.parse(self.source, filename=self.filename)
         except SyntaxError as exc:
-            raise ParseError(f"{self.filename}:{(exc.lineno or 0) + self.line_offset}:{exc.offset or 0}: "
+            raise ParseError(f"{self.filename}:{(exc.lineno or 0) + self.line_offset}:"
+                             f"{(exc.offset or 0) + self.col_offset}: "
                              f"invalid syntax: {exc.msg}") from None
         except (MemoryError, RecursionError) as exc:  # CPython's parser on deeply nested brackets
             raise ParseError(f"{self.filename}:1:1: the text nests too deeply for Python's parser "
@@ -293,6 +297,10 @@ class Parser:
         for arg in out_call.args:
             if arg.id not in defined:
                 raise self.error(arg, f"R.output({arg.id}): {arg.id} is not defined in this dataflow block")
+        for b in bindings:
+            if isinstance(b.var, DataflowVar) and scope.vars.get(b.var.name_hint) is b.var:
+                del scope.vars[b.var.name_hint]
+                scope.block_locals[b.var.name_hint] = stmt.lineno
         return DataflowBlock(bindings)
 
     def assignment(self, stmt, scope: _Scope, sizes: "_Sizes", dataflow: bool, outputs: set) -> list:
@@ -379,6 +387,10 @@ class Parser:
         if isinstance(node, ast.Name):
             if node.id in scope.vars:
                 return scope.vars[node.id]
+            if node.id in scope.block_locals:
+                raise self.error(node, f"{node.id!r} is a dataflow variable of the block at line "
+                                       f"{scope.block_locals[node.id] + self.line_offset}: only what its R.output "
+                                       "names is visible after the block")
             if node.id in self.env:
                 return self.guard(node, lambda: _to_expr(self.env[node.id], node.id))
             raise self.error(node, f"undefined variable {node.id!r}")

@@ -55,9 +55,9 @@ def function(fn=None, *, pure: bool = True, private: bool = False):
             return f
         from .parser import Parser
 
-        text, filename, offset = source_of(f)
+        text, filename, offset, margin = source_of(f)
         env = {**f.__globals__, **caller_env(depth=depth)}
-        return Parser(text, filename, offset, env, evaluate=True).parse()
+        return Parser(text, filename, offset, env, evaluate=True, col_offset=margin).parse()
     return wrap(fn) if fn is not None else wrap
 
 

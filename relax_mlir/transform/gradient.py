@@ -355,13 +355,13 @@ class _Differentiator:
                 grad = self._finish(bb, v, adjoints[v])
                 self._propagate(bb, b, grad, adjoints, remap)
             for p in last_contribution.get(i, ()):
-                self.finished[p] = bb.emit_output(_materialize(adjoints[p]), f"{p.name_hint}_adjoint")
+                self.finished[p] = bb.emit_output(_materialize(adjoints[p], bb), f"{p.name_hint}_adjoint")
         return adjoints
 
     def _finish(self, bb: BlockBuilder, v: Var, adj: _Adjoint) -> Expr:
         """Bind the adjoint of ``v`` (``v_adjoint``) once all its contributions are in. A required variable's
         is bound to an output variable at once; a lone variable or constant needs no binding of its own."""
-        value = _materialize(adj)
+        value = _materialize(adj, bb)
         if v in self.requires:
             self.finished[v] = bb.emit_output(value, f"{v.name_hint}_adjoint")
             return self.finished[v]
@@ -430,7 +430,7 @@ class _Differentiator:
         target does not depend on it)."""
         if v in self.finished:
             return self.finished[v]
-        value = _materialize(adj) if adj is not None and not adj.empty() else _zeros(v.struct_info)
+        value = _materialize(adj, bb) if adj is not None and not adj.empty() else _zeros(v.struct_info)
         return bb.emit_output(value, f"{v.name_hint}_adjoint")
 
 
@@ -487,20 +487,27 @@ def _zeros(s: StructInfo) -> Expr:
     return op.zeros(s.shape, s.dtype)
 
 
-def _materialize(adj: _Adjoint) -> Expr:
-    """The sum of the contributions (no addition for a single one), or zeros; tuples field by field."""
+#: Contributions summed in one nested expression at most; past it, each partial sum is bound (a weight shared
+#: by hundreds of unrolled steps nested its sum as deep, past Python's recursion limit). The order is the same.
+MAX_NESTED_TERMS = 16
+
+
+def _materialize(adj: _Adjoint, bb: BlockBuilder) -> Expr:
+    """The sum of the contributions in order (no addition for a single one), or zeros; tuples field by field."""
     if isinstance(adj.sinfo, TupleStructInfo) and not adj.terms:
-        return Tuple([_materialize(adj.fields[i]) if i in adj.fields and not adj.fields[i].empty()
+        return Tuple([_materialize(adj.fields[i], bb) if i in adj.fields and not adj.fields[i].empty()
                       else _zeros(f) for i, f in enumerate(adj.sinfo.fields)])
     terms = list(adj.terms)
     if isinstance(adj.sinfo, TupleStructInfo) and adj.fields:
-        terms.append(Tuple([_materialize(adj.fields[i]) if i in adj.fields else _zeros(f)
+        terms.append(Tuple([_materialize(adj.fields[i], bb) if i in adj.fields else _zeros(f)
                             for i, f in enumerate(adj.sinfo.fields)]))
     if not terms:
         return _zeros(adj.sinfo)
     total = terms[0]
-    for t in terms[1:]:
+    for i, t in enumerate(terms[1:], 1):
         total = _add(total, t)
+        if i % MAX_NESTED_TERMS == 0 and i < len(terms) - 1:
+            total = bb.emit(total)
     return total
 
 

@@ -153,6 +153,48 @@ def callees(func: "Function") -> set[str]:
     return out
 
 
+def call_cycle(mod, names) -> Optional[list[str]]:
+    """A chain of calls among ``names`` (and what they call) that comes back to where it started (``["f", "g",
+    "f"]``), or None. Relax here has no control flow: a function on such a cycle never returns."""
+    from ..ir.expr import Call, GlobalVar
+    from ..ir.visitor import post_order_visit
+
+    calls: dict[str, list[str]] = {}
+
+    def called(name: str) -> list[str]:
+        if name not in calls:
+            found: list[str] = []
+            post_order_visit(mod[name], lambda e: found.append(e.op.name_hint)
+                             if isinstance(e, Call) and isinstance(e.op, GlobalVar) and e.op.name_hint in mod
+                             else None)
+            calls[name] = sorted(set(found))
+        return calls[name]
+
+    seen: set[str] = set()
+    for root in names:
+        if root in seen:
+            continue
+        seen.add(root)
+        path, todo = [root], [iter(called(root))]
+        while todo:  # depth first, without recursion (call chains may be long)
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                todo.pop()
+                path.pop()
+            elif nxt in path:
+                return path[path.index(nxt):] + [nxt]
+            elif nxt not in seen:
+                seen.add(nxt)
+                path.append(nxt)
+                todo.append(iter(called(nxt)))
+    return None
+
+
+def recursion_message(cycle: list[str]) -> str:
+    return (f"{' -> '.join(cycle)}: a function that calls itself, directly or through others, never returns (Relax "
+            "here has no control flow that could end the recursion)")
+
+
 def reachable(mod, function: Optional[str]) -> list[str]:
     """All of ``mod``'s functions, or ``function`` and every function it refers to, directly or not (module
     order): what ``to_mlir`` exports and a ``Trainer`` compiles."""

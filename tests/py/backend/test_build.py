@@ -189,6 +189,17 @@ def test_compiled_modules_are_cached_by_structure():
         rm.compile(mod, target="cuda")
 
 
+def test_modules_equal_but_for_names_do_not_share_compiled_code():
+    # Structurally equal, other names: the compiled code's messages quote names, so the second one compiles anew
+    # (it reused the first's, whose errors named parameters and bindings the second does not have).
+    first = rm.compile(from_source(SCALE.format(c=2.0)))
+    renamed = rm.compile(from_source(SCALE.format(c=2.0).replace("x", "pixels").replace("y =", "scaled =")
+                                     .replace("return y", "return scaled")))
+    assert renamed is not first
+    with pytest.raises(ArgumentError, match="parameter 'pixels'"):
+        rm.VirtualMachine(renamed)["main"](np.ones(5, "float32"))
+
+
 SCALE = """
 @I.ir_module
 class Module:

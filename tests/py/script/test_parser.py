@@ -209,7 +209,30 @@ ERRORS = [
     ("def f(x: R.Tensor((2,), \"float32\")):\n    if x:\n        y = x\n    return x\n", 2,
      r"unsupported statement .*expected an assignment"),
     ("x = 1\n", 1, r"expected an @I.ir_module class or an @R.function"),
+    # a dataflow variable R.output does not name is not visible after its block: returned, used later, or in the
+    # next block (well_formed refused such a module only at the first pass, which it then blamed)
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    with R.dataflow():\n        y = R.exp(x)\n        z = R.exp(y)\n"
+     "        R.output(z)\n    return y\n", 6, r"'y' is a dataflow variable of the block at line 3: only what its "
+     r"R.output names is visible"),
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    with R.dataflow():\n        y = R.exp(x)\n        z = R.exp(y)\n"
+     "        R.output(z)\n    with R.dataflow():\n        w = R.add(z, y)\n        R.output(w)\n    return w\n", 7,
+     r"'y' is a dataflow variable of the block at line 3"),
 ]
+
+
+def test_errors_in_a_decorated_class_point_at_the_file_s_columns():
+    def build():
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2, 3), "float32")):
+                y = R.frobnicate(x)
+                return y
+    with pytest.raises(ParseError) as info:
+        build()
+    path, line, column = re.match(r"(.*):(\d+):(\d+): unknown op R.frobnicate", str(info.value)).groups()
+    text = open(path).read().splitlines()[int(line) - 1]
+    assert text.index("R.frobnicate") + 1 == int(column)
 
 
 @pytest.mark.parametrize("text,line,message", ERRORS)

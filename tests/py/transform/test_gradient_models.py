@@ -154,3 +154,24 @@ def test_linear_layer_with_a_transposed_weight():
     args = [rng.normal(size=(2, 3)), rng.normal(size=(4, 3))]
     _, grads = interpret(after, "f_adjoint", *args)
     _assert_grads(mod, "f", args, [0, 1], grads)
+
+
+def test_a_weight_shared_by_hundreds_of_unrolled_steps():
+    # h_i = tanh(h_{i-1} * w) for 400 steps: w's adjoint sums 400 contributions, bound every MAX_NESTED_TERMS (one
+    # nested sum was 400 calls deep and Gradient died of RecursionError).
+    steps = 400
+    x, w = Var("x", TensorStructInfo((4,), "float64")), Var("w", TensorStructInfo((4,), "float64"))
+    bb = BlockBuilder()
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            h = x
+            for _ in range(steps):
+                h = bb.emit(op.tanh(op.multiply(h, w)))
+            loss = bb.emit_output(op.sum(h))
+        bb.emit_func_output(loss)
+    mod = transform.Gradient("main")(bb.get())
+    rng = np.random.default_rng(3)
+    args = [rng.uniform(0.5, 1.0, 4), rng.uniform(0.9, 1.1, 4)]
+    _, (_, dw) = interpret(mod, "main_adjoint", *args)
+    np.testing.assert_allclose(dw, finite_difference_gradients(mod, "main", args, [1])[0], rtol=1e-5, atol=1e-8)
+    roundtrip(mod)
