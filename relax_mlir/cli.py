@@ -25,8 +25,15 @@ def _load(path: str):
 
     if path == "-":
         return from_source(sys.stdin.read(), "<stdin>")
-    with open(path, encoding="utf-8") as f:
-        return from_source(f.read(), path)
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); the "
+                         "text format is UTF-8") from None
+    return from_source(text, path)
 
 
 def cmd_print(args: argparse.Namespace) -> int:

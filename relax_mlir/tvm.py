@@ -35,6 +35,7 @@ import numpy as np
 from . import compile as _compile
 from . import op as _op
 from . import analysis, dpl, script, testing, training, transform
+from . import ir as _ir
 from .ir import (BlockBuilder, Call, DataflowVar, Function, GlobalVar, IRModule, PrimValue, SeqExpr, ShapeExpr,
                  ShapeStructInfo, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, const)
 # Importing the submodules makes them attributes of ``training`` (relax.training.utils, .loss, ...).
@@ -44,7 +45,7 @@ from .training.trainer import NDArray
 
 from .interpreter import get_global_func, register_func  # tvm.register_func: what R.call_packed calls
 
-__all__ = ["script", "device", "cpu", "Device", "compile", "nd", "relax", "runtime", "VirtualMachine",
+__all__ = ["script", "device", "cpu", "Device", "compile", "nd", "relax", "runtime", "ir", "IRModule", "VirtualMachine",
            "BenchmarkResult", "ProfileReport", "register_func", "get_global_func"]
 
 
@@ -274,6 +275,13 @@ relax.Tuple, relax.TupleGetItem, relax.ShapeExpr, relax.PrimValue = Tuple, Tuple
 relax.ShapeStructInfo, relax.TupleStructInfo, relax.DataflowVar = ShapeStructInfo, TupleStructInfo, DataflowVar
 relax.Call, relax.SeqExpr, relax.GlobalVar = Call, SeqExpr, GlobalVar
 relax.analysis, relax.testing, relax.get_pipeline, relax.dpl = analysis, testing, transform.get_pipeline, dpl
+
+
+ir = types.ModuleType("relax_mlir.tvm.ir", "TVM's ``tvm.ir``: ``IRModule``, ``GlobalVar``, ``structural_equal``, "
+                                           "``structural_hash``, ``assert_structural_equal``.")
+ir.IRModule, ir.GlobalVar = IRModule, GlobalVar
+ir.structural_equal, ir.structural_hash, ir.assert_structural_equal = (
+    _ir.structural_equal, _ir.structural_hash, _ir.assert_structural_equal)
 
 
 def _load_module(path: str) -> Any:

@@ -404,6 +404,9 @@ class Exporter:
         self.checks = checks
 
     def run(self) -> ir.Module:
+        foreign = [n for n in self.names if not n.isascii()]
+        if foreign:
+            raise ExportError(f"function {foreign[0]!r}: MLIR's symbol names are ASCII; rename the function")
         cycle = call_cycle(self.mod, self.names)
         if cycle:
             raise ExportError(recursion_message(cycle))

@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 7c6cc7a3819c6d919d317df9229eca0e407486cfc633bbb047d459d1d50d1f8f
+// registry sha256 e111b46b26706485b9a7da6bf99db89e6e649b00540c501d6f89303af2d7ca91
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {
@@ -69,6 +69,24 @@ irdl.dialect @relax {
 
   // relax.minimum: Elementwise minimum with broadcasting.
   irdl.operation @minimum {
+    %in_x1 = irdl.base "!builtin.tensor"
+    %in_x2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x1: %in_x1, x2: %in_x2)
+    irdl.results(result: %out)
+  }
+
+  // relax.mod: The remainder of the division truncated toward zero (C's ``fmod``; TVM's ``mod``): the sign of ``x1``; integers by zero give 0.
+  irdl.operation @mod {
+    %in_x1 = irdl.base "!builtin.tensor"
+    %in_x2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x1: %in_x1, x2: %in_x2)
+    irdl.results(result: %out)
+  }
+
+  // relax.floor_mod: The remainder of the floor division (Python's ``%``; TVM's ``floor_mod``): the sign of ``x2``; integers by zero give 0.
+  irdl.operation @floor_mod {
     %in_x1 = irdl.base "!builtin.tensor"
     %in_x2 = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
@@ -357,8 +375,112 @@ irdl.dialect @relax {
     irdl.results(result: %out)
   }
 
-  // relax.sign: ``-1``, ``0`` or ``1`` by the sign of each element (NaN stays NaN); integers allowed.
+  // relax.sign: ``-1``, ``0`` or ``1`` by the sign of each element (NaN stays NaN, ``-0.0`` gives ``0.0``, as NumPy); integers allowed.
   irdl.operation @sign {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.trunc: Round toward zero.
+  irdl.operation @trunc {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.tan: Elementwise tan.
+  irdl.operation @tan {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.asin: Elementwise asin.
+  irdl.operation @asin {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.acos: Elementwise acos.
+  irdl.operation @acos {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.atan: Elementwise atan.
+  irdl.operation @atan {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.sinh: Elementwise sinh.
+  irdl.operation @sinh {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.cosh: Elementwise cosh.
+  irdl.operation @cosh {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.asinh: Elementwise asinh.
+  irdl.operation @asinh {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.acosh: Elementwise acosh.
+  irdl.operation @acosh {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.atanh: Elementwise atanh.
+  irdl.operation @atanh {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.log2: Elementwise log2.
+  irdl.operation @log2 {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.log10: Elementwise log10.
+  irdl.operation @log10 {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.log1p: Elementwise log1p.
+  irdl.operation @log1p {
     %in_x = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
     irdl.operands(x: %in_x)
@@ -437,6 +559,100 @@ irdl.dialect @relax {
     irdl.operands(x1: %in_x1, x2: %in_x2)
     irdl.results(result: %out)
     irdl.attributes {"out_dtype" = %attr_out_dtype}
+  }
+
+  // relax.logical_and: Elementwise logical and (bool), with broadcasting.
+  irdl.operation @logical_and {
+    %in_x1 = irdl.base "!builtin.tensor"
+    %in_x2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x1: %in_x1, x2: %in_x2)
+    irdl.results(result: %out)
+  }
+
+  // relax.logical_or: Elementwise logical or (bool), with broadcasting.
+  irdl.operation @logical_or {
+    %in_x1 = irdl.base "!builtin.tensor"
+    %in_x2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x1: %in_x1, x2: %in_x2)
+    irdl.results(result: %out)
+  }
+
+  // relax.logical_xor: Elementwise logical xor (bool), with broadcasting.
+  irdl.operation @logical_xor {
+    %in_x1 = irdl.base "!builtin.tensor"
+    %in_x2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x1: %in_x1, x2: %in_x2)
+    irdl.results(result: %out)
+  }
+
+  // relax.bitwise_and: Elementwise bitwise and (an integer or bool dtype), with broadcasting.
+  irdl.operation @bitwise_and {
+    %in_x1 = irdl.base "!builtin.tensor"
+    %in_x2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x1: %in_x1, x2: %in_x2)
+    irdl.results(result: %out)
+  }
+
+  // relax.bitwise_or: Elementwise bitwise or (an integer or bool dtype), with broadcasting.
+  irdl.operation @bitwise_or {
+    %in_x1 = irdl.base "!builtin.tensor"
+    %in_x2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x1: %in_x1, x2: %in_x2)
+    irdl.results(result: %out)
+  }
+
+  // relax.bitwise_xor: Elementwise bitwise xor (an integer or bool dtype), with broadcasting.
+  irdl.operation @bitwise_xor {
+    %in_x1 = irdl.base "!builtin.tensor"
+    %in_x2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x1: %in_x1, x2: %in_x2)
+    irdl.results(result: %out)
+  }
+
+  // relax.logical_not: Elementwise logical not of booleans.
+  irdl.operation @logical_not {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.bitwise_not: Elementwise bitwise not of integers (``~x``).
+  irdl.operation @bitwise_not {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.isnan: Whether each element is NaN (a boolean tensor).
+  irdl.operation @isnan {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.isinf: Whether each element is +inf or -inf (a boolean tensor).
+  irdl.operation @isinf {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.isfinite: Whether each element is neither inf nor NaN (a boolean tensor).
+  irdl.operation @isfinite {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
   }
 
   // relax.reshape: Reshape to ``shape`` (same number of elements); one dim may be -1 and is inferred, symbolically too: ``reshape(x: (n, 28, 28), (-1, 784))`` has shape ``(n, 784)``.

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar,
                    MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
-from .module import IRModule
+from .module import IRModule, check_function_name
 from .struct_info import (FuncStructInfo, ObjectStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
                           TupleStructInfo, substitute)
 from . import sym
@@ -62,6 +62,7 @@ class BlockBuilder:
         if self._func is not None:
             raise BlockBuilderError(f"BlockBuilder.function({name!r}): already inside function "
                                     f"{self._func.name!r}; functions do not nest")
+        check_function_name(name, f"BlockBuilder.function({name!r})")
         if isinstance(params, Var):
             params = [params]
         self._func = _FunctionFrame(name, params, attrs or {}, pure)
@@ -316,8 +317,8 @@ def _bind_dims(params, args, env: dict, where: str, sinfo: StructInfo) -> None:
     for p, a in zip(params, args):
         expected = substitute_dim(p, env)
         if expected is not None and expected != a and not (isinstance(a, SymDim) or isinstance(expected, SymDim)):
-            raise ValueError(f"{where}: expected {sinfo} with {' and '.join(f'{k}={v}' for k, v in env.items())}"
-                             f", got dimension {a} where {expected} was expected")
+            bound = f" with {' and '.join(f'{k}={v}' for k, v in env.items())}" if env else ""
+            raise ValueError(f"{where}: expected {sinfo}{bound}, got dimension {a} where {expected} was expected")
 
 
 def substitute_dim(d, env: dict):

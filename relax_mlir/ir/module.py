@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import keyword
 from typing import Any, Iterator, Mapping, Optional, Union
 
 from .expr import Function, GlobalVar
@@ -21,6 +22,13 @@ class IRModule:
         self.attrs: dict[str, Any] = dict(attrs or {})
         for key, func in (functions or {}).items():
             self[key] = func
+
+    @classmethod
+    def from_expr(cls, func: Function, attrs: Optional[Mapping[str, Any]] = None) -> "IRModule":
+        """``IRModule.from_expr(func)``: a module of one function, named ``main`` (TVM's)."""
+        if not isinstance(func, Function):
+            raise TypeError(f"IRModule.from_expr: expected a relax Function, got {type(func).__name__}")
+        return cls({"main": func}, attrs)
 
     # -- mapping interface -------------------------------------------------------------------------
     @staticmethod
@@ -42,6 +50,7 @@ class IRModule:
         if not isinstance(func, Function):
             raise TypeError(f"IRModule[{self._name(key)!r}]: expected a relax Function, got {type(func).__name__}")
         name = self._name(key)
+        check_function_name(name, f"IRModule[{name!r}]")
         self._functions[name] = func
         self._global_vars[name] = GlobalVar(name, func.struct_info)
 
@@ -120,6 +129,13 @@ class IRModule:
 
     def __repr__(self) -> str:
         return f"IRModule({', '.join(self._functions)})"
+
+
+def check_function_name(name: str, where: str) -> None:
+    """A function's name must be a Python identifier that is not a keyword: the text format writes ``def name``."""
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        raise ValueError(f"{where}: a function's name must be a Python identifier that is not a keyword (the text "
+                         f"format writes it as `def name`), got {name!r}")
 
 
 def _check_flag(method: str, name: str, value: object) -> None:

@@ -5,13 +5,15 @@
 ``substitute_attrs(call.attrs, sizes)`` binds the size variables of a call's attributes before its reference runs.
 """
 
-from . import binary, create, fast_math, indexing, linalg, manipulate, nn, random, reduce, scatter, sort, summation, tiling, unary
+from . import (binary, create, fast_math, indexing, linalg, logical, manipulate, nn, random, reduce, scatter, sort,
+               summation, tiling, unary)
 from . import grad  # after the families: its backward ops build on theirs
 from .registry import (NOT_DIFFERENTIABLE, REQUIRED, SECOND_ORDER_UNSUPPORTED, BadSample, Op, Sample, get_op,
                        list_ops, register, substitute_attrs)
 
 # Re-export the top-level ops (relax.add, relax.sum, ...) by their short names.
-for _family in (unary, fast_math, binary, create, reduce, manipulate, indexing, linalg, random, summation, tiling, scatter, sort):
+for _family in (unary, fast_math, binary, logical, create, reduce, manipulate, indexing, linalg, random, summation, tiling,
+                scatter, sort):
     for _name, _value in vars(_family).items():
         if isinstance(_value, Op) and not _name.startswith("_"):
             globals()[_name] = _value

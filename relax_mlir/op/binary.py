@@ -109,6 +109,34 @@ def _floor_divide(a, b):
     return np.floor(a / b)
 
 
+def _mod(a, b):
+    """The remainder of the truncated division (C's ``fmod``, TVM's ``mod``: the sign of ``a``); integers by zero:
+    0."""
+    if np.issubdtype(a.dtype, np.integer):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(b == 0, 0, np.fmod(a, np.where(b == 0, 1, b))).astype(a.dtype)
+    return np.fmod(a, b)
+
+
+def _floor_mod(a, b):
+    """The remainder of the floor division (Python's ``%``, TVM's ``floor_mod``: the sign of ``b``)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.remainder(a, b)
+
+
+def _floor_mod_scalar(b, x, y):
+    r = b.rem(x, y)  # the truncated remainder moves by y where it is non-zero and the signs differ
+    differ = b.cmp("ne", b.cmp("lt", r, 0), b.cmp("lt", y, 0))
+    return b.select(b.and_(b.cmp("ne", r, 0), differ), b.add(r, y), r)
+
+
+def _mod_grad(rounding: str, a, b, g):
+    """``a - q b`` with ``q`` the rounded quotient, piecewise constant: ``(g, -q g)``."""
+    from . import unary
+
+    return g, -(g * getattr(unary, rounding)(divide(a, b)))
+
+
 def _zero(g):
     return gu.scalar(0, g)
 
@@ -141,6 +169,14 @@ maximum = binary("maximum", np.maximum, lambda b, x, y: b.max(x, y), grad=lambda
     where(less(a, b), _zero(g), g), where(greater_equal(a, b), _zero(g), g)))
 minimum = binary("minimum", np.minimum, lambda b, x, y: b.min(x, y), grad=lambda a, b, g, y: (  # ties go to x2
     where(greater_equal(a, b), _zero(g), g), where(less(a, b), _zero(g), g)))
+mod = binary("mod", _mod, lambda b, x, y: b.rem(x, y), low=0.5, high=3.0, widen=True,
+             doc="The remainder of the division truncated toward zero (C's ``fmod``; TVM's ``mod``): the sign of "
+                 "``x1``; integers by zero give 0.",
+             grad=lambda a, b, g, y: _mod_grad("trunc", a, b, g))
+floor_mod = binary("floor_mod", _floor_mod, _floor_mod_scalar, low=0.5, high=3.0, widen=True,
+                   doc="The remainder of the floor division (Python's ``%``; TVM's ``floor_mod``): the sign of "
+                       "``x2``; integers by zero give 0.",
+                   grad=lambda a, b, g, y: _mod_grad("floor", a, b, g))
 equal = binary("equal", np.equal, lambda b, x, y: b.cmp("eq", x, y), kind="compare")
 not_equal = binary("not_equal", np.not_equal, lambda b, x, y: b.cmp("ne", x, y), kind="compare")
 less = binary("less", np.less, lambda b, x, y: b.cmp("lt", x, y), kind="compare")

@@ -156,9 +156,44 @@ round = unary("round", np.round, float_only=False, scalar=lambda b, x: b.round_e
               doc="Round to the nearest integer, halves to even (NumPy's ``round``; TVM's ``round`` is LLVM's "
                   "``nearbyint``, the same); integers are unchanged. Piecewise constant: no gradient.")
 sign = unary("sign", np.sign, float_only=False, grad=lambda y, call, g: [None],
-             scalar=lambda b, x: b.select(b.cmp("gt", x, 0), 1, b.select(b.cmp("lt", x, 0), -1, x)),
-             doc="``-1``, ``0`` or ``1`` by the sign of each element (NaN stays NaN); integers allowed. Piecewise "
-                 "constant: no gradient.")
+             scalar=lambda b, x: b.select(b.cmp("gt", x, 0), 1, b.select(b.cmp("lt", x, 0), -1,
+                                                                           b.select(b.cmp("eq", x, 0), 0, x))),
+             doc="``-1``, ``0`` or ``1`` by the sign of each element (NaN stays NaN, ``-0.0`` gives ``0.0``, as "
+                 "NumPy); integers allowed. Piecewise constant: no gradient.")
+
+trunc = unary("trunc", np.trunc, scalar=lambda b, x: b.trunc(x), grad=lambda y, call, g: [None],
+              doc="Round toward zero. Piecewise constant: no gradient.")
+
+# The rest of TVM's elementwise math; the gradients are the textbook derivatives, on the samples' domains.
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+
+
+def _x(call):
+    return call.args[0]
+
+
+tan = unary("tan", np.tan, scalar=lambda b, x: b.tan(x), low=-1.2, high=1.2,
+            grad=lambda y, call, g: [g * (_one(y) + y * y)])
+asin = unary("asin", np.arcsin, scalar=lambda b, x: b.asin(x), low=-0.9, high=0.9,
+             grad=lambda y, call, g: [g * rsqrt(_one(y) - _x(call) * _x(call))])
+acos = unary("acos", np.arccos, scalar=lambda b, x: b.acos(x), low=-0.9, high=0.9,
+             grad=lambda y, call, g: [-(g * rsqrt(_one(y) - _x(call) * _x(call)))])
+atan = unary("atan", np.arctan, scalar=lambda b, x: b.atan(x), low=-3.0, high=3.0,
+             grad=lambda y, call, g: [g / (_one(y) + _x(call) * _x(call))])
+sinh = unary("sinh", np.sinh, scalar=lambda b, x: b.sinh(x), grad=lambda y, call, g: [g * cosh(_x(call))])
+cosh = unary("cosh", np.cosh, scalar=lambda b, x: b.cosh(x), grad=lambda y, call, g: [g * sinh(_x(call))])
+asinh = unary("asinh", np.arcsinh, scalar=lambda b, x: b.asinh(x), low=-3.0, high=3.0,
+              grad=lambda y, call, g: [g * rsqrt(_x(call) * _x(call) + _one(y))])
+acosh = unary("acosh", np.arccosh, scalar=lambda b, x: b.acosh(x), low=1.2, high=4.0,
+              grad=lambda y, call, g: [g * rsqrt(_x(call) * _x(call) - _one(y))])
+atanh = unary("atanh", np.arctanh, scalar=lambda b, x: b.atanh(x), low=-0.9, high=0.9,
+              grad=lambda y, call, g: [g / (_one(y) - _x(call) * _x(call))])
+log2 = unary("log2", np.log2, scalar=lambda b, x: b.log2(x), low=0.1, high=4.0,
+             grad=lambda y, call, g: [g / (_x(call) * gu.scalar(_LN2, y))])
+log10 = unary("log10", np.log10, scalar=lambda b, x: b.log10(x), low=0.1, high=4.0,
+              grad=lambda y, call, g: [g / (_x(call) * gu.scalar(_LN10, y))])
+log1p = unary("log1p", np.log1p, scalar=lambda b, x: b.log1p(x), low=-0.5, high=3.0,
+              grad=lambda y, call, g: [g / (_one(y) + _x(call))])
 
 
 def _astype_infer(args, attrs):

@@ -85,6 +85,11 @@ class Parser:
 
     # -- entry points -------------------------------------------------------------------------------
     def parse(self) -> "IRModule | Function":
+        if "\0" in self.source:  # Python's parser refuses it without saying where
+            before = self.source[:self.source.index("\0")]
+            raise ParseError(f"{self.filename}:{before.count(chr(10)) + 1 + self.line_offset}:"
+                             f"{len(before) - before.rfind(chr(10)) + self.col_offset}: a NUL character; the text "
+                             "format is text")
         try:
             tree = ast.parse(self.source, filename=self.filename)
         except SyntaxError as exc:
@@ -214,13 +219,15 @@ class Parser:
             if _decorator_name(dec) not in _FUNCTION_DECORATORS:
                 raise self.error(dec, f"function {node.name}: expected the decorator @R.function")
             if isinstance(dec, ast.Call):
+                if dec.args:
+                    raise self.error(dec.args[0], "@R.function takes its options by keyword (pure=, private=)")
                 for kw in dec.keywords:
-                    if kw.arg == "pure":
-                        pure = bool(self.literal(kw.value))
-                    elif kw.arg == "private":
-                        private = bool(self.literal(kw.value))
-                    else:
+                    if kw.arg not in ("pure", "private"):
                         raise self.error(kw, f"@R.function: unknown option {kw.arg!r} (expected pure or private)")
+                    value = self.literal(kw.value)
+                    if not isinstance(value, bool):
+                        raise self.error(kw.value, f"@R.function: {kw.arg} must be True or False, got {value!r}")
+                    pure, private = (value, private) if kw.arg == "pure" else (pure, value)
         return pure, private
 
     def body(self, node: ast.FunctionDef, scope: _Scope, sizes: "_Sizes"):
@@ -664,7 +671,7 @@ def _const_array(p: Parser, node: ast.Call) -> Constant:
     value = p.literal(bound["value"])
     dtype = p.literal(bound["dtype"]) if "dtype" in bound else None
     if isinstance(value, np.ndarray):
-        return Constant(value if dtype is None else value.astype(to_numpy(dtype)))
+        return p.guard(node, lambda: Constant(value if dtype is None else value.astype(to_numpy(dtype))))
     return p.guard(node, lambda: const(_nested_lists(value), dtype))
 
 

@@ -16,7 +16,7 @@ from ..ir import sym
 from ..ir.expr import Function
 from ..ir.struct_info import free_vars as struct_free_vars
 from .pass_infra import Pass
-from .utils import bind_sizes
+from .utils import bind_sizes, callees
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,12 @@ class BindSymbolicVars(Pass):
             if isinstance(func, Function):
                 used |= size_names(func)
                 out[name] = bind_sizes(func, sizes)
+        changed = [n for n in names if out[n].struct_info != mod[n].struct_info]
+        callers = [(c, n) for c in mod if c not in names for n in changed if n in callees(mod[c])]
+        if callers:
+            caller, callee = callers[0]
+            raise ValueError(f"BindSymbolicVars: {caller!r} calls {callee!r}, whose parameters or result this binds "
+                             f"in {callee!r} alone; bind the sizes in every function (no func_name) or in both")
         unknown = sorted(set(sizes) - used)
         if unknown:
             raise ValueError(f"BindSymbolicVars: no size variable {', '.join(map(repr, unknown))} in "

@@ -18,6 +18,7 @@ from typing import Optional
 
 from ..ir.expr import Call, DataflowVar, Expr, Function, SeqExpr, Tuple, TupleGetItem, Var, VarBinding
 from ..ir.structural_equal import structural_equal, structural_hash
+from ..ir.visitor import post_order_visit
 from ..op.registry import Op
 from .pass_infra import Pass
 from .utils import rebind, substitute, with_body
@@ -108,16 +109,24 @@ class EliminateCommonSubexpr(Pass):
 
 
 class _Table:
-    """Values seen so far, by structural hash, each with the variable first bound to it."""
+    """Values seen so far, by structural hash and the variables they read (equal values read the same ones: the
+    hash alone put every ``add(v_i, x)`` of a chain in one bucket, and the pass took quadratic time), each with the
+    variable first bound to it."""
 
     def __init__(self) -> None:
-        self.entries: dict[int, list[tuple[Expr, Var]]] = {}
+        self.entries: dict[tuple, list[tuple[Expr, Var]]] = {}
+
+    @staticmethod
+    def _key(value: Expr) -> tuple:
+        read: list[int] = []
+        post_order_visit(value, lambda e: read.append(id(e)) if isinstance(e, Var) else None)
+        return structural_hash(value), tuple(read)
 
     def find(self, value: Expr) -> Optional[Var]:
-        for seen, var in self.entries.get(structural_hash(value), ()):
+        for seen, var in self.entries.get(self._key(value), ()):
             if structural_equal(seen, value):
                 return var
         return None
 
     def add(self, value: Expr, var: Var) -> None:
-        self.entries.setdefault(structural_hash(value), []).append((value, var))
+        self.entries.setdefault(self._key(value), []).append((value, var))

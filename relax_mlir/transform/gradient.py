@@ -161,6 +161,7 @@ class _Differentiator:
         self.ret = func.body.body if isinstance(func.body, SeqExpr) else func.body
         self.target = self._target(target_index)
         self.requires = self._requires(require_grads)
+        self.explicit = require_grads is not None
         self.finished: dict[Var, Var] = {}
         self.checkpointed = self._checkpointed()
         self.recomputed: dict[Var, Expr] = {}
@@ -285,10 +286,41 @@ class _Differentiator:
             listed = "; ".join(f"{k} (used by {', '.join(v)})" for k, v in problems.items())
             self.fail(f"cannot differentiate: {listed}")
 
+    def check_undifferentiated_inputs(self) -> None:
+        """A variable named in ``require_grads`` that the target reads through an input its op does not
+        differentiate (``nll_loss``'s class weights, inference ``batch_norm``'s moving statistics: as TVM's rules,
+        and PyTorch's, which raise) would get a gradient short of that path, zeros if it is the only one: refused,
+        every such use listed. With ``require_grads=None`` (every float parameter) such a parameter gets the
+        gradient of its other paths, as in TVM."""
+        roots: dict[Var, set[str]] = {v: {v.name_hint} for v in self.requires}
+        for b in self.bindings:  # which required variables each variable depends on, through any argument
+            found = set().union(*(roots.get(v, set()) for v in free_vars_of([b.value])))
+            if found:
+                roots[b.var] = roots.get(b.var, set()) | found
+        needed = {self.target}
+        for b in reversed(self.bindings):
+            if b.var in needed:
+                needed.update(free_vars_of([b.value]))
+        uses = []
+        for b in self.bindings:
+            if b.var in needed and isinstance(b.value, Call) and isinstance(b.value.op, Op) and \
+                    b.value.op.name != "relax.grad.no_grad":  # a stop written on purpose
+                op = b.value.op
+                for i, a in enumerate(b.value.args):
+                    names = sorted(set().union(*(roots.get(v, set()) for v in free_vars_of([a]))))
+                    if names and _input_name(op, i) in op.no_grad_inputs and _is_float_like(a.struct_info):
+                        uses.append(f"{op.name}'s {_input_name(op, i)} (binding {b.var.name_hint!r}) depends on "
+                                    f"{', '.join(map(repr, names))}")
+        if uses:
+            self.fail("require_grads names variables the target reads through inputs that have no gradient rule "
+                      f"(the gradient would leave those paths out): {'; '.join(uses)}")
+
     # -- construction -------------------------------------------------------------------------------
     def run(self) -> Function:
         relevant = self.relevant()
         self.check_rules(relevant)
+        if self.explicit:
+            self.check_undifferentiated_inputs()
         keep = self._live_forward()
         remap: dict[Var, Var] = {p: Var(p.name_hint, p.struct_info, span=p.span) for p in self.func.params}
         outputs = set(free_vars_of([self.ret]))

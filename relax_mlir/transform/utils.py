@@ -99,6 +99,8 @@ def bind_sizes(func: "Function", sizes: Mapping[str, Any], params: Optional[list
         if isinstance(e, Call) and isinstance(e.op, Op):
             return Call(e.op, e.args, substitute_attrs(e.attrs, sizes), substitute_struct_info(e.struct_info, sizes),
                         span=e.span)
+        if isinstance(e, Call) and e.struct_info is not None:  # a call of a function: its result, in our sizes
+            return Call(e.op, e.args, e.attrs, substitute_struct_info(e.struct_info, sizes), span=e.span)
         return e
 
     new_params = [renew(p) for p in (func.params if params is None else params)]

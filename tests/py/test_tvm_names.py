@@ -132,3 +132,16 @@ def test_show_and_script_take_tvms_options(capsys):
     assert "def main" in capsys.readouterr().out
     with pytest.raises(TypeError, match="black_format must be True or False"):
         mod.show(black_format="yes")
+
+
+def test_tvm_ir_and_irmodule_from_expr():
+    from relax_mlir import tvm
+    from relax_mlir.script import from_source
+
+    f = from_source('@R.function\ndef f(x: R.Tensor((2,), "float32")):\n    y = R.exp(x)\n    return y\n')
+    mod = tvm.IRModule.from_expr(f)
+    assert list(mod) == ["main"] and mod["main"] is f
+    tvm.ir.assert_structural_equal(mod, tvm.ir.IRModule({"main": f}))
+    assert tvm.ir.structural_equal(mod, mod) and tvm.ir.structural_hash(mod) == tvm.ir.structural_hash(mod)
+    with pytest.raises(TypeError, match="from_expr: expected a relax Function"):
+        tvm.IRModule.from_expr(mod)

@@ -57,8 +57,12 @@ def _register(module: ir.Operation, message: str) -> int:
 
 
 def where(op: ir.Operation) -> str:
-    """The Relax binding an exported op came from (``main: binding 'lv1'``), from its location."""
-    found = re.match(r'loc\("(.*)"', str(op.location))
+    """The Relax binding an exported op came from (``main: binding 'lv1'``), from its location (its name as
+    written: the location's text escapes non-ASCII bytes)."""
+    loc = op.location
+    if loc.is_a_name():
+        return loc.name_str
+    found = re.match(r'loc\("(.*)"', str(loc))
     return found.group(1).replace('\\"', '"') if found else "(unknown binding)"
 
 

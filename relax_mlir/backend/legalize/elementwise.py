@@ -100,6 +100,32 @@ class ScalarBuilder:
     def floor(self, x): return self._math("floor", x)  # noqa: E704
     def ceil(self, x): return self._math("ceil", x)  # noqa: E704
     def log1p(self, x): return self._math("log1p", x)  # noqa: E704
+    def log2(self, x): return self._math("log2", x)  # noqa: E704
+    def log10(self, x): return self._math("log10", x)  # noqa: E704
+    def tan(self, x): return self._math("tan", x)  # noqa: E704
+    def asin(self, x): return self._math("asin", x)  # noqa: E704
+    def acos(self, x): return self._math("acos", x)  # noqa: E704
+    def atan(self, x): return self._math("atan", x)  # noqa: E704
+    def sinh(self, x): return self._math("sinh", x)  # noqa: E704
+    def cosh(self, x): return self._math("cosh", x)  # noqa: E704
+    def asinh(self, x): return self._math("asinh", x)  # noqa: E704
+    def acosh(self, x): return self._math("acosh", x)  # noqa: E704
+    def atanh(self, x): return self._math("atanh", x)  # noqa: E704
+    def trunc(self, x): return self._math("trunc", x)  # noqa: E704
+
+    def rem(self, a: Operand, b: Operand) -> ir.Value:
+        """The remainder of the truncated division (C's ``fmod``: the sign of ``a``); on integers by zero 0."""
+        return self._by_type("rem", arith.remf, lambda x, y: _int_division(arith.remsi, x, y), a, b)
+
+    # bits (integers and booleans)
+    def and_(self, a: Operand, b: Operand) -> ir.Value:
+        return self._by_type("and", None, arith.andi, a, b)
+
+    def or_(self, a: Operand, b: Operand) -> ir.Value:
+        return self._by_type("or", None, arith.ori, a, b)
+
+    def xor(self, a: Operand, b: Operand) -> ir.Value:
+        return self._by_type("xor", None, arith.xori, a, b)
 
     def round_even(self, x: ir.Value) -> ir.Value:
         """To the nearest integer, halves to even (an integer is its own rounding)."""

@@ -181,7 +181,10 @@ def _softmax_infer(args, attrs):
 
 
 def _log_softmax64(x: np.ndarray, axis: int) -> np.ndarray:
-    # Subtracting the max keeps exp() from overflowing; the result is exact in exact arithmetic.
+    # Subtracting the max keeps exp() from overflowing; the result is exact in exact arithmetic. An empty axis
+    # has no max (and nothing to normalize): its result is empty too.
+    if x.shape[axis] == 0:
+        return x.copy()
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
@@ -199,7 +202,8 @@ def _log_softmax_grad(orig, call, grad):
 def _softmax_op(name: str, fn, gradient, doc: str) -> Op:
     samples = [Sample([_T((2, 5), "float32")]), Sample([_T(("n", 4), "float32")], {"axis": 0}),
                Sample([_T((2, 3, 4), "float64")], {"axis": 1}), Sample([_T((3, "m"), "float16")], {"axis": -1}),
-               Sample([_T((4,), "bfloat16")]), Sample([_T((2, 3), "float32")], low=-80.0, high=80.0)]
+               Sample([_T((4,), "bfloat16")]), Sample([_T((2, 3), "float32")], low=-80.0, high=80.0),
+               Sample([_T((3, 0), "float32")])]  # an empty axis: an empty result
     bad = [BadSample([_T((2, 3), "int32")], {}, r"data must have a float dtype, got int32"),
            BadSample([_T((2, 3), "float32")], {"axis": 2}, r"axis 2 is out of range for a tensor of rank 2"),
            BadSample([_T((), "float32")], {}, r"axis -1 is out of range for a tensor of rank 0")]

@@ -88,7 +88,8 @@ def _reference(query, key, value, bias=None, *, scale, causal_mask, window_size)
         s, skv = scores.shape[-2:]
         keep = np.tril(np.ones((s, skv), bool), mask_offset(s, skv, causal_mask))
         scores = np.where(keep, scores, -np.inf)
-    scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    if scores.shape[-1]:  # no keys: nothing to weigh, the output is zeros (an empty matmul)
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
     probs = scores / scores.sum(axis=-1, keepdims=True)
     return (probs @ v).transpose(0, 2, 1, 3).astype(query.dtype)
 

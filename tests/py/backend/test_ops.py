@@ -73,3 +73,20 @@ def test_every_lowering_reference_resolves():
         with pytest.raises(LegalizeError, match="bad lowering reference"):
             resolve_reference(bad)
 
+
+
+def test_sign_of_signed_zeros_and_nan_is_numpy_s():
+    # assert_allclose takes -0.0 for 0.0: the sign bits are compared here (sign(-0.0) was -0.0 compiled)
+    import numpy as np
+    from relax_mlir.ir import IRModule, TensorStructInfo, Var
+    from relax_mlir.ir.block_builder import BlockBuilder
+
+    for dtype in ("float32", "float64"):
+        x = Var("x", TensorStructInfo((6,), dtype))
+        bb = BlockBuilder()
+        with bb.function("f", [x]):
+            bb.emit_func_output(bb.emit(relax_op.sign(x)))
+        values = np.array([-0.0, 0.0, np.nan, -3.5, 2.0, -np.inf], dtype)
+        got = relax_mlir.VirtualMachine(relax_mlir.compile(bb.get()))["f"](values)
+        np.testing.assert_array_equal(got, np.sign(values))
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(np.sign(values)))

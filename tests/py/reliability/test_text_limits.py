@@ -151,7 +151,8 @@ def test_the_command_line_answers_bad_names_and_files_in_one_line(tmp_path):
     (tmp_path / "good.py").write_text("@I.ir_module\nclass M:\n" + "".join(
         "    " + line + "\n" for line in _function(f"x: {T}", "return R.sum(x)").replace("def f", "def main").splitlines()))
     (tmp_path / "bad.pt2").write_bytes(b"not a zip archive")
-    for args, message in [(("print", "good.py", "-f", "nosuch"), "the module has no function 'nosuch'"),
+    (tmp_path / "latin1.py").write_bytes(b"@R.function\ndef f(x: R.Tensor((2,), 'float32')):\n    return x  # caf\xe9\n")
+    for args, message in [(("print", "latin1.py"), "latin1.py:3: not UTF-8 text (byte 0xe9 at offset"),(("print", "good.py", "-f", "nosuch"), "the module has no function 'nosuch'"),
                           (("opt", "good.py", "--passes", "Gradient(func_name=main, require_grads=[])"),
                            "require_grads is empty"),
                           (("import", "bad.pt2"), "bad.pt2: not an exported program torch.export.load can read")]:

@@ -81,3 +81,16 @@ def main(x: R.Tensor((2, 3), "float32")):
     assert ran == []  # the text's Python did not run, even with the names it wanted given
     with pytest.raises(ParseError, match="unsupported expression"):
         from_source(text.replace("R.const(np.array(ran.append(1) or [1.0], \"float32\"))", "W * 2"), env={"W": W})
+
+
+@pytest.mark.parametrize("array", [np.array([1 + 2j, 3j], "complex64"), np.array(["a", "b"]),
+                                   np.array([None, 1], object)])
+def test_an_array_of_no_relax_dtype_is_a_parse_error_at_its_constant(array):
+    with pytest.raises(ParseError, match=r"test_decorator_scope.py:\d+:\d+: NumPy dtype \w+ has no Relax "
+                                         r"counterpart"):
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((2,), "float32")):
+                c = R.add(x, R.const(array))
+                return c

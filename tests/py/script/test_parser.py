@@ -209,6 +209,10 @@ ERRORS = [
     ("def f(x: R.Tensor((2,), \"float32\")):\n    if x:\n        y = x\n    return x\n", 2,
      r"unsupported statement .*expected an assignment"),
     ("x = 1\n", 1, r"expected an @I.ir_module class or an @R.function"),
+    ("@R.function\ndef f(x: R.Tensor((2,), \"float32\")):\n    return x\0\n", 3, r"3:13: a NUL character"),
+    ("@R.function(private=5)\ndef f(x: R.Tensor((2,), \"float32\")):\n    return x\n", 1,
+     r"private must be True or False, got 5"),
+    ("@R.function(True)\ndef f(x: R.Tensor((2,), \"float32\")):\n    return x\n", 1, r"options by keyword"),
     # a dataflow variable R.output does not name is not visible after its block: returned, used later, or in the
     # next block (well_formed refused such a module only at the first pass, which it then blamed)
     ("def f(x: R.Tensor((2,), \"float32\")):\n    with R.dataflow():\n        y = R.exp(x)\n        z = R.exp(y)\n"

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import relax_mlir as rm
+from relax_mlir.analysis import well_formed
+from relax_mlir.ir import TensorStructInfo
 from relax_mlir.models import mlp
 from relax_mlir.script import from_source
 from relax_mlir.transform import BindParams, BindSymbolicVars
@@ -68,3 +70,33 @@ def test_bind_symbolic_vars_fixes_a_size_everywhere():
         BindSymbolicVars({"m": 8})(mod)
     with pytest.raises(ValueError, match="'n' = -1 is negative"):
         BindSymbolicVars({"n": -1})(mod)
+
+
+_CALLER = """
+@I.ir_module
+class Module:
+    @R.function
+    def helper(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n", 4), "float32"):
+        y = R.add(x, x)
+        return y
+
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n", 4), "float32"):
+        h = cls.helper(x)
+        return h
+"""
+
+
+def test_binding_sizes_of_a_caller_binds_its_calls_results_too():
+    mod = from_source(_CALLER)
+    x = np.arange(12, dtype="float32").reshape(3, 4)
+    for bound in (BindSymbolicVars({"n": 3})(mod), BindSymbolicVars({"n": 3}, func_name="main")(mod),
+                  BindParams("main", {"x": x})(mod)):
+        assert well_formed(bound)
+        h = bound["main"].body.blocks[0].bindings[0]
+        assert h.value.struct_info == TensorStructInfo((3, 4), "float32") == h.var.struct_info
+    np.testing.assert_array_equal(rm.interpret(BindSymbolicVars({"n": 3})(mod), "main", x), 2 * x)
+    # binding the callee alone would leave main passing it sizes it no longer takes
+    with pytest.raises(ValueError, match="'main' calls 'helper', whose parameters or result this binds in 'helper' "
+                                         "alone"):
+        BindSymbolicVars({"n": 3}, func_name="helper")(mod)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 import relax_mlir as rm
-from relax_mlir.ir import DataflowBlock, DataflowVar, VarBinding
+from relax_mlir import op
+from relax_mlir.ir import BlockBuilder, DataflowBlock, DataflowVar, TensorStructInfo, Var, VarBinding
 from relax_mlir.script import from_source
 from relax_mlir.transform import EliminateCommonSubexpr, ToNonDataflow
 
@@ -72,3 +73,26 @@ def test_to_non_dataflow_removes_every_dataflow_block_and_variable():
     x, y = np.ones((2, 3), np.float32), np.full((2, 3), 2, np.float32)
     for g, w in zip(_flat(rm.interpret(out, "main", x, y)), _flat(rm.interpret(from_source(TEXT), "main", x, y))):
         np.testing.assert_array_equal(g, w)
+
+
+def test_a_long_chain_compares_each_value_with_its_own_candidates_only(monkeypatch):
+    # v_i = add(v_{i-1}, x) for 600 bindings: all hash alike, so the table keys on the variables read too; keyed
+    # on the hash alone, each value was compared with every earlier one (180,000 comparisons, quadratic time).
+    from relax_mlir.transform import eliminate_common_subexpr as cse
+
+    x = Var("x", TensorStructInfo((4,), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            v = x
+            for i in range(600):
+                v = bb.emit((op.add if i % 2 else op.multiply)(v, x))
+            bb.emit_output(op.add(v, x))
+            out = bb.emit_output(op.add(v, x))  # the one repeated value
+        bb.emit_func_output(out)
+    calls = []
+    real = cse.structural_equal
+    monkeypatch.setattr(cse, "structural_equal", lambda a, b, **kw: calls.append(1) or real(a, b, **kw))
+    mod = EliminateCommonSubexpr()(bb.get())
+    assert len(calls) == 1  # the repeat found its twin; nothing else was compared
+    assert len(mod["main"].body.blocks[0].bindings) == 601  # the two equal outputs became one

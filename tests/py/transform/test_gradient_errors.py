@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from relax_mlir import op, transform
-from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var
+from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var, const
 from relax_mlir.op.registry import Op, Sample
 from relax_mlir.transform import GradientError
 
@@ -108,3 +109,28 @@ def test_ops_off_the_differentiable_path_need_no_rule():
     mod = _module(build, [x])
     out = transform.Gradient("main")(mod)
     assert "main_adjoint" in out
+
+
+def _weighted_nll():
+    p, w = Var("p", TensorStructInfo((3, 5), "float64")), Var("w", TensorStructInfo((5,), "float64"))
+    bb = BlockBuilder()
+    with bb.function("main", [p, w]):
+        with bb.dataflow():
+            scaled = bb.emit(op.multiply(p, op.sum(w)))  # w also reaches the loss differentiably
+            targets = const(np.array([0, 4, 2], "int64"))
+            loss = bb.emit_output(op.nn.nll_loss(op.nn.log_softmax(scaled), targets, w, reduction="sum"))
+        bb.emit_func_output(loss)
+    return bb.get(), p, w
+
+
+def test_a_required_variable_read_through_an_input_without_a_rule_is_refused():
+    # nll_loss does not differentiate its class weights (TVM's rule; PyTorch raises): asked for w's gradient,
+    # Gradient would return the multiply path's alone, silently short of the weights' (finite differences differ).
+    mod, p, w = _weighted_nll()
+    with pytest.raises(GradientError, match=r"require_grads names variables the target reads through inputs that "
+                                            r"have no gradient rule .*relax.nn.nll_loss's weights \(binding "
+                                            r"'\w+'\) depends on 'w'"):
+        transform.Gradient("main", require_grads=[w])(mod)
+    # not asked for w: fine; every float parameter (None): TVM's gradient, the weights' path left out
+    assert "main_adjoint" in transform.Gradient("main", require_grads=[p])(mod)
+    assert "main_adjoint" in transform.Gradient("main")(mod)
