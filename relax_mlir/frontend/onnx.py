@@ -29,9 +29,9 @@ import numpy as np
 
 from .. import op
 from ..ir import Var
-from ..ir.expr import Call, Constant, Expr, Tuple, const
+from ..ir.expr import Call, Constant, Expr, Tuple, TupleGetItem, const
 from ..op.registry import Op
-from .common import (ImportedModel, Names, Updates, build_main, check_supported, emit_updates, ndim_of,
+from .common import (ImportedModel, Names, Updates, build_main, check_supported, dtype_of, emit_updates, ndim_of,
                      scalar_like, tensor_var)
 
 FRONTEND = "from_onnx"
@@ -122,6 +122,12 @@ def _unary(fn: Callable) -> Callable:
 
 def _binary(fn: Callable) -> Callable:
     return lambda node, xs: fn(xs[0], xs[1])
+
+
+def _pow(node, xs):
+    """ONNX's ``Pow`` allows an exponent of another type than the base (``x ** int64(2)``): it is cast to the base's."""
+    base, exponent = xs
+    return op.power(base, exponent if dtype_of(exponent) == dtype_of(base) else op.astype(exponent, dtype_of(base)))
 
 
 def _gemm(node, xs):
@@ -220,7 +226,8 @@ def _reshape(node, xs):
 
 def _flatten(node, xs):
     shape = _shape(xs[0])
-    axis = node.attrs.get("axis", 1) % (len(shape) + 1) if shape else 0
+    axis = node.attrs.get("axis", 1)
+    axis = axis + len(shape) if axis < 0 else axis  # ONNX: a negative axis counts from the rank, in [-r, r]
     return op.reshape(xs[0], (int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))))
 
 
@@ -302,7 +309,7 @@ def _cast(node, xs):
 def _dropout(node, xs):
     ratio = float(_need(node, xs[1], "the ratio")) if len(xs) > 1 and xs[1] is not None else 0.5
     training = len(xs) > 2 and xs[2] is not None and bool(_need(node, xs[2], "training_mode"))
-    y = op.nn.dropout(xs[0], rate=ratio) if training and ratio > 0 else xs[0]
+    y = TupleGetItem(op.nn.dropout(xs[0], rate=ratio), 0) if training and ratio > 0 else xs[0]
     return [y] + [None] * (len(node.proto.output) - 1)
 
 
@@ -320,7 +327,7 @@ def _gelu(node, xs):
 
 CONVERTERS: dict[str, Callable] = {
     "Add": _binary(op.add), "Sub": _binary(op.subtract), "Mul": _binary(op.multiply), "Div": _binary(op.divide),
-    "Pow": _binary(op.power), "Max": _binary(op.maximum), "Min": _binary(op.minimum), "Equal": _binary(op.equal),
+    "Pow": _pow, "Max": _binary(op.maximum), "Min": _binary(op.minimum), "Equal": _binary(op.equal),
     "Where": lambda node, xs: op.where(*xs), "MatMul": _binary(op.matmul), "Gemm": _gemm, "Mod": _mod,
     "Relu": _unary(op.nn.relu), "Sigmoid": _unary(op.sigmoid), "Tanh": _unary(op.tanh), "Exp": _unary(op.exp),
     "Log": _unary(op.log), "Sqrt": _unary(op.sqrt), "Erf": _unary(op.erf), "Neg": _unary(op.negative),

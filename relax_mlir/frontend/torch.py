@@ -121,6 +121,10 @@ class _Signature:
             node = nodes[spec.arg.name]
             if spec.kind == InputKind.USER_INPUT:
                 val = node.meta["val"]
+                if not hasattr(val, "shape"):
+                    raise TorchImportError(f"{FRONTEND}: input {node.name} is a {type(val).__name__} ({val!r}), not a "
+                                           "tensor; only tensor inputs are supported (pass it as a tensor, or leave it "
+                                           "out of the example arguments so that export bakes it in)")
                 self._bind(node, tensor_var(names(node.name), static_shape(val.shape, node), torch_dtype(val.dtype)))
                 self.inputs.append(self.env[node.name])
                 continue

@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 
 from .. import op
-from ..ir.expr import Expr, const
+from ..ir.expr import Expr, TupleGetItem, const
 from .common import Updates, dtype_of, ndim_of, scalar_like
 
 FRONTEND = "from_exported_program"
@@ -45,17 +45,40 @@ def static_shape(shape, node) -> tuple[int, ...]:
                           "(export without dynamic_shapes)") from None
 
 
-def _binary(fn: Callable) -> Callable:
-    """``aten.<op>.Tensor`` / ``.Scalar``: either operand may be a Python number (the tensor's dtype)."""
+def _result_dtype(node) -> str | None:
+    """The dtype PyTorch gave a node's (first) result, from the fake tensor torch.export recorded."""
+    val = node.meta.get("val")
+    val = val[0] if isinstance(val, (tuple, list)) and val else val
+    return torch_dtype(val.dtype) if hasattr(val, "dtype") else None
+
+
+def _binary(fn: Callable, compare: bool = False) -> Callable:
+    """``aten.<op>.Tensor`` / ``.Scalar``: either operand may be a Python number. Operands are first brought to
+    the dtype PyTorch's type promotion gave the result (``int_tensor / 2`` and ``int_tensor * 0.5`` are float32,
+    ``int32 + float32`` float32; Relax's ops take one dtype); a comparison's to the promoted dtype of its inputs."""
     def convert(node, args, kwargs):
         a, b = args[0], args[1]
+        dtype = _promoted(node) if compare else _result_dtype(node)
+        if dtype is not None and (compare or dtype != "bool"):
+            a, b = (op.astype(x, dtype) if isinstance(x, Expr) and dtype_of(x) != dtype else x for x in (a, b))
+        if not isinstance(a, Expr):
+            a = scalar_like(a, b)
         alpha = kwargs.get("alpha", 1)
         if alpha != 1:
             b = op.multiply(_operand(b, a), scalar_like(alpha, a))
-        if not isinstance(a, Expr):
-            a = scalar_like(a, b)
         return fn(a, _operand(b, a))
     return convert
+
+
+def _promoted(node) -> str | None:
+    """The dtype PyTorch computes a comparison in: its operands' (``torch.result_type``: a Python number does not
+    widen a tensor of its kind)."""
+    import torch
+
+    values = [a.meta.get("val") if hasattr(a, "meta") else a for a in node.args[:2]]
+    if len(values) != 2 or any(v is None for v in values):
+        return None
+    return torch_dtype(torch.result_type(*values))
 
 
 def _unary(fn: Callable) -> Callable:
@@ -187,6 +210,8 @@ def _reduce(fn):
     def convert(node, args, kwargs):
         x = args[0]
         dims = args[1] if len(args) > 1 else None
+        if dims is not None and not isinstance(dims, int) and len(dims) == 0:
+            dims = None  # PyTorch's dim=[]: every dimension (x.sum(), a 1-D dot product)
         keep = bool(args[2]) if len(args) > 2 else bool(kwargs.get("keepdim", False))
         if kwargs.get("dtype") is not None:
             raise node_error(node, "a reduction with a dtype argument is not supported")
@@ -214,7 +239,16 @@ def _slice(node, args, kwargs):
 
 
 def _embedding(node, args, kwargs):
-    return op.take(args[0], args[1], axis=0)
+    """``embedding(weight, indices, padding_idx=-1, ...)``: a ``take``; the rows of ``padding_idx`` get no
+    gradient (PyTorch keeps that row as it is): read there through ``grad.no_grad``."""
+    weight, indices = args[0], args[1]
+    padding_idx = args[2] if len(args) > 2 else kwargs.get("padding_idx", -1)
+    rows = op.take(weight, indices, axis=0)
+    if padding_idx is None or padding_idx == -1:
+        return rows
+    padding_idx %= weight.struct_info.shape[0]
+    at_padding = op.expand_dims(op.equal(indices, const(np.array(padding_idx, dtype_of(indices)))), -1)
+    return op.where(at_padding, op.grad.no_grad(rows), rows)
 
 
 def _sdpa(node, args, kwargs):
@@ -239,7 +273,8 @@ def _sdpa(node, args, kwargs):
 
 
 def _full_like(node, args, kwargs):
-    return op.full_like(args[0], fill_value=args[1])
+    dtype = kwargs.get("dtype")
+    return op.full_like(args[0], fill_value=args[1], dtype=None if dtype is None else torch_dtype(dtype))
 
 
 def _clamp(node, args, kwargs):
@@ -266,8 +301,9 @@ def _no_value(node, args, kwargs):
 
 
 def _dropout(node, args, kwargs):
-    """``native_dropout(x, p, train)``: Relax's dropout (its own random numbers, not PyTorch's)."""
-    return [op.nn.dropout(args[0], rate=float(args[1])), None]
+    """``native_dropout(x, p, train)``: Relax's dropout (its own random numbers, not PyTorch's); its output, the
+    mask is not produced."""
+    return [TupleGetItem(op.nn.dropout(args[0], rate=float(args[1])), 0), None]
 
 
 CONVERTERS: dict[str, Callable] = {
@@ -278,6 +314,19 @@ CONVERTERS: dict[str, Callable] = {
     "aten.div.Tensor": _binary(op.divide), "aten.div.Scalar": _binary(op.divide),
     "aten.pow.Tensor_Scalar": _binary(op.power), "aten.pow.Tensor_Tensor": _binary(op.power),
     "aten.maximum.default": _binary(op.maximum), "aten.minimum.default": _binary(op.minimum),
+    **{f"aten.{name}.{kind}": _binary(fn, compare=True) for name, fn in [
+        ("eq", op.equal), ("ne", op.not_equal), ("lt", op.less), ("le", op.less_equal), ("gt", op.greater),
+        ("ge", op.greater_equal)] for kind in ("Tensor", "Scalar")},
+    "aten.remainder.Tensor": _binary(op.floor_mod), "aten.remainder.Scalar": _binary(op.floor_mod),
+    "aten.fmod.Tensor": _binary(op.mod), "aten.fmod.Scalar": _binary(op.mod),
+    "aten.logical_and.default": _binary(op.logical_and), "aten.logical_or.default": _binary(op.logical_or),
+    "aten.logical_not.default": _unary(op.logical_not), "aten.bitwise_not.default": _unary(op.bitwise_not),
+    "aten.floor.default": _unary(op.floor), "aten.ceil.default": _unary(op.ceil), "aten.round.default": _unary(op.round),
+    "aten.sign.default": _unary(op.sign), "aten.trunc.default": _unary(op.trunc), "aten.log1p.default": _unary(op.log1p),
+    "aten.log2.default": _unary(op.log2), "aten.sin.default": _unary(op.sin), "aten.cos.default": _unary(op.cos),
+    "aten.tan.default": _unary(op.tan), "aten.atan.default": _unary(op.atan),
+    "aten.isnan.default": _unary(op.isnan), "aten.isinf.default": _unary(op.isinf),
+    "aten.reciprocal.default": lambda n, a, k: op.divide(scalar_like(1.0, a[0]), a[0]),
     "aten.where.self": lambda n, a, k: op.where(a[0], a[1], _operand(a[2], a[1])),
     "aten.relu.default": _unary(op.nn.relu), "aten.sigmoid.default": _unary(op.sigmoid),
     "aten.tanh.default": _unary(op.tanh), "aten.exp.default": _unary(op.exp), "aten.log.default": _unary(op.log),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 from typing import Any, Callable, Optional
@@ -137,6 +138,19 @@ def match_tagged(handle: str, op_name: str, tag: str, i: int) -> str:
             f"in %root : ({ANY}) -> {ANY}")
 
 
+_NEGATIVE_COEFFICIENT = re.compile(r"-\s*d\d|\*\s*-\s*\d")  # -d3, d0 - d1, d1 * -2
+
+
+def reads_backwards(op: ir.Operation) -> bool:
+    """Whether one of ``op``'s indexing maps has a loop with a negative coefficient (a convolution's kernel flip
+    reads ``-d3 + 2``): MLIR's linalg tiling asserts on those (``TileCheck``: "nonpositive multiplying
+    coefficient") and the assertion aborts the process, so such ops are never tiled here."""
+    if "indexing_maps" not in op.attributes:
+        return False
+    return any(_NEGATIVE_COEFFICIENT.search(str(ir.AffineMapAttr(m).value).split("->", 1)[1])
+               for m in ir.ArrayAttr(op.attributes["indexing_maps"]))
+
+
 def schedule_each(module: ir.Module, names: set[str], tag: str, plan: Callable[[ir.Operation], Any],
                   lines: Callable[[int, str, Any], list[str]], label: str, print_ir: bool,
                   patterns: Optional[str] = None) -> int:
@@ -146,6 +160,8 @@ def schedule_each(module: ir.Module, names: set[str], tag: str, plan: Callable[[
     body: list[str] = []
     count = 0
     for op in ops_named(module.operation, names):
+        if reads_backwards(op):
+            continue
         planned = plan(op)
         if planned is None:
             continue

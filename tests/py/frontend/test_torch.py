@@ -139,3 +139,81 @@ def test_from_fx_is_from_exported_program_on_zero_inputs():
                                model(tokens).detach().numpy(), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match=r"input_info\[0\] must be \(shape, dtype\) .* got \(3, 6\)"):
         from_fx(traced, [(3, 6)])
+
+
+class _Lambda(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+_ELEMENTWISE = {  # found importing real code: each computed something else than PyTorch, or did not import
+    "sum of everything": (lambda x, t: x.sum(), "f"),
+    "1-D dot product": (lambda x, t: torch.matmul(x[0], x[1]), "f"),
+    "int / 2": (lambda x, t: t / 2, "i"),
+    "int * 0.5": (lambda x, t: t * 0.5, "i"),
+    "int + float": (lambda x, t: t + x, "fi"),
+    "rsub with alpha": (lambda x, t: torch.rsub(x, 2.0, alpha=3), "f"),
+    "where of a comparison": (lambda x, t: torch.where(x > 0.1, x, -x), "f"),
+    "comparison of int and float": (lambda x, t: (t >= x).float(), "fi"),
+    "full_like of another dtype": (lambda x, t: torch.full_like(t, 0.5, dtype=torch.float32) + x, "fi"),
+    "remainder and fmod": (lambda x, t: torch.remainder(x * 7, 3.0) + torch.fmod(x * 7, -3.0), "f"),
+    "rounding and trig": (lambda x, t: torch.floor(x * 3) + torch.round(x) + torch.sign(x) + torch.trunc(x * 2)
+                          + torch.log1p(x.abs()) + torch.atan(x) + torch.reciprocal(x + 3), "f"),
+}
+
+
+@pytest.mark.parametrize("case", list(_ELEMENTWISE))
+def test_elementwise_programs_compute_what_pytorch_computes(case):
+    fn, uses = _ELEMENTWISE[case]
+    x = torch.randn(2, 3, generator=torch.Generator().manual_seed(0))
+    t = torch.tensor([[1, 3, 4], [5, 7, 8]])
+    model, args = _Lambda(lambda a, b: fn(a, b)), (x, t)
+    ep = torch.export.export(model, args)
+    mod, params, states = from_exported_program(ep)
+    roundtrip(mod)
+    expected = model(*args).numpy()
+    inputs = [a.numpy() for a in args]
+    got = relax_mlir.interpret(mod, "main", *inputs)
+    compiled = relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](*inputs)
+    for out in (got, compiled):
+        assert out.dtype == expected.dtype and out.shape == expected.shape, case
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_python_number_input_is_refused_naming_it():
+    with pytest.raises(TorchImportError, match=r"input \w+ is a int \(3\), not a tensor; only tensor inputs"):
+        from_exported_program(torch.export.export(_Lambda(lambda x, n: x * n), (torch.ones(2), 3)))
+
+
+def test_dropout_of_a_model_exported_for_training_is_its_output():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.25), torch.nn.Linear(8, 3)).train()
+    mod, params, _ = from_exported_program(torch.export.export(model, (torch.ones(5, 4),)))
+    assert mod["main"].ret_struct_info.shape == (5, 3)
+    out = relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](np.ones((5, 4), "float32"), *params.values())
+    assert out.shape == (5, 3) and np.isfinite(out).all()
+
+
+def test_embedding_padding_row_gets_no_gradient():
+    from relax_mlir import transform
+
+    class Loss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(6, 4, padding_idx=2)
+
+        def forward(self, i):
+            return self.embed(i).square().sum()
+
+    model, idx = Loss(), torch.tensor([[0, 2, 5], [2, 2, 1]])
+    mod, params, _ = from_exported_program(torch.export.export(model, (idx,)))
+    np.testing.assert_allclose(relax_mlir.interpret(mod, "main", idx.numpy(), *params.values()),
+                               model(idx).item(), rtol=1e-6)
+    grads = transform.Gradient("main", require_grads=mod["main"].params[1:])(mod)
+    _, (weight_grad,) = relax_mlir.interpret(grads, "main_adjoint", idx.numpy(), *params.values())
+    model(idx).backward()
+    np.testing.assert_allclose(weight_grad, model.embed.weight.grad.numpy(), rtol=1e-6)
+    assert not weight_grad[2].any() and weight_grad[0].any()
