@@ -219,7 +219,10 @@ def cmd_opt(args: argparse.Namespace) -> int:
     if isinstance(mod, Function):
         mod = IRModule({mod.attrs.get("global_symbol", "main"): mod})
     for p in passes:
-        mod = p(mod)
+        try:
+            mod = p(mod)
+        except TypeError as exc:  # a pass option of the wrong kind found while running (a size bound to 2.5)
+            raise ValueError(f"--passes: {exc}") from None
     print(mod.script())
     return 0
 

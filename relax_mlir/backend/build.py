@@ -264,7 +264,7 @@ class Executable:
     def export_library(self, path: str) -> None:
         """Write the compiled code as a shared library with its signatures, which
         ``relax_mlir.runtime.load_module(path)`` runs with NumPy and ctypes alone (no MLIR). Atomic."""
-        write_atomically(os.fspath(path), self.library_bytes())
+        write_atomically(os.fspath(path), self.library_bytes(), "export_library", "a file name such as step.so")
 
     def __repr__(self) -> str:
         return f"<Executable {', '.join(self.mod)} (opt_level {self.options.opt_level})>"

@@ -34,6 +34,7 @@ import subprocess
 import tempfile
 from typing import Any, Mapping, Optional, Sequence, Union
 
+from .._files import write_atomically as _write_atomically
 from .error_slot import find_slot
 from .heap import keep_freed_memory
 from .nesting import callable_for
@@ -41,7 +42,7 @@ from .runtime import CompiledFunction, CompiledModule
 
 MAGIC = b"relax-mlir-lib01"
 _TRAILER = struct.Struct("<QQ16s")
-FORMAT = 1
+FORMAT = 2  # 2: the checksum covers the metadata too
 
 #: ``memrefCopy(elem_size, src, dst)`` of MLIR's C runner utilities, written here: copies a strided ranked
 #: memref (given as an unranked descriptor {rank, ranked descriptor*}) into another of the same shape.
@@ -173,9 +174,18 @@ def link_module(compiled: Any, out_path: str) -> None:
 
 
 # --- the file format -------------------------------------------------------------------------------------------
+def _checksum(elf, meta: Mapping[str, Any]) -> str:
+    """The sha256 of the code and of the metadata (without its checksum entry), as written: the signatures in the
+    metadata say how large the arrays the code reads are, so a damaged one is as unsafe as damaged code."""
+    digest = hashlib.sha256(elf)
+    digest.update(json.dumps({k: v for k, v in meta.items() if k != "sha256"}, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
 def pack_library(elf: bytes, metadata: Mapping[str, Any]) -> bytes:
-    """The library file's bytes: ``elf`` and ``metadata`` (plus the format and the ELF part's checksum)."""
-    meta = dict(metadata, format=FORMAT, sha256=hashlib.sha256(elf).hexdigest())
+    """The library file's bytes: ``elf`` and ``metadata`` (plus the format and the checksum of both)."""
+    meta = dict(metadata, format=FORMAT)
+    meta["sha256"] = _checksum(elf, meta)
     text = json.dumps(meta, sort_keys=True).encode()
     return elf + text + _TRAILER.pack(len(text), len(elf), MAGIC)
 
@@ -196,26 +206,14 @@ def unpack_library(data: bytes, where: str) -> dict[str, Any]:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise LibraryError(f"{where}: relax-mlir library of another format "
                            f"({meta.get('format') if isinstance(meta, dict) else '?'}; this reads {FORMAT})")
-    if hashlib.sha256(memoryview(data)[:n_elf]).hexdigest() != meta.get("sha256"):
+    if _checksum(memoryview(data)[:n_elf], meta) != meta.get("sha256"):
         raise LibraryError(f"{where}: damaged relax-mlir library (checksum mismatch)")
     return meta
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Write ``path`` through a temporary file in its directory and a rename: readers see all or nothing."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def write_atomically(path: str, data: bytes, where: str = "write", expected: str = "a file name") -> None:
+    """Write ``data`` to ``path`` atomically (``relax_mlir._files``): readers see all or nothing."""
+    _write_atomically(path, lambda f: f.write(data), where, expected)
 
 
 # --- loading ---------------------------------------------------------------------------------------------------

@@ -38,11 +38,11 @@ def _out_shape(node) -> tuple[int, ...]:
 
 
 def static_shape(shape, node) -> tuple[int, ...]:
-    try:
-        return tuple(int(d) for d in shape)
-    except (TypeError, ValueError):
+    # A dynamic size is a torch.SymInt, which int() would turn into the example's size: refused, not baked in.
+    if not all(isinstance(d, int) for d in shape):
         raise node_error(node, f"dynamic shape {tuple(shape)}; only static shapes are supported "
-                          "(export without dynamic_shapes)") from None
+                          "(export without dynamic_shapes)")
+    return tuple(int(d) for d in shape)
 
 
 def _result_dtype(node) -> str | None:

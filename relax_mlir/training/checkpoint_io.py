@@ -17,13 +17,14 @@ Note: ``training/remat.py`` is *gradient* checkpointing (recomputing activations
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
 import zlib
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from .._files import write_atomically
 
 FORMAT = 1
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -50,42 +51,6 @@ def write_checkpoint(path: str, arrays: Mapping[str, np.ndarray], where: str = "
     """Write ``arrays`` (plus the ``format`` entry) to ``path`` atomically; see the module docstring."""
     entries = {"format": np.array(FORMAT, np.int64), **{k: np.asarray(v) for k, v in arrays.items()}}
     write_atomically(path, lambda f: np.savez(f, **entries), where, "a file name such as ckpt.npz")
-
-
-def write_atomically(path: str, write, where: str, expected: str = "a file name") -> None:
-    """Call ``write(f)`` on a binary file that replaces ``path`` only once whole (see the module docstring); a
-    writer killed at any moment leaves the old file, or none."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"{where}: {path} is a directory; expected {expected}")
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(f"{where}: {path}: the directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-", dir=directory)  # unique per writer
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the result is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(directory)  # the rename itself survives a power cut only once the directory is synced
-
-
-def _fsync_directory(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return  # some filesystems do not open directories; the rename is still atomic there
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # -- reading --------------------------------------------------------------------------------------------------------

@@ -54,6 +54,27 @@ class _InterpreterVM:
         return lambda *args: self._interp.call(name, *args)
 
 
+
+def _extra_arrays(extra: Optional[Mapping[str, Any]], path: str) -> dict[str, np.ndarray]:
+    """``save``'s ``extra`` entries as arrays ``load`` reads back: numbers, booleans or strings (or arrays of
+    them); anything NumPy would store as Python objects (a dict, None, a ragged list) is refused before the old
+    checkpoint is replaced, since loading never unpickles."""
+    out = {}
+    for key, value in (extra or {}).items():
+        if not isinstance(key, str):
+            raise TypeError(f"Trainer.save: {path}: extra keys are strings, got {key!r}")
+        try:
+            array = np.asarray(value)
+        except ValueError as exc:  # a ragged list
+            raise checkpoint_io.CheckpointError(f"Trainer.save: {path}: not written: extra[{key!r}] is not an "
+                                                f"array of one shape ({exc})") from None
+        if array.dtype.kind not in "biufcUS":
+            raise checkpoint_io.CheckpointError(
+                f"Trainer.save: {path}: not written: extra[{key!r}] = {value!r} would be stored as Python objects, "
+                "which load never unpickles; store numbers, booleans, strings or arrays of them")
+        out[f"extra/{key}"] = array
+    return out
+
 class Trainer:
     """Runs ``update_params`` and ``predict`` of a module made by :class:`SetupTrainer`.
 
@@ -406,7 +427,7 @@ class Trainer:
         bad = checkpoint_io.non_finite_problems(arrays)
         if bad:
             raise checkpoint_io.CheckpointError(f"Trainer.save: {path}: not written: " + "; ".join(bad))
-        arrays.update({f"extra/{k}": np.asarray(v) for k, v in (extra or {}).items()})
+        arrays.update(_extra_arrays(extra, path))
         checkpoint_io.write_checkpoint(path, arrays, "Trainer.save")
 
     def load(self, path: str) -> dict[str, np.ndarray]:

@@ -145,6 +145,8 @@ def test_tvms_virtual_machine_runs_a_loaded_library(take_library):
     (lambda d: d[: len(d) - 5], "not a relax-mlir library"),
     (lambda d: d[:100] + bytes([d[100] ^ 1]) + d[101:], "checksum mismatch"),
     (lambda d: b"hello", "too short"),
+    # the metadata's signatures say how large the arrays are: an edited shape loaded and the code read past x
+    (lambda d: d.replace(b'"shape": [4, 3]', b'"shape": [1, 3]', 1), "checksum mismatch"),
 ])
 def test_a_damaged_library_is_refused(tmp_path, take_library, how, message):
     bad = tmp_path / "bad.so"
@@ -186,6 +188,11 @@ def test_cli_export(tmp_path, capsys):
     assert cli(["export", str(source), "-o", str(tmp_path / "u.so"), "-f", "nope"]) == 1
     assert "--function: no function 'nope'" in capsys.readouterr().err
     assert not (tmp_path / "u.so").exists()
+    # the output's own path in the message (it named a temporary file, made in the parent of a directory given)
+    assert cli(["export", str(source), "-o", str(tmp_path), "-f", "take"]) == 1
+    assert f"export_library: {tmp_path} is a directory; expected a file name such as step.so" in capsys.readouterr().err
+    assert cli(["export", str(source), "-o", str(tmp_path / "none" / "t.so"), "-f", "take"]) == 1
+    assert f"the directory {tmp_path / 'none'} does not exist" in capsys.readouterr().err
 
 
 def test_a_path_exported_again_loads_the_new_library(tmp_path):

@@ -217,3 +217,11 @@ def test_embedding_padding_row_gets_no_gradient():
     model(idx).backward()
     np.testing.assert_allclose(weight_grad, model.embed.weight.grad.numpy(), rtol=1e-6)
     assert not weight_grad[2].any() and weight_grad[0].any()
+
+
+def test_a_dynamic_size_is_refused_not_specialized():
+    # int() of a torch.SymInt is the example's size: the batch of 5 was baked in silently
+    batch = torch.export.Dim("batch")
+    ep = torch.export.export(torch.nn.Linear(4, 3), (torch.ones(5, 4),), dynamic_shapes={"input": {0: batch}})
+    with pytest.raises(TorchImportError, match=r"dynamic shape \(\w+, 4\); only static shapes are supported"):
+        from_exported_program(ep)

@@ -152,7 +152,11 @@ def test_the_command_line_answers_bad_names_and_files_in_one_line(tmp_path):
         "    " + line + "\n" for line in _function(f"x: {T}", "return R.sum(x)").replace("def f", "def main").splitlines()))
     (tmp_path / "bad.pt2").write_bytes(b"not a zip archive")
     (tmp_path / "latin1.py").write_bytes(b"@R.function\ndef f(x: R.Tensor((2,), 'float32')):\n    return x  # caf\xe9\n")
-    for args, message in [(("print", "latin1.py"), "latin1.py:3: not UTF-8 text (byte 0xe9 at offset"),(("print", "good.py", "-f", "nosuch"), "the module has no function 'nosuch'"),
+    (tmp_path / "sym.py").write_text('@R.function\ndef f(x: R.Tensor(("n",), "float32")):\n    return x\n')
+    for args, message in [(("print", "latin1.py"), "latin1.py:3: not UTF-8 text (byte 0xe9 at offset"),
+                          (("opt", "sym.py", "--passes", "BindSymbolicVars(binding_map={'n': 2.5})"),
+                           "--passes: BindSymbolicVars: 'n' must be bound to an int or a dim, got 2.5"),
+                          (("print", "good.py", "-f", "nosuch"), "the module has no function 'nosuch'"),
                           (("opt", "good.py", "--passes", "Gradient(func_name=main, require_grads=[])"),
                            "require_grads is empty"),
                           (("import", "bad.pt2"), "bad.pt2: not an exported program torch.export.load can read")]:

@@ -174,6 +174,24 @@ def test_save_refuses_non_finite_state_and_bad_paths(tmp_path):
         trainer.save(str(tmp_path / "nowhere" / "x.npz"))
 
 
+@pytest.mark.parametrize("extra, message", [
+    ({"cfg": {"lr": 0.1}}, r"extra\['cfg'\] = \{'lr': 0.1\} would be stored as Python objects"),
+    ({"none": None}, r"extra\['none'\] = None would be stored as Python objects"),
+    ({"hist": [1.0, [2.0, 3.0]]}, r"extra\['hist'\] is not an array of one shape"),
+])
+def test_save_refuses_extras_that_load_would_refuse_and_keeps_the_old_file(saved, extra, message):
+    # (save wrote them, replacing a good checkpoint with one load refused: Python objects are never unpickled)
+    path, _ = saved
+    before = open(path, "rb").read()
+    trainer = _trainer()
+    trainer.load(path)
+    with pytest.raises(CheckpointError, match=f"not written: {message}"):
+        trainer.save(path, extra=extra)
+    assert open(path, "rb").read() == before
+    trainer.save(path, extra={"lr": 0.1, "tags": ["a", "b"], "ok": True})
+    assert float(_trainer().load(path)["lr"]) == 0.1
+
+
 def test_loading_never_unpickles(tmp_path, monkeypatch):
     import pickle
 

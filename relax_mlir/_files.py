@@ -1,0 +1,45 @@
+"""Atomic file writes: what every writer of the package uses (checkpoints, exported libraries, the compile cache,
+the dialect file, ``relax-mlir import``): a temporary file in the target's directory, fsynced, then renamed over
+the target, so that a reader sees the old file or the new one whole, never a part, and a writer killed at any
+moment leaves the old file (or none)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+
+def write_atomically(path: str, write, where: str, expected: str = "a file name") -> None:
+    """Call ``write(f)`` on a binary file that replaces ``path`` only once whole (see the module docstring); a
+    writer killed at any moment leaves the old file, or none."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{where}: {path} is a directory; expected {expected}")
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"{where}: {path}: the directory {directory} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-", dir=directory)  # unique per writer
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the result is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(directory)  # the rename itself survives a power cut only once the directory is synced
+
+
+def _fsync_directory(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return  # some filesystems do not open directories; the rename is still atomic there
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
