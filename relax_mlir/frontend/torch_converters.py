@@ -100,13 +100,6 @@ def _axes(dims, ndim: int) -> list[int]:
 
 # -- converters, one per ATen op ----------------------------------------------------------------------------------
 
-def _addmm(node, args, kwargs):
-    bias, a, b = args[:3]
-    if kwargs.get("beta", 1) != 1 or kwargs.get("alpha", 1) != 1:
-        raise node_error(node, "beta and alpha other than 1 are not supported")
-    return op.add(op.matmul(a, b), bias)
-
-
 def _permute(node, args, kwargs):
     return op.permute_dims(args[0], axes=_axes(args[1], ndim_of(args[0])))
 
@@ -306,6 +299,126 @@ def _dropout(node, args, kwargs):
     return [TupleGetItem(op.nn.dropout(args[0], rate=float(args[1])), 0), None]
 
 
+def _dims(node, args, i: int, default=None) -> list[int] | None:
+    """Argument ``i``, a dim or a list of dims (None: every dim), made non-negative."""
+    dims = args[i] if len(args) > i else default
+    if dims is None or (not isinstance(dims, int) and len(dims) == 0):
+        return None
+    return _axes(dims, ndim_of(args[0]))
+
+
+def _max_dim(reduce, arg):
+    """``max.dim(x, dim, keepdim)``: values and indices (the first of equal ones)."""
+    def convert(node, args, kwargs):
+        x, dim = args[0], args[1] % ndim_of(args[0])
+        keep = bool(args[2]) if len(args) > 2 else bool(kwargs.get("keepdim", False))
+        return [reduce(x, axis=[dim], keepdims=keep), arg(x, axis=dim, keepdims=keep)]
+    return convert
+
+
+def _argmax(fn):
+    def convert(node, args, kwargs):
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        keep = bool(args[2]) if len(args) > 2 else bool(kwargs.get("keepdim", False))
+        return fn(args[0], axis=None if dim is None else dim % ndim_of(args[0]), keepdims=keep)
+    return convert
+
+
+def _split_at(node, x, dim: int, sizes: list[int]):
+    """The pieces of ``x`` along ``dim``, of ``sizes``."""
+    bounds = list(np.cumsum(sizes)[:-1])
+    parts = op.split(x, indices_or_sections=[int(b) for b in bounds], axis=dim)
+    return [TupleGetItem(parts, i) for i in range(len(sizes))]
+
+
+def _split_with_sizes(node, args, kwargs):
+    x, sizes = args[0], list(args[1])
+    return _split_at(node, x, (args[2] if len(args) > 2 else 0) % ndim_of(x), sizes)
+
+
+def _split_tensor(node, args, kwargs):
+    """``split.Tensor(x, size, dim)`` (``chunk``): pieces of ``size``, the last one shorter."""
+    x, size = args[0], args[1]
+    dim = (args[2] if len(args) > 2 else 0) % ndim_of(x)
+    n = x.struct_info.shape[dim]
+    return _split_at(node, x, dim, [min(size, n - s) for s in range(0, n, size)])
+
+
+def _pad(node, args, kwargs):
+    """``constant_pad_nd(x, pad, value)``: PyTorch's pad lists (before, after) from the last dim backwards."""
+    x, pad = args[0], list(args[1])
+    value = args[2] if len(args) > 2 else kwargs.get("value", 0.0)
+    if any(p < 0 for p in pad):
+        raise node_error(node, f"negative padding {pad} (cropping) is not supported")
+    width = [0] * (2 * ndim_of(x))
+    for i in range(len(pad) // 2):
+        axis = ndim_of(x) - 1 - i
+        width[2 * axis], width[2 * axis + 1] = pad[2 * i], pad[2 * i + 1]
+    return op.nn.pad(x, pad_width=width, pad_value=float(value))
+
+
+def _flip(node, args, kwargs):
+    x = args[0]
+    for axis in _axes(args[1], ndim_of(x)):
+        x = op.flip(x, axis=axis)
+    return x
+
+
+def _div_mode(node, args, kwargs):
+    """``div.Tensor_mode(a, b, rounding_mode=)``: "floor" is floor division, "trunc" division rounded toward 0."""
+    mode = kwargs.get("rounding_mode")
+    if mode is None:
+        return _binary(op.divide)(node, args, {})
+    if mode == "floor":
+        return _binary(op.floor_divide)(node, args, {})
+    quotient = _binary(op.divide)(node, args, {})  # integers: truncated already
+    return op.trunc(quotient) if dtype_of(quotient).startswith(("float", "bfloat")) else quotient
+
+
+def _addmm(node, args, kwargs):
+    bias, a, b = args[:3]
+    beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+    product = op.matmul(a, b)
+    if alpha != 1:
+        product = op.multiply(product, scalar_like(alpha, product))
+    if beta == 0:
+        return product
+    return op.add(product, bias if beta == 1 else op.multiply(bias, scalar_like(beta, bias)))
+
+
+def _constant(node, args, kwargs):
+    """``full(size, value)`` / ``scalar_tensor(value)``: a constant of the dtype PyTorch gave it."""
+    size, value = (args[0], args[1]) if str(node.target).startswith("aten.full") else ((), args[0])
+    return const(np.full(tuple(size), value, dtype=_result_dtype(node)))
+
+
+def _variance(take_root: bool):
+    """``var.correction`` / ``std.correction(x, dim, correction=1, keepdim)``: Relax's variance divides by n; a
+    correction c scales it by n / (n - c) (Bessel's for c = 1, PyTorch's default)."""
+    def convert(node, args, kwargs):
+        x = args[0]
+        axes = _dims(node, args, 1, kwargs.get("dim"))
+        correction = kwargs.get("correction", 1)
+        correction = 1 if correction is None else correction
+        keep = bool(kwargs.get("keepdim", False))
+        shape = x.struct_info.shape
+        n = int(np.prod([shape[a] for a in (axes if axes is not None else range(len(shape)))]))
+        v = op.variance(x, axis=axes, keepdims=keep)
+        if correction:
+            v = op.multiply(v, scalar_like(n / (n - correction) if n > correction else float("inf"), v))
+        return op.sqrt(v) if take_root else v
+    return convert
+
+
+def _group_norm(node, args, kwargs):
+    """``native_group_norm(x, w, b, N, C, HxW, group, eps)``: the normalized output (mean and rstd not made)."""
+    x, w, b, _, channels, _, groups, eps = args[:8]
+    rest = list(range(2, ndim_of(x)))
+    w = w if w is not None else const(np.ones(channels, np.dtype(dtype_of(x))))  # affine=False
+    b = b if b is not None else const(np.zeros(channels, np.dtype(dtype_of(x))))
+    return [op.nn.group_norm(x, w, b, num_groups=groups, channel_axis=1, axes=rest, epsilon=float(eps)), None, None]
+
+
 CONVERTERS: dict[str, Callable] = {
     "aten.add.Tensor": _binary(op.add), "aten.add.Scalar": _binary(op.add),
     "aten.sub.Tensor": _binary(op.subtract), "aten.sub.Scalar": _binary(op.subtract),
@@ -327,6 +440,21 @@ CONVERTERS: dict[str, Callable] = {
     "aten.tan.default": _unary(op.tan), "aten.atan.default": _unary(op.atan),
     "aten.isnan.default": _unary(op.isnan), "aten.isinf.default": _unary(op.isinf),
     "aten.reciprocal.default": lambda n, a, k: op.divide(scalar_like(1.0, a[0]), a[0]),
+    "aten.sum.default": lambda n, a, k: op.sum(a[0]), "aten.mean.default": lambda n, a, k: op.mean(a[0]),
+    "aten.max.default": lambda n, a, k: op.max(a[0]), "aten.min.default": lambda n, a, k: op.min(a[0]),
+    "aten.max.dim": _max_dim(op.max, op.argmax), "aten.min.dim": _max_dim(op.min, op.argmin),
+    "aten.argmax.default": _argmax(op.argmax), "aten.argmin.default": _argmax(op.argmin),
+    "aten.split_with_sizes.default": _split_with_sizes, "aten.split.Tensor": _split_tensor,
+    "aten.constant_pad_nd.default": _pad, "aten.flip.default": _flip,
+    "aten.index_select.default": lambda n, a, k: op.take(a[0], a[2], axis=a[1] % ndim_of(a[0])),
+    "aten.repeat.default": lambda n, a, k: op.tile(a[0], repeats=list(a[1])),
+    "aten.cumsum.default": lambda n, a, k: op.cumsum(a[0], axis=a[1] % ndim_of(a[0])),
+    "aten.div.Tensor_mode": _div_mode,
+    "aten.pow.Scalar": lambda n, a, k: op.power(scalar_like(a[0], a[1]), a[1]),
+    "aten.full.default": _constant, "aten.scalar_tensor.default": _constant,
+    "aten.var.correction": _variance(False), "aten.std.correction": _variance(True),
+    "aten.native_group_norm.default": _group_norm,
+    "aten._adaptive_avg_pool2d.default": lambda n, a, k: op.nn.adaptive_avg_pool2d(a[0], output_size=list(a[1])),
     "aten.where.self": lambda n, a, k: op.where(a[0], a[1], _operand(a[2], a[1])),
     "aten.relu.default": _unary(op.nn.relu), "aten.sigmoid.default": _unary(op.sigmoid),
     "aten.tanh.default": _unary(op.tanh), "aten.exp.default": _unary(op.exp), "aten.log.default": _unary(op.log),

@@ -225,3 +225,40 @@ def test_a_dynamic_size_is_refused_not_specialized():
     ep = torch.export.export(torch.nn.Linear(4, 3), (torch.ones(5, 4),), dynamic_shapes={"input": {0: batch}})
     with pytest.raises(TorchImportError, match=r"dynamic shape \(\w+, 4\); only static shapes are supported"):
         from_exported_program(ep)
+
+
+_MORE = {  # ATen ops real models use, each checked against PyTorch (values and dtypes, every output)
+    "mean and max of everything": lambda x: (x.mean(), x.max(), x.min(), x.sum()),
+    "max over a dim with its index": lambda x: torch.max(x * torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]), dim=1),
+    "argmax and argmin": lambda x: (x.argmax(dim=0, keepdim=True), x.argmin(), x.argmax(1)),
+    "chunk and split": lambda x: (*x.chunk(2, dim=1), *torch.split(x, [1, 2], dim=0)),
+    "pad": lambda x: torch.nn.functional.pad(x, (1, 2, 0, 1), value=0.5),
+    "flip, index_select, repeat": lambda x: (x.flip([0, 1]), x.index_select(1, torch.tensor([4, 0, 0])),
+                                            x.repeat(2, 1, 3)),
+    "cumsum": lambda x: x.cumsum(1),
+    "division modes": lambda x: (torch.div(x * 7, 2.0, rounding_mode="floor"), torch.div(x * 7, 2.0, rounding_mode="trunc"),
+                                 torch.div(torch.tensor([7, -7, 5]), 2, rounding_mode="floor")),
+    "pow of a scalar base": lambda x: torch.pow(2.0, x),
+    "addmm with alpha and beta": lambda x: torch.addmm(x[0, :2], x[:, :2].T, x[:, 2:4], beta=0.5, alpha=2.0),
+    "full and scalar_tensor": lambda x: (x + torch.full((3, 5), 2.5), x * torch.scalar_tensor(3.0)),
+    "var and std": lambda x: (x.var(dim=1), x.std(), x.var(dim=0, correction=0, keepdim=True)),
+    "group norm": lambda x: torch.nn.functional.group_norm(x.reshape(1, 3, 5), 3),
+    "adaptive average pool": lambda x: torch.nn.functional.adaptive_avg_pool2d(x.reshape(1, 1, 3, 5), (2, 2)),
+}
+
+
+@pytest.mark.parametrize("case", list(_MORE))
+def test_more_aten_ops_compute_what_pytorch_computes(case):
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(1))
+    model = _Lambda(_MORE[case])
+    mod, _, _ = from_exported_program(torch.export.export(model, (x,)))
+    roundtrip(mod)
+    expected = model(x)
+    expected = [t.numpy() for t in (expected if isinstance(expected, tuple) else (expected,))]
+    compiled = relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](x.numpy())
+    for got in (relax_mlir.interpret(mod, "main", x.numpy()), compiled):
+        got = list(got) if isinstance(got, tuple) else [got]
+        assert len(got) == len(expected), case
+        for g, e in zip(got, expected):
+            assert g.dtype == e.dtype and g.shape == e.shape, (case, g.dtype, e.dtype, g.shape, e.shape)
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
