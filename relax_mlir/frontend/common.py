@@ -120,6 +120,14 @@ def ndim_of(x: Expr) -> int:
     return x.struct_info.ndim
 
 
+def elu(x: Expr, alpha: float) -> Expr:
+    """ELU (no Relax op): ``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
+    from .. import op
+
+    negative = op.multiply(op.subtract(op.exp(x), scalar_like(1.0, x)), scalar_like(alpha, x))
+    return op.where(op.greater(x, scalar_like(0.0, x)), x, negative)
+
+
 def scalar_like(value, like: Expr) -> Expr:
     """A Python number as a 0-d constant of ``like``'s dtype (frameworks' scalar operands take the tensor's)."""
     return const(value, dtype_of(like))

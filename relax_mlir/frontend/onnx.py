@@ -22,6 +22,7 @@ Relax op gets ``1 - momentum``.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -31,7 +32,7 @@ from .. import op
 from ..ir import Var
 from ..ir.expr import Call, Constant, Expr, Tuple, TupleGetItem, const
 from ..op.registry import Op
-from .common import (ImportedModel, Names, Updates, build_main, check_supported, dtype_of, emit_updates, ndim_of,
+from .common import (ImportedModel, Names, Updates, build_main, check_supported, dtype_of, elu, emit_updates, ndim_of,
                      scalar_like, tensor_var)
 
 FRONTEND = "from_onnx"
@@ -297,9 +298,84 @@ def _constant_of_shape(node, xs):
 
 
 def _mod(node, xs):
-    """Only on constants (shape arithmetic): Relax has no remainder op."""
-    a, b = _need(node, xs[0], "Mod's operand"), _need(node, xs[1], "Mod's operand")
-    return const((np.fmod if node.attrs.get("fmod", 0) else np.mod)(a, b))
+    """``Mod``: the sign of the divisor (``floor_mod``), or of the dividend with ``fmod=1`` (``mod``); folded when
+    both operands are known (shape arithmetic)."""
+    known = [_known(x) for x in xs[:2]]
+    if all(k is not None for k in known):
+        return const((np.fmod if node.attrs.get("fmod", 0) else np.mod)(*known))
+    return (op.mod if node.attrs.get("fmod", 0) else op.floor_mod)(xs[0], xs[1])
+
+
+def _clip(node, xs):
+    """``Clip(x, min, max)`` (bounds as inputs since opset 11; either may be left out)."""
+    bound = lambda i, default: float(_need(node, xs[i], "a Clip bound")) if len(xs) > i and xs[i] is not None \
+        else default  # noqa: E731
+    return op.clip(xs[0], min=bound(1, -np.inf), max=bound(2, np.inf))
+
+
+def _hard_sigmoid(x: Expr, alpha: float, beta: float) -> Expr:
+    return op.clip(op.add(op.multiply(x, scalar_like(alpha, x)), scalar_like(beta, x)), min=0.0, max=1.0)
+
+
+def _arg(fn: Callable) -> Callable:
+    def convert(node, xs):
+        if node.attrs.get("select_last_index", 0):
+            raise node.fail("select_last_index=1 is not supported (the first of equal values is taken)")
+        return fn(xs[0], axis=node.attrs.get("axis", 0), keepdims=bool(node.attrs.get("keepdims", 1)))
+    return convert
+
+
+def _pad(node, xs):
+    """``Pad(x, pads, constant_value, axes)``, constant mode: ONNX's pads list every begin, then every end."""
+    if node.attrs.get("mode", "constant") != "constant":
+        raise node.fail(f"mode={node.attrs['mode']} is not supported (constant only)")
+    pads = _ints(node, xs[1], "pads")
+    value = float(_need(node, xs[2], "the pad value")) if len(xs) > 2 and xs[2] is not None else 0.0
+    rank = ndim_of(xs[0])
+    axes = [a % rank for a in _ints(node, xs[3], "axes")] if len(xs) > 3 and xs[3] is not None else list(range(rank))
+    if any(p < 0 for p in pads):
+        raise node.fail(f"negative pads {pads} (cropping) are not supported")
+    width = [0] * (2 * rank)
+    for i, a in enumerate(axes):
+        width[2 * a], width[2 * a + 1] = pads[i], pads[i + len(axes)]
+    return op.nn.pad(xs[0], pad_width=width, pad_value=value)
+
+
+def _split(node, xs):
+    """``Split(x, split)`` along ``axis``: sizes given, else ``num_outputs`` (or the outputs') equal parts."""
+    x, axis = xs[0], node.attrs.get("axis", 0) % ndim_of(xs[0])
+    n = _shape(x)[axis]
+    if len(xs) > 1 and xs[1] is not None:
+        sizes = _ints(node, xs[1], "split")
+    elif "split" in node.attrs:
+        sizes = list(node.attrs["split"])
+    else:
+        parts = node.attrs.get("num_outputs", len(node.proto.output))
+        size = -(-n // parts)
+        sizes = [min(size, n - s) for s in range(0, n, size)]
+    bounds = [int(b) for b in np.cumsum(sizes)[:-1]]
+    pieces = op.split(x, indices_or_sections=bounds, axis=axis)
+    return [TupleGetItem(pieces, i) for i in range(len(sizes))]
+
+
+def _cumsum(node, xs):
+    if node.attrs.get("reverse", 0):
+        raise node.fail("reverse=1 is not supported")
+    axis = int(np.ravel(_need(node, xs[1], "the axis"))[0]) % ndim_of(xs[0])
+    return op.cumsum(xs[0], axis=axis, exclusive=bool(node.attrs.get("exclusive", 0)))
+
+
+def _conv_transpose(node, xs):
+    x, w = xs[0], xs[1]
+    if ndim_of(x) != 4:
+        raise node.fail("only 2-D transposed convolution is supported")
+    if "output_shape" in node.attrs:
+        raise node.fail("output_shape is not supported; give pads and output_padding")
+    y = op.nn.conv2d_transpose(x, w, groups=node.attrs.get("group", 1),
+                               output_padding=tuple(node.attrs.get("output_padding", [0, 0])), **_spatial(node, xs, 2))
+    if len(xs) > 2 and xs[2] is not None:
+        y = op.add(y, op.reshape(xs[2], (1, -1, 1, 1)))
+    return y
 
 
 def _cast(node, xs):
@@ -327,7 +403,22 @@ def _gelu(node, xs):
 
 CONVERTERS: dict[str, Callable] = {
     "Add": _binary(op.add), "Sub": _binary(op.subtract), "Mul": _binary(op.multiply), "Div": _binary(op.divide),
-    "Pow": _pow, "Max": _binary(op.maximum), "Min": _binary(op.minimum), "Equal": _binary(op.equal),
+    "Pow": _pow, "Max": _binary(op.maximum),
+    "Greater": _binary(op.greater), "Less": _binary(op.less), "GreaterOrEqual": _binary(op.greater_equal),
+    "LessOrEqual": _binary(op.less_equal), "Not": _unary(op.logical_not), "And": _binary(op.logical_and),
+    "Or": _binary(op.logical_or), "Xor": _binary(op.logical_xor), "Clip": _clip,
+    "HardSigmoid": lambda node, xs: _hard_sigmoid(xs[0], node.attrs.get("alpha", 0.2), node.attrs.get("beta", 0.5)),
+    "HardSwish": lambda node, xs: op.multiply(xs[0], _hard_sigmoid(xs[0], 1.0 / 6.0, 0.5)),
+    "Elu": lambda node, xs: elu(xs[0], node.attrs.get("alpha", 1.0)),
+    "PRelu": lambda node, xs: op.where(op.less(xs[0], scalar_like(0.0, xs[0])), op.multiply(xs[0], xs[1]), xs[0]),
+    "Softplus": _unary(op.nn.softplus), "ArgMax": _arg(op.argmax), "ArgMin": _arg(op.argmin), "Pad": _pad,
+    "Sum": lambda node, xs: functools.reduce(op.add, xs), "Mean": lambda node, xs: op.divide(
+        functools.reduce(op.add, xs), scalar_like(float(len(xs)), xs[0])),
+    "Tile": lambda node, xs: op.tile(xs[0], repeats=_ints(node, xs[1], "repeats")), "Split": _split,
+    "CumSum": _cumsum, "ConvTranspose": _conv_transpose, "Einsum": lambda node, xs: op.einsum(
+        list(xs), subscripts=node.attrs["equation"].replace(" ", "")),
+    "ReduceL2": lambda node, xs: op.sqrt(_reduce(op.sum)(node, [op.multiply(xs[0], xs[0])] + list(xs[1:]))),
+    "ReduceL1": lambda node, xs: _reduce(op.sum)(node, [op.abs(xs[0])] + list(xs[1:])), "Min": _binary(op.minimum), "Equal": _binary(op.equal),
     "Where": lambda node, xs: op.where(*xs), "MatMul": _binary(op.matmul), "Gemm": _gemm, "Mod": _mod,
     "Relu": _unary(op.nn.relu), "Sigmoid": _unary(op.sigmoid), "Tanh": _unary(op.tanh), "Exp": _unary(op.exp),
     "Log": _unary(op.log), "Sqrt": _unary(op.sqrt), "Erf": _unary(op.erf), "Neg": _unary(op.negative),

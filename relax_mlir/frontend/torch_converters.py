@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import op
 from ..ir.expr import Expr, TupleGetItem, const
-from .common import Updates, dtype_of, ndim_of, scalar_like
+from .common import Updates, dtype_of, elu, ndim_of, scalar_like
 
 FRONTEND = "from_exported_program"
 
@@ -307,6 +307,14 @@ def _dims(node, args, i: int, default=None) -> list[int] | None:
     return _axes(dims, ndim_of(args[0]))
 
 
+def _elu(node, args, kwargs):
+    """``elu(x, alpha=1, scale=1, input_scale=1)``."""
+    alpha, scale, input_scale = (list(args[1:4]) + [1.0, 1.0, 1.0][len(args[1:4]):])[:3]
+    if scale != 1 or input_scale != 1:
+        raise node_error(node, "elu with scale or input_scale other than 1 (selu) is not supported")
+    return elu(args[0], alpha)
+
+
 def _max_dim(reduce, arg):
     """``max.dim(x, dim, keepdim)``: values and indices (the first of equal ones)."""
     def convert(node, args, kwargs):
@@ -440,6 +448,7 @@ CONVERTERS: dict[str, Callable] = {
     "aten.tan.default": _unary(op.tan), "aten.atan.default": _unary(op.atan),
     "aten.isnan.default": _unary(op.isnan), "aten.isinf.default": _unary(op.isinf),
     "aten.reciprocal.default": lambda n, a, k: op.divide(scalar_like(1.0, a[0]), a[0]),
+    "aten.elu.default": _elu,
     "aten.sum.default": lambda n, a, k: op.sum(a[0]), "aten.mean.default": lambda n, a, k: op.mean(a[0]),
     "aten.max.default": lambda n, a, k: op.max(a[0]), "aten.min.default": lambda n, a, k: op.min(a[0]),
     "aten.max.dim": _max_dim(op.max, op.argmax), "aten.min.dim": _max_dim(op.min, op.argmin),

@@ -90,10 +90,10 @@ def _tensor(name, shape, dtype=TensorProto.FLOAT):
 
 def test_every_unsupported_op_listed_at_once():
     nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Hardmax", ["a"], ["b"], name="hm"),
-             helper.make_node("Einsum", ["b"], ["c"], equation="ij->ji", name="es1"),
-             helper.make_node("Einsum", ["c"], ["y"], equation="ij->ji", name="es2")]
-    with pytest.raises(UnsupportedOpsError, match=r"2 unsupported op\(s\): Einsum \(used by es1, es2\); "
-                                                  r"Hardmax \(used by hm\)"):
+             helper.make_node("LpNormalization", ["b"], ["c"], name="lp1"),
+             helper.make_node("LpNormalization", ["c"], ["y"], name="lp2")]
+    with pytest.raises(UnsupportedOpsError, match=r"2 unsupported op\(s\): Hardmax \(used by hm\); "
+                                                  r"LpNormalization \(used by lp1, lp2\)"):
         from_onnx(_model(nodes, [_tensor("x", [2, 3])], [_tensor("y", [2, 3])]))
 
 
@@ -157,3 +157,60 @@ def test_dropout_in_training_mode_is_its_output():
     out = relax_mlir.interpret(mod, "main", np.ones((4, 8), "float32"), *params.values())
     # Relax's dropout: the identity outside a training step (SetupTrainer turns its random mask on), so ones here
     np.testing.assert_array_equal(out, np.ones((4, 8), "float32"))
+
+
+def _const(name, array):
+    return helper.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(np.asarray(array), name))
+
+
+_NODES = {  # ops of MobileNet-style and other real models, each against ONNX's reference evaluator
+    "Clip (ReLU6)": ([_const("lo", np.float32(0)), _const("hi", np.float32(6)),
+                      helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], [3, 4]),
+    "HardSigmoid, HardSwish, Elu, Softplus": ([
+        helper.make_node("HardSigmoid", ["x"], ["a"], alpha=0.3, beta=0.4), helper.make_node("HardSwish", ["x"], ["b"]),
+        helper.make_node("Elu", ["x"], ["c"], alpha=0.7), helper.make_node("Softplus", ["x"], ["d"]),
+        helper.make_node("Sum", ["a", "b", "c", "d"], ["y"])], [3, 4]),
+    "comparisons and logic": ([_const("t", np.float32(0.5)), helper.make_node("Greater", ["x", "t"], ["g"]),
+                               helper.make_node("LessOrEqual", ["x", "t"], ["l"]), helper.make_node("Not", ["l"], ["n"]),
+                               helper.make_node("Xor", ["g", "n"], ["o"]), helper.make_node("Cast", ["o"], ["y"], to=1)],
+                              [3, 4]),
+    "ArgMax": ([helper.make_node("ArgMax", ["x"], ["y"], axis=1, keepdims=0)], [3]),
+    "Pad": ([_const("p", np.array([0, 1, 2, 0], np.int64)), _const("v", np.float32(0.5)),
+             helper.make_node("Pad", ["x", "p", "v"], ["y"])], [5, 5]),
+    "PRelu": ([_const("s", np.array([[0.1], [0.2], [0.3]], np.float32)), helper.make_node("PRelu", ["x", "s"], ["y"])],
+              [3, 4]),
+    "Tile, Split, CumSum": ([_const("r", np.array([2, 1], np.int64)), helper.make_node("Tile", ["x", "r"], ["t"]),
+                             _const("sp", np.array([1, 3], np.int64)),
+                             helper.make_node("Split", ["t", "sp"], ["a", "b"], axis=1),
+                             _const("ax", np.array(0, np.int64)), helper.make_node("CumSum", ["b", "ax"], ["y"])],
+                            [6, 3]),
+    "Einsum, ReduceL2, Mod": ([helper.make_node("Einsum", ["x", "x"], ["e"], equation="ij,kj->ik"),
+                               helper.make_node("ReduceL2", ["e"], ["r"], axes=[1], keepdims=1),
+                               _const("m", np.float32(1.5)), helper.make_node("Mod", ["r", "m"], ["y"], fmod=1)],
+                              [3, 1]),
+}
+
+
+@pytest.mark.parametrize("case", list(_NODES))
+def test_more_onnx_ops_match_the_reference_evaluator(case):
+    nodes, out_shape = _NODES[case]
+    model = _model(nodes, [_tensor("x", [3, 4])], [helper.make_tensor_value_info("y", 0, None)])
+    x = np.random.default_rng(2).uniform(-2, 2, (3, 4)).astype("float32")
+    (expected,) = ReferenceEvaluator(model).run(None, {"x": x})
+    mod, params, _ = from_onnx(model)
+    for got in (relax_mlir.interpret(mod, "main", x, *params.values()),
+                relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](x, *params.values())):
+        assert got.shape == expected.shape == tuple(out_shape), (got.shape, expected.shape)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_conv_transpose_matches_pytorch():
+    w = np.random.default_rng(3).standard_normal((4, 2, 3, 3)).astype("float32")
+    nodes = [_const("w", w), helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1],
+                                              output_padding=[1, 1])]
+    model = _model(nodes, [_tensor("x", [1, 4, 5, 5])], [_tensor("y", [1, 2, 10, 10])])
+    x = np.random.default_rng(4).standard_normal((1, 4, 5, 5)).astype("float32")
+    mod, params, _ = from_onnx(model)
+    expected = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=2, padding=1,
+                                                    output_padding=1).numpy()
+    np.testing.assert_allclose(relax_mlir.interpret(mod, "main", x, *params.values()), expected, rtol=1e-5, atol=1e-5)

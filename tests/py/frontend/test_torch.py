@@ -243,6 +243,7 @@ _MORE = {  # ATen ops real models use, each checked against PyTorch (values and 
     "full and scalar_tensor": lambda x: (x + torch.full((3, 5), 2.5), x * torch.scalar_tensor(3.0)),
     "var and std": lambda x: (x.var(dim=1), x.std(), x.var(dim=0, correction=0, keepdim=True)),
     "group norm": lambda x: torch.nn.functional.group_norm(x.reshape(1, 3, 5), 3),
+    "elu": lambda x: torch.nn.functional.elu(x, alpha=0.7),
     "adaptive average pool": lambda x: torch.nn.functional.adaptive_avg_pool2d(x.reshape(1, 1, 3, 5), (2, 2)),
 }
 
