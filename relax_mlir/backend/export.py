@@ -44,8 +44,8 @@ from .signature import ExportError, flatten_struct_info  # noqa: F401 - ExportEr
 from ..transform.utils import call_cycle, reachable, recursion_message
 from .legalize.checks import report_if
 from .legalize.size_checks import ARG_SIZES
-from .dialect import (SYMBOLIC_ENTRY, VARIADIC, dialect_op_name, element_type, encode_attr, has_dims_operands, load_relax_dialect,
-                      result_arity)
+from .dialect import (SYMBOLIC_ENTRY, VARIADIC, dialect_op_name, element_type, encode_attr, has_dims_operands,
+                      load_relax_dialect, result_arity)
 
 Flat = Union[ir.Value, tuple]
 

@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 e111b46b26706485b9a7da6bf99db89e6e649b00540c501d6f89303af2d7ca91
+// registry sha256 c4c5dd57db994f69bae30ecc4c3f9d5adfd89cc3864118c49ef8cc04fef3fbae
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

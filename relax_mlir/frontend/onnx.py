@@ -418,7 +418,8 @@ CONVERTERS: dict[str, Callable] = {
     "CumSum": _cumsum, "ConvTranspose": _conv_transpose, "Einsum": lambda node, xs: op.einsum(
         list(xs), subscripts=node.attrs["equation"].replace(" ", "")),
     "ReduceL2": lambda node, xs: op.sqrt(_reduce(op.sum)(node, [op.multiply(xs[0], xs[0])] + list(xs[1:]))),
-    "ReduceL1": lambda node, xs: _reduce(op.sum)(node, [op.abs(xs[0])] + list(xs[1:])), "Min": _binary(op.minimum), "Equal": _binary(op.equal),
+    "ReduceL1": lambda node, xs: _reduce(op.sum)(node, [op.abs(xs[0])] + list(xs[1:])),
+    "Min": _binary(op.minimum), "Equal": _binary(op.equal),
     "Where": lambda node, xs: op.where(*xs), "MatMul": _binary(op.matmul), "Gemm": _gemm, "Mod": _mod,
     "Relu": _unary(op.nn.relu), "Sigmoid": _unary(op.sigmoid), "Tanh": _unary(op.tanh), "Exp": _unary(op.exp),
     "Log": _unary(op.log), "Sqrt": _unary(op.sqrt), "Erf": _unary(op.erf), "Neg": _unary(op.negative),

@@ -12,8 +12,8 @@ from .registry import (NOT_DIFFERENTIABLE, REQUIRED, SECOND_ORDER_UNSUPPORTED, B
                        list_ops, register, substitute_attrs)
 
 # Re-export the top-level ops (relax.add, relax.sum, ...) by their short names.
-for _family in (unary, fast_math, binary, logical, create, reduce, manipulate, indexing, linalg, random, summation, tiling,
-                scatter, sort):
+for _family in (unary, fast_math, binary, logical, create, reduce, manipulate, indexing, linalg, random, summation,
+                tiling, scatter, sort):
     for _name, _value in vars(_family).items():
         if isinstance(_value, Op) and not _name.startswith("_"):
             globals()[_name] = _value

@@ -166,7 +166,8 @@ def _slice_ref(x, axes, begin, end, strides):
 strided_slice = register(Op(
     name="relax.strided_slice", lowering="shape:strided_slice", inputs=("x",),
     attrs={"axes": REQUIRED, "begin": REQUIRED, "end": REQUIRED, "strides": None},
-    infer=_slice_infer, canonicalize=_slice_canon, check_attrs=_slice_check, reference=_slice_ref, size_attrs=("begin", "end"),
+    infer=_slice_infer, canonicalize=_slice_canon, check_attrs=_slice_check, reference=_slice_ref,
+    size_attrs=("begin", "end"),
     gradient=gu.tensor_rule(lambda x, g, call: get_op("relax.grad.strided_slice_backward")(
         g, **call.attrs, shape=gu.shape_of(x, "relax.strided_slice gradient"))),
     samples=[Sample([_T((5, 6), "float32")], {"axes": (0,), "begin": (1,), "end": (4,)}),
