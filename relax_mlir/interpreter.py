@@ -167,7 +167,11 @@ class Interpreter:
         cycle = call_cycle(self.mod, [func_name])
         if cycle:
             raise InterpreterError(f"interpret: {recursion_message(cycle)}")
-        # Lists are accepted for tuples; NumPy scalars are not turned into arrays (they may be PrimValues).
+        # Lists are accepted for tuples; a NumPy scalar is a 0-d array where the parameter is a tensor (elsewhere it
+        # may be a PrimValue).
+        params = self.mod[func_name].params
+        args = [np.asarray(a) if isinstance(a, np.generic) and i < len(params) and
+                isinstance(params[i].struct_info, TensorStructInfo) else a for i, a in enumerate(args)]
         return self._apply(self.mod[func_name], func_name, [_tuples(a) for a in args], {})
 
     __call__ = call

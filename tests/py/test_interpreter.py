@@ -104,6 +104,18 @@ def test_match_cast_binds_and_checks_sizes():
         interpret(mod, "main", np.zeros((4, 5), np.float32))
 
 
+def test_a_numpy_scalar_is_a_0d_tensor_argument():
+    # (refused as "not a NumPy array", where compiled calls take it)
+    bb = BlockBuilder()
+    x = Var("x", TensorStructInfo((), F32))
+    with bb.function("main", [x]):
+        bb.emit_func_output(op.add(x, x))
+    out = interpret(bb.get(), "main", np.float32(2.5))
+    assert out.shape == () and out.dtype == np.float32 and out == 5.0
+    with pytest.raises(InterpreterError, match=r"expected dtype float32, got float64"):
+        interpret(bb.get(), "main", np.float64(2.5))  # the oracle converts no dtype
+
+
 def test_prim_value_parameter():
     bb = BlockBuilder()
     k = Var("k", PrimStructInfo("int64"))
