@@ -307,6 +307,23 @@ def _dims(node, args, i: int, default=None) -> list[int] | None:
     return _axes(dims, ndim_of(args[0]))
 
 
+def _upsample_nearest(node, args, kwargs):
+    """``upsample_nearest2d.vec(x, output_size, scale_factors)``: with whole scales, each pixel repeated (a
+    ``repeat`` along H, then W); other scales are refused."""
+    x = args[0]
+    (h, w), (oh, ow) = x.struct_info.shape[2:], _out_shape(node)[2:]
+    if oh % h or ow % w:
+        raise node_error(node, f"nearest upsampling from {h}x{w} to {oh}x{ow}: only whole scale factors are supported")
+    if oh != h:
+        x = op.repeat(x, repeats=oh // h, axis=2)
+    return x if ow == w else op.repeat(x, repeats=ow // w, axis=3)
+
+
+def _arange(node, args, kwargs):
+    """``arange(start, end, step)``: a constant (its bounds are numbers; the dtype PyTorch gave it)."""
+    return const(np.arange(*[a for a in args if isinstance(a, (int, float))], dtype=_result_dtype(node)))
+
+
 def _elu(node, args, kwargs):
     """``elu(x, alpha=1, scale=1, input_scale=1)``."""
     alpha, scale, input_scale = (list(args[1:4]) + [1.0, 1.0, 1.0][len(args[1:4]):])[:3]
@@ -449,7 +466,9 @@ CONVERTERS: dict[str, Callable] = {
     "aten.tan.default": _unary(op.tan), "aten.atan.default": _unary(op.atan),
     "aten.isnan.default": _unary(op.isnan), "aten.isinf.default": _unary(op.isinf),
     "aten.reciprocal.default": lambda n, a, k: op.divide(scalar_like(1.0, a[0]), a[0]),
-    "aten.elu.default": _elu,
+    "aten.elu.default": _elu, "aten.upsample_nearest2d.vec": _upsample_nearest,
+    "aten.upsample_nearest2d.default": _upsample_nearest, "aten.arange.start_step": _arange,
+    "aten.arange.default": _arange, "aten.arange.start": _arange,
     "aten.sum.default": lambda n, a, k: op.sum(a[0]), "aten.mean.default": lambda n, a, k: op.mean(a[0]),
     "aten.max.default": lambda n, a, k: op.max(a[0]), "aten.min.default": lambda n, a, k: op.min(a[0]),
     "aten.max.dim": _max_dim(op.max, op.argmax), "aten.min.dim": _max_dim(op.min, op.argmin),

@@ -244,6 +244,8 @@ _MORE = {  # ATen ops real models use, each checked against PyTorch (values and 
     "var and std": lambda x: (x.var(dim=1), x.std(), x.var(dim=0, correction=0, keepdim=True)),
     "group norm": lambda x: torch.nn.functional.group_norm(x.reshape(1, 3, 5), 3),
     "elu": lambda x: torch.nn.functional.elu(x, alpha=0.7),
+    "nearest upsampling and arange": lambda x: torch.nn.functional.interpolate(
+        x.reshape(1, 1, 3, 5), scale_factor=(2, 3), mode="nearest") + torch.arange(15.0) + torch.arange(0, 30, 2),
     "adaptive average pool": lambda x: torch.nn.functional.adaptive_avg_pool2d(x.reshape(1, 1, 3, 5), (2, 2)),
 }
 
