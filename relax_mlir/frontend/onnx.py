@@ -378,6 +378,33 @@ def _conv_transpose(node, xs):
     return y
 
 
+#: Resize's nearest modes in which a whole scale factor repeats each pixel: PyTorch's export (asymmetric, floor) and
+#: ONNX's defaults (half_pixel, round_prefer_floor).
+_REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("pytorch_half_pixel", "round_prefer_floor")}
+
+
+def _resize(node, xs):
+    """``Resize`` (nearest, by whole scale factors, in the modes where that repeats each pixel): ``repeat`` along
+    each scaled axis; other modes and factors are refused."""
+    x = xs[0]
+    mode = (node.attrs.get("coordinate_transformation_mode", "half_pixel"),
+            node.attrs.get("nearest_mode", "round_prefer_floor"))
+    if node.attrs.get("mode", "nearest") != "nearest" or mode not in _REPEATING:
+        raise node.fail(f"mode={node.attrs.get('mode', 'nearest')} with {mode}: only nearest resizing that repeats "
+                        f"pixels is supported ({', '.join(map(str, sorted(_REPEATING)))})")
+    shape = _shape(x)
+    if len(xs) > 3 and xs[3] is not None:
+        sizes = _ints(node, xs[3], "sizes")
+    else:
+        sizes = [round(d * float(s)) for d, s in zip(shape, np.ravel(_need(node, xs[2], "scales")))]
+    for axis, (d, n) in enumerate(zip(shape, sizes)):
+        if n % d:
+            raise node.fail(f"resizing axis {axis} from {d} to {n}: only whole scale factors are supported")
+        if n != d:
+            x = op.repeat(x, repeats=n // d, axis=axis)
+    return x
+
+
 def _cast(node, xs):
     return op.astype(xs[0], str(_np_dtype(node.attrs["to"])))
 
@@ -415,7 +442,7 @@ CONVERTERS: dict[str, Callable] = {
     "Sum": lambda node, xs: functools.reduce(op.add, xs), "Mean": lambda node, xs: op.divide(
         functools.reduce(op.add, xs), scalar_like(float(len(xs)), xs[0])),
     "Tile": lambda node, xs: op.tile(xs[0], repeats=_ints(node, xs[1], "repeats")), "Split": _split,
-    "CumSum": _cumsum, "ConvTranspose": _conv_transpose, "Einsum": lambda node, xs: op.einsum(
+    "CumSum": _cumsum, "Resize": _resize, "ConvTranspose": _conv_transpose, "Einsum": lambda node, xs: op.einsum(
         list(xs), subscripts=node.attrs["equation"].replace(" ", "")),
     "ReduceL2": lambda node, xs: op.sqrt(_reduce(op.sum)(node, [op.multiply(xs[0], xs[0])] + list(xs[1:]))),
     "ReduceL1": lambda node, xs: _reduce(op.sum)(node, [op.abs(xs[0])] + list(xs[1:])),

@@ -184,6 +184,13 @@ _NODES = {  # ops of MobileNet-style and other real models, each against ONNX's 
                              helper.make_node("Split", ["t", "sp"], ["a", "b"], axis=1),
                              _const("ax", np.array(0, np.int64)), helper.make_node("CumSum", ["b", "ax"], ["y"])],
                             [6, 3]),
+    "Resize (nearest, PyTorch's modes)": ([
+        _const("scales", np.array([1, 2], np.float32)),
+        helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest",
+                         coordinate_transformation_mode="asymmetric", nearest_mode="floor")], [3, 8]),
+    "Resize (nearest, ONNX's defaults, sizes)": ([
+        _const("sizes", np.array([6, 12], np.int64)),
+        helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest")], [6, 12]),
     "Einsum, ReduceL2, Mod": ([helper.make_node("Einsum", ["x", "x"], ["e"], equation="ij,kj->ik"),
                                helper.make_node("ReduceL2", ["e"], ["r"], axes=[1], keepdims=1),
                                _const("m", np.float32(1.5)), helper.make_node("Mod", ["r", "m"], ["y"], fmod=1)],
