@@ -324,6 +324,24 @@ def _arange(node, args, kwargs):
     return const(np.arange(*[a for a in args if isinstance(a, (int, float))], dtype=_result_dtype(node)))
 
 
+def _sort(node, args, kwargs):
+    """``sort(x, dim=-1, descending=False)``: values and int64 indices."""
+    x = args[0]
+    axis = (args[1] if len(args) > 1 else kwargs.get("dim", -1)) % ndim_of(x)
+    descending = bool(args[2] if len(args) > 2 else kwargs.get("descending", False))
+    return [op.sort(x, axis=axis, descending=descending), op.argsort(x, axis=axis, descending=descending,
+                                                                      dtype="int64")]
+
+
+def _topk(node, args, kwargs):
+    """``topk(x, k, dim=-1, largest=True, sorted=True)``: values and int64 indices."""
+    x, k = args[0], args[1]
+    axis = (args[2] if len(args) > 2 else kwargs.get("dim", -1)) % ndim_of(x)
+    largest = bool(args[3] if len(args) > 3 else kwargs.get("largest", True))
+    both = op.topk(x, k=k, axis=axis, ret_type="both", largest=largest, dtype="int64")
+    return [TupleGetItem(both, 0), TupleGetItem(both, 1)]
+
+
 def _elu(node, args, kwargs):
     """``elu(x, alpha=1, scale=1, input_scale=1)``."""
     alpha, scale, input_scale = (list(args[1:4]) + [1.0, 1.0, 1.0][len(args[1:4]):])[:3]
@@ -466,7 +484,7 @@ CONVERTERS: dict[str, Callable] = {
     "aten.tan.default": _unary(op.tan), "aten.atan.default": _unary(op.atan),
     "aten.isnan.default": _unary(op.isnan), "aten.isinf.default": _unary(op.isinf),
     "aten.reciprocal.default": lambda n, a, k: op.divide(scalar_like(1.0, a[0]), a[0]),
-    "aten.elu.default": _elu, "aten.upsample_nearest2d.vec": _upsample_nearest,
+    "aten.elu.default": _elu, "aten.sort.default": _sort, "aten.topk.default": _topk, "aten.upsample_nearest2d.vec": _upsample_nearest,
     "aten.upsample_nearest2d.default": _upsample_nearest, "aten.arange.start_step": _arange,
     "aten.arange.default": _arange, "aten.arange.start": _arange,
     "aten.sum.default": lambda n, a, k: op.sum(a[0]), "aten.mean.default": lambda n, a, k: op.mean(a[0]),

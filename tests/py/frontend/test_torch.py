@@ -236,6 +236,7 @@ _MORE = {  # ATen ops real models use, each checked against PyTorch (values and 
     "flip, index_select, repeat": lambda x: (x.flip([0, 1]), x.index_select(1, torch.tensor([4, 0, 0])),
                                             x.repeat(2, 1, 3)),
     "cumsum": lambda x: x.cumsum(1),
+    "sort and topk": lambda x: (*torch.sort(x, dim=1, descending=True), *torch.topk(x, 2, dim=0, largest=False)),
     "division modes": lambda x: (torch.div(x * 7, 2.0, rounding_mode="floor"), torch.div(x * 7, 2.0, rounding_mode="trunc"),
                                  torch.div(torch.tensor([7, -7, 5]), 2, rounding_mode="floor")),
     "pow of a scalar base": lambda x: torch.pow(2.0, x),
