@@ -405,6 +405,30 @@ def _resize(node, xs):
     return x
 
 
+def _instance_norm(node, xs):
+    """``InstanceNormalization``: a group norm with one group per channel."""
+    x, scale, bias = xs[:3]
+    channels = _shape(x)[1]
+    return op.nn.group_norm(x, scale, bias, num_groups=channels, channel_axis=1, axes=list(range(2, ndim_of(x))),
+                            epsilon=float(node.attrs.get("epsilon", 1e-5)))
+
+
+def _depth_to_space(node, xs):
+    """``DepthToSpace``: channel blocks to pixels; ``DCR`` (the default) reads the block before the channel,
+    ``CRD`` the channel before the block (``pixel_shuffle``'s order)."""
+    x, b = xs[0], node.attrs["blocksize"]
+    n, c, h, w = _shape(x)
+    if node.attrs.get("mode", "DCR") == "CRD":
+        return op.nn.pixel_shuffle(x, upscale_factor=b)
+    blocks = op.reshape(x, (n, b, b, c // (b * b), h, w))
+    return op.reshape(op.permute_dims(blocks, axes=[0, 3, 4, 1, 5, 2]), (n, c // (b * b), h * b, w * b))
+
+
+def _trilu(node, xs):
+    k = int(np.ravel(_need(node, xs[1], "k"))[0]) if len(xs) > 1 and xs[1] is not None else 0
+    return (op.triu if node.attrs.get("upper", 1) else op.tril)(xs[0], k=k)
+
+
 def _cast(node, xs):
     return op.astype(xs[0], str(_np_dtype(node.attrs["to"])))
 
@@ -442,7 +466,8 @@ CONVERTERS: dict[str, Callable] = {
     "Sum": lambda node, xs: functools.reduce(op.add, xs), "Mean": lambda node, xs: op.divide(
         functools.reduce(op.add, xs), scalar_like(float(len(xs)), xs[0])),
     "Tile": lambda node, xs: op.tile(xs[0], repeats=_ints(node, xs[1], "repeats")), "Split": _split,
-    "CumSum": _cumsum, "Resize": _resize, "ConvTranspose": _conv_transpose, "Einsum": lambda node, xs: op.einsum(
+    "CumSum": _cumsum, "Resize": _resize, "InstanceNormalization": _instance_norm,
+    "DepthToSpace": _depth_to_space, "Trilu": _trilu, "ConvTranspose": _conv_transpose, "Einsum": lambda node, xs: op.einsum(
         list(xs), subscripts=node.attrs["equation"].replace(" ", "")),
     "ReduceL2": lambda node, xs: op.sqrt(_reduce(op.sum)(node, [op.multiply(xs[0], xs[0])] + list(xs[1:]))),
     "ReduceL1": lambda node, xs: _reduce(op.sum)(node, [op.abs(xs[0])] + list(xs[1:])),

@@ -191,6 +191,17 @@ _NODES = {  # ops of MobileNet-style and other real models, each against ONNX's 
     "Resize (nearest, ONNX's defaults, sizes)": ([
         _const("sizes", np.array([6, 12], np.int64)),
         helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest")], [6, 12]),
+    "InstanceNormalization, Trilu": ([
+        _const("s4", np.array([1, 3, 2, 2], np.int64)), helper.make_node("Reshape", ["x", "s4"], ["x4"]),
+        _const("g", np.array([1.0, 2.0, 0.5], np.float32)),
+        _const("b", np.array([0.0, 0.1, -0.2], np.float32)),
+        helper.make_node("InstanceNormalization", ["x4", "g", "b"], ["n"], epsilon=1e-3),
+        _const("k", np.array(1, np.int64)), helper.make_node("Trilu", ["n", "k"], ["y"], upper=0)], [1, 3, 2, 2]),
+    "DepthToSpace, both modes": ([
+        _const("s4", np.array([1, 12, 1, 1], np.int64)), helper.make_node("Reshape", ["x", "s4"], ["x4"]),
+        helper.make_node("DepthToSpace", ["x4"], ["d"], blocksize=2, mode="DCR"),
+        helper.make_node("DepthToSpace", ["x4"], ["c"], blocksize=2, mode="CRD"),
+        helper.make_node("Sub", ["d", "c"], ["dc"]), helper.make_node("Add", ["dc", "d"], ["y"])], [1, 3, 2, 2]),
     "Einsum, ReduceL2, Mod": ([helper.make_node("Einsum", ["x", "x"], ["e"], equation="ij,kj->ik"),
                                helper.make_node("ReduceL2", ["e"], ["r"], axes=[1], keepdims=1),
                                _const("m", np.float32(1.5)), helper.make_node("Mod", ["r", "m"], ["y"], fmod=1)],
