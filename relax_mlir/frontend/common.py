@@ -120,6 +120,15 @@ def ndim_of(x: Expr) -> int:
     return x.struct_info.ndim
 
 
+def split_pieces(x: Expr, axis: int, sizes: Sequence[int]) -> list[Expr]:
+    """The pieces of ``x`` along ``axis``, of ``sizes`` (PyTorch's ``split``, ONNX's ``Split``)."""
+    from .. import op
+
+    bounds = [int(b) for b in np.cumsum(sizes)[:-1]]
+    pieces = op.split(x, indices_or_sections=bounds, axis=axis)
+    return [TupleGetItem(pieces, i) for i in range(len(sizes))]
+
+
 def elu(x: Expr, alpha: float) -> Expr:
     """ELU (no Relax op): ``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
     from .. import op

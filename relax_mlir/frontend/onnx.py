@@ -33,7 +33,7 @@ from ..ir import Var
 from ..ir.expr import Call, Constant, Expr, Tuple, TupleGetItem, const
 from ..op.registry import Op
 from .common import (ImportedModel, Names, Updates, build_main, check_supported, dtype_of, elu, emit_updates, ndim_of,
-                     scalar_like, tensor_var)
+                     scalar_like, split_pieces, tensor_var)
 
 FRONTEND = "from_onnx"
 MIN_OPSET = 17
@@ -353,9 +353,7 @@ def _split(node, xs):
         parts = node.attrs.get("num_outputs", len(node.proto.output))
         size = -(-n // parts)
         sizes = [min(size, n - s) for s in range(0, n, size)]
-    bounds = [int(b) for b in np.cumsum(sizes)[:-1]]
-    pieces = op.split(x, indices_or_sections=bounds, axis=axis)
-    return [TupleGetItem(pieces, i) for i in range(len(sizes))]
+    return split_pieces(x, axis, sizes)
 
 
 def _cumsum(node, xs):

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import op
 from ..ir.expr import Expr, TupleGetItem, const
-from .common import Updates, dtype_of, elu, ndim_of, scalar_like
+from .common import Updates, dtype_of, elu, ndim_of, scalar_like, split_pieces
 
 FRONTEND = "from_exported_program"
 
@@ -201,14 +201,10 @@ def _softmax(fn):
 
 def _reduce(fn):
     def convert(node, args, kwargs):
-        x = args[0]
-        dims = args[1] if len(args) > 1 else None
-        if dims is not None and not isinstance(dims, int) and len(dims) == 0:
-            dims = None  # PyTorch's dim=[]: every dimension (x.sum(), a 1-D dot product)
         keep = bool(args[2]) if len(args) > 2 else bool(kwargs.get("keepdim", False))
         if kwargs.get("dtype") is not None:
             raise node_error(node, "a reduction with a dtype argument is not supported")
-        return fn(x, axis=None if dims is None else _axes(dims, ndim_of(x)), keepdims=keep)
+        return fn(args[0], axis=_dims(args, 1), keepdims=keep)
     return convert
 
 
@@ -299,8 +295,9 @@ def _dropout(node, args, kwargs):
     return [TupleGetItem(op.nn.dropout(args[0], rate=float(args[1])), 0), None]
 
 
-def _dims(node, args, i: int, default=None) -> list[int] | None:
-    """Argument ``i``, a dim or a list of dims (None: every dim), made non-negative."""
+def _dims(args, i: int, default=None) -> list[int] | None:
+    """Argument ``i``, a dim or a list of dims made non-negative; None for every dim (left out, None, or PyTorch's
+    ``dim=[]``: ``x.sum()``, a 1-D dot product)."""
     dims = args[i] if len(args) > i else default
     if dims is None or (not isinstance(dims, int) and len(dims) == 0):
         return None
@@ -367,16 +364,9 @@ def _argmax(fn):
     return convert
 
 
-def _split_at(node, x, dim: int, sizes: list[int]):
-    """The pieces of ``x`` along ``dim``, of ``sizes``."""
-    bounds = list(np.cumsum(sizes)[:-1])
-    parts = op.split(x, indices_or_sections=[int(b) for b in bounds], axis=dim)
-    return [TupleGetItem(parts, i) for i in range(len(sizes))]
-
-
 def _split_with_sizes(node, args, kwargs):
     x, sizes = args[0], list(args[1])
-    return _split_at(node, x, (args[2] if len(args) > 2 else 0) % ndim_of(x), sizes)
+    return split_pieces(x, (args[2] if len(args) > 2 else 0) % ndim_of(x), sizes)
 
 
 def _split_tensor(node, args, kwargs):
@@ -384,7 +374,7 @@ def _split_tensor(node, args, kwargs):
     x, size = args[0], args[1]
     dim = (args[2] if len(args) > 2 else 0) % ndim_of(x)
     n = x.struct_info.shape[dim]
-    return _split_at(node, x, dim, [min(size, n - s) for s in range(0, n, size)])
+    return split_pieces(x, dim, [min(size, n - s) for s in range(0, n, size)])
 
 
 def _pad(node, args, kwargs):
@@ -440,7 +430,7 @@ def _variance(take_root: bool):
     correction c scales it by n / (n - c) (Bessel's for c = 1, PyTorch's default)."""
     def convert(node, args, kwargs):
         x = args[0]
-        axes = _dims(node, args, 1, kwargs.get("dim"))
+        axes = _dims(args, 1, kwargs.get("dim"))
         correction = kwargs.get("correction", 1)
         correction = 1 if correction is None else correction
         keep = bool(kwargs.get("keepdim", False))

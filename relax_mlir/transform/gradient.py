@@ -303,8 +303,9 @@ class _Differentiator:
                 needed.update(free_vars_of([b.value]))
         uses = []
         for b in self.bindings:
+            # An op none of whose inputs takes a gradient (grad.no_grad) is a stop written on purpose.
             if b.var in needed and isinstance(b.value, Call) and isinstance(b.value.op, Op) and \
-                    b.value.op.name != "relax.grad.no_grad":  # a stop written on purpose
+                    not set(b.value.op.inputs) <= set(b.value.op.no_grad_inputs):
                 op = b.value.op
                 for i, a in enumerate(b.value.args):
                     names = sorted(set().union(*(roots.get(v, set()) for v in free_vars_of([a]))))
