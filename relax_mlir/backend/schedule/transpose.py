@@ -47,6 +47,9 @@ _TAG = "relax_mlir.transpose"
 #: A transpose only a packed matmul reads as its B: left to the matmul schedule, whose packing copies transpose
 #: each block of it instead (``matmul.defer_packed_transposes``).
 DEFER_TAG = "relax_mlir.packed_b"
+#: A row-copying transpose that packs a matmul's B block into panels (``panels.py``): its rows are copied as
+#: whole vectors even inside a thread's chunk, where other row copies are left to LLVM's loop vectorizer.
+PANEL_TAG = "relax_mlir.panel"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +83,8 @@ def plan_transpose(op: ir.Operation, threads: int = 1, host: HostCPU | None = No
     for d in shape:
         elements *= d
     if perm[-1] == rank - 1:
+        if PANEL_TAG in op.attributes:  # a matmul's B block packed into panels: each row one vector copy
+            return TransposePlan(tuple([1] * (rank - 1) + [shape[-1]]))
         # the innermost dimension stays: row copies, which LLVM vectorizes; a large one is split across threads
         if threads > 1 and elements >= PARALLEL_MIN_ELEMENTS and shape[0] % threads == 0:
             return TransposePlan((), tuple([shape[0] // threads] + [0] * (rank - 1)))
