@@ -81,17 +81,21 @@ def dialect_ops(extra: Iterable[Op] = ()) -> dict[str, Op]:
 # --- dtypes ------------------------------------------------------------------------------------------------
 _FLOATS = {"float16": ir.F16Type, "bfloat16": ir.BF16Type, "float32": ir.F32Type, "float64": ir.F64Type}
 _INTS = {"bool": 1, "int8": 8, "int16": 16, "int32": 32, "int64": 64}
+_UINTS = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
 
 
 def element_type(dtype: str) -> ir.Type:
-    """The MLIR element type of a Relax dtype (in the current context). Unsigned dtypes are not supported:
-    MLIR's integers are signless, so their meaning would be lost on the way."""
+    """The MLIR element type of a Relax dtype (in the current context). MLIR's integers are signless: an unsigned
+    dtype is the integer of its width, and what is unsigned about it is carried by the ops that read it
+    (``unsigned.py``)."""
     if dtype in _FLOATS:
         return _FLOATS[dtype].get()
     if dtype in _INTS:
         return ir.IntegerType.get_signless(_INTS[dtype])
+    if dtype in _UINTS:
+        return ir.IntegerType.get_signless(_UINTS[dtype])
     raise ValueError(f"dtype {dtype} is not supported by the MLIR backend yet "
-                     f"(supported: {', '.join(list(_FLOATS) + list(_INTS))})")
+                     f"(supported: {', '.join(list(_FLOATS) + list(_INTS) + list(_UINTS))})")
 
 
 def dtype_of(t: ir.Type) -> str:

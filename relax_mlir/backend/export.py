@@ -41,6 +41,7 @@ from ..ir.visitor import post_order_visit
 from ..op.registry import REQUIRED, Op, get_op
 from .error_slot import CHECKS_OFF_ATTR, SHAPE_CHECK_PREFIX
 from .signature import ExportError, flatten_struct_info  # noqa: F401 - ExportError: re-exported
+from .unsigned import unsigned_attrs
 from ..transform.utils import call_cycle, reachable, recursion_message
 from .legalize.checks import report_if
 from .legalize.size_checks import ARG_SIZES
@@ -93,6 +94,8 @@ def constant(data: np.ndarray, sinfo: TensorStructInfo, where: str) -> ir.Value:
         attr = ir.DenseElementsAttr.get(np.packbits(data.reshape(-1), bitorder="little"), type=t)
     elif sinfo.dtype == "bfloat16":
         attr = ir.DenseElementsAttr.get(data.view(np.uint16), type=t)
+    elif data.dtype.kind == "u":  # signless integers: the same bits, read as signed
+        attr = ir.DenseElementsAttr.get(data.view(data.dtype.str.replace("u", "i")), type=t)
     else:
         attr = ir.DenseElementsAttr.get(data, type=t)
     return arith.ConstantOp(t, attr).result
@@ -344,6 +347,8 @@ class _FunctionExporter:
         if has_dims_operands(rec):
             shape_dims = [d for d in fields[0].shape if not isinstance(d, int)] if "shape" in rec.attrs else []
             operands += [self.sizes.dim(d, self.where) for d in shape_dims + attr_dims]
+        for key in unsigned_attrs(rec.name, [a.struct_info for a in call.args], fields, self.where):
+            attrs[key] = ir.UnitAttr.get()
         # The binding names the op (a NameLoc): runtime checks quote it in their messages.
         op = ir.Operation.create(name, results=types, operands=operands, attributes=attrs,
                                  loc=ir.Location.name(self.where))

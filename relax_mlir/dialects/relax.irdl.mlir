@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 c4c5dd57db994f69bae30ecc4c3f9d5adfd89cc3864118c49ef8cc04fef3fbae
+// registry sha256 e989aaed828be697c5d19def9101f521b6c08d7be2f5890c6e29c1ad904537fd
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

@@ -22,7 +22,7 @@ from mlir import ir
 from ...op.registry import Elementwise, Op, get_op
 from ..dialect import dialect_ops
 from ..error_slot import CHECKS_OFF_ATTR
-from .core import LegalizeContext, LegalizeError, cast_to
+from .core import LegalizeContext, LegalizeError, cast_to, signedness_of
 
 __all__ = ["LegalizeContext", "LegalizeError", "legalize_module", "lowering_of", "resolve_reference"]
 
@@ -119,7 +119,7 @@ def legalize_module(module: ir.Module, overrides: Optional[Mapping[Any, Any]] = 
         raise LegalizeError(f"no lowering to linalg for: {', '.join(missing)}")
     for op, record in found:
         rule = _rule_for(record, overrides)
-        with ir.InsertionPoint(op), op.location:
+        with ir.InsertionPoint(op), op.location, signedness_of(op):
             values = _results(op, rule(LegalizeContext(op, record), op), record)
         for r, v in zip(op.results, values):
             r.replace_all_uses_with(v)

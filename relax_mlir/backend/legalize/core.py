@@ -14,7 +14,9 @@ whose ``body(*block_args)`` returns the yielded scalars.
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence, Union
+import contextlib
+import contextvars
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 from mlir import ir
 from mlir.dialects import arith, linalg, tensor
@@ -28,6 +30,36 @@ DYN = ir.ShapedType.get_dynamic_size()
 
 class LegalizeError(ValueError):
     """A relax op that its lowering cannot handle (names the op and the reason)."""
+
+
+#: (the integer operands of the op being lowered are unsigned, its integer results are): set from the op's
+#: ``relax_mlir.unsigned_in``/``_out`` attributes (``backend/unsigned.py``) while its rule runs, read by the
+#: builders below that pick a signed or an unsigned form (``convert``, ``lowest``/``highest``, ``int_cmp``).
+_UNSIGNED: contextvars.ContextVar[tuple[bool, bool]] = contextvars.ContextVar("unsigned", default=(False, False))
+
+
+def unsigned_in() -> bool:
+    """Whether the integer operands of the op being lowered are unsigned."""
+    return _UNSIGNED.get()[0]
+
+
+@contextlib.contextmanager
+def signedness_of(op: ir.Operation) -> Iterator[None]:
+    """While lowering ``op``: its integers are unsigned where its attributes say so."""
+    from ..unsigned import UNSIGNED_IN, UNSIGNED_OUT
+
+    token = _UNSIGNED.set((UNSIGNED_IN in op.attributes, UNSIGNED_OUT in op.attributes))
+    try:
+        yield
+    finally:
+        _UNSIGNED.reset(token)
+
+
+def int_cmp(predicate: str, a: ir.Value, b: ir.Value) -> ir.Value:
+    """``a <predicate> b`` on integers (lt, le, gt, ge, eq, ne): unsigned for booleans and unsigned operands."""
+    if predicate not in ("eq", "ne"):
+        predicate = ("u" if is_bool(a.type) or unsigned_in() else "s") + predicate
+    return arith.cmpi(getattr(arith.CmpIPredicate, predicate), a, b)
 
 
 class LegalizeContext:
@@ -114,19 +146,25 @@ def scalar(value: Union[int, float, bool], t: ir.Type) -> ir.Value:
 
 
 def lowest(t: ir.Type) -> ir.Value:
-    """-inf, or the smallest integer: the identity of max."""
+    """-inf, or the smallest integer (0 unsigned): the identity of max."""
     t = elem(t)
-    return scalar(float("-inf"), t) if is_float(t) else scalar(-(1 << (t.width - 1)), t)
+    if is_float(t):
+        return scalar(float("-inf"), t)
+    return scalar(0 if unsigned_in() else -(1 << (t.width - 1)), t)
 
 
 def highest(t: ir.Type) -> ir.Value:
+    """inf, or the largest integer (all ones unsigned): the identity of min."""
     t = elem(t)
-    return scalar(float("inf"), t) if is_float(t) else scalar((1 << (t.width - 1)) - 1, t)
+    if is_float(t):
+        return scalar(float("inf"), t)
+    return scalar((1 << t.width) - 1 if unsigned_in() else (1 << (t.width - 1)) - 1, t)
 
 
 def convert(v: ir.Value, to: ir.Type) -> ir.Value:
     """NumPy's ``astype`` on a scalar: float<->float, int->float, float->int (toward zero), int->int
-    (sign-extend or wrap), anything->bool (``!= 0``), bool->number (0 or 1), index<->int."""
+    (sign-extend or wrap), anything->bool (``!= 0``), bool->number (0 or 1), index<->int; an integer of the op
+    being lowered is read (and written) unsigned where its attributes say so (``signedness_of``)."""
     src, to = v.type, elem(to)
     if src == to:
         return v
@@ -148,12 +186,15 @@ def convert(v: ir.Value, to: ir.Type) -> ir.Value:
         return arith.extf(to, v) if to.width > src.width else arith.truncf(to, v)
     if (is_float(to) and to.width == 16) or (is_float(src) and src.width == 16):
         return convert(convert(v, f32()), to)  # int <-> half float also needs compiler-rt: go through f32
+    from_unsigned, to_unsigned = _UNSIGNED.get()
     if is_float(to):
-        return arith.uitofp(to, v) if is_bool(src) else arith.sitofp(to, v)
+        return arith.uitofp(to, v) if is_bool(src) or from_unsigned else arith.sitofp(to, v)
     if is_float(src):
-        return arith.fptosi(to, v)
+        if to_unsigned and to.width < 64:  # as NumPy on x86: through int64, then wrapped to the width
+            return arith.trunci(to, arith.fptosi(ir.IntegerType.get_signless(64), v))
+        return arith.fptoui(to, v) if to_unsigned else arith.fptosi(to, v)
     if to.width > src.width:
-        return arith.extui(to, v) if is_bool(src) else arith.extsi(to, v)
+        return arith.extui(to, v) if is_bool(src) or from_unsigned else arith.extsi(to, v)
     return arith.trunci(to, v)
 
 

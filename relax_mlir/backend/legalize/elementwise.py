@@ -16,7 +16,7 @@ from mlir import ir
 from mlir.dialects import arith, math
 
 from ...op.registry import Elementwise
-from .core import compute_type, convert, elem, is_bool, is_float, map_elementwise, scalar
+from .core import compute_type, convert, elem, int_cmp, is_float, map_elementwise, scalar, unsigned_in
 
 Operand = Union[ir.Value, int, float, bool]
 
@@ -73,17 +73,17 @@ class ScalarBuilder:
 
     def max(self, a: Operand, b: Operand) -> ir.Value:
         """The larger; NaN if either is NaN."""
-        return self._by_type("max", arith.maximumf, arith.maxsi, a, b)
+        return self._by_type("max", arith.maximumf, arith.maxui if unsigned_in() else arith.maxsi, a, b)
 
     def min(self, a: Operand, b: Operand) -> ir.Value:
         """The smaller; NaN if either is NaN."""
-        return self._by_type("min", arith.minimumf, arith.minsi, a, b)
+        return self._by_type("min", arith.minimumf, arith.minui if unsigned_in() else arith.minsi, a, b)
 
     def neg(self, x: ir.Value) -> ir.Value:
         return self._by_type("neg", arith.negf, lambda v: arith.subi(scalar(0, v.type), v), x)
 
     def abs(self, x: ir.Value) -> ir.Value:
-        return self._by_type("abs", math.absf, math.absi, x)
+        return self._by_type("abs", math.absf, (lambda v: v) if unsigned_in() else math.absi, x)
 
     # float functions
     def _math(self, name: str, x: ir.Value) -> ir.Value:
@@ -136,15 +136,15 @@ class ScalarBuilder:
 
     def cmp(self, predicate: str, a: Operand, b: Operand) -> ir.Value:
         """``a <predicate> b`` as a bool, ``predicate`` one of eq, ne, lt, le, gt, ge. Floats compare ordered
-        (NaN is unequal to everything: ``ne`` is true for it, as in NumPy), integers signed, booleans unsigned."""
+        (NaN is unequal to everything: ``ne`` is true for it, as in NumPy), integers signed (unsigned where the op's
+        are), booleans unsigned."""
         if predicate not in self._FLOAT_PREDICATES:
             known = ", ".join(self._FLOAT_PREDICATES)
             raise ValueError(f"cmp: unknown predicate {predicate!r}; expected one of {known}")
         a, b = self._pair(a, b)
         if is_float(a.type):
             return arith.cmpf(getattr(arith.CmpFPredicate, self._FLOAT_PREDICATES[predicate]), a, b)
-        ipred = predicate if predicate in ("eq", "ne") else ("u" if is_bool(a.type) else "s") + predicate
-        return arith.cmpi(getattr(arith.CmpIPredicate, ipred), a, b)
+        return int_cmp(predicate, a, b)
 
     def select(self, condition: ir.Value, a: Operand, b: Operand) -> ir.Value:
         a, b = self._pair(a, b)
@@ -184,12 +184,11 @@ def clip(lc, op):
     def fn_int(v):
         # np.clip then astype: below ceil(lo) gives trunc(lo), above floor(hi) gives trunc(hi)
         bits = elem(v).width
-        if pymath.isfinite(lo) and lo > -(1 << (bits - 1)):
-            below = arith.cmpi(arith.CmpIPredicate.slt, v, scalar(pymath.ceil(lo), v.type))
-            v = arith.select(below, scalar(int(lo), v.type), v)
-        if pymath.isfinite(hi) and hi < (1 << (bits - 1)) - 1:
-            above = arith.cmpi(arith.CmpIPredicate.sgt, v, scalar(pymath.floor(hi), v.type))
-            v = arith.select(above, scalar(int(hi), v.type), v)
+        low, high = (0, (1 << bits) - 1) if unsigned_in() else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+        if pymath.isfinite(lo) and lo > low:
+            v = arith.select(int_cmp("lt", v, scalar(pymath.ceil(lo), v.type)), scalar(int(lo), v.type), v)
+        if pymath.isfinite(hi) and hi < high:
+            v = arith.select(int_cmp("gt", v, scalar(pymath.floor(hi), v.type)), scalar(int(hi), v.type), v)
         return v
     return map_elementwise([x], lc.result_type, fn_int)
 
@@ -199,15 +198,22 @@ def identity(lc, op):
     return lc.inputs[0]
 
 
+_UNSIGNED_DIVISION = {arith.divsi: arith.divui, arith.floordivsi: arith.divui, arith.remsi: arith.remui}
+
+
 def _int_division(divide: Callable[[ir.Value, ir.Value], ir.Value], a: ir.Value, b: ir.Value) -> ir.Value:
     """``divide(a, b)`` defined for every pair, as NumPy defines it: a quotient by zero is 0, and the most negative
     value divided by -1 wraps to itself. The CPU's division instruction traps on both (SIGFPE, the process
-    killed), so the divisor is replaced by 1 there before dividing and the quotient chosen after."""
+    killed), so the divisor is replaced by 1 there before dividing and the quotient chosen after. Unsigned
+    operands divide unsigned (floor and truncation agree; nothing overflows)."""
     width = ir.IntegerType(a.type).width
     zero, one = scalar(0, a.type), scalar(1, a.type)
     by_zero = arith.cmpi(arith.CmpIPredicate.eq, b, zero)
     if width == 1:
         return arith.select(by_zero, zero, a)  # bools: a / 1 is a
+    if unsigned_in():
+        quotient = _UNSIGNED_DIVISION[divide](a, arith.select(by_zero, one, b))
+        return arith.select(by_zero, zero, quotient)
     lowest = arith.cmpi(arith.CmpIPredicate.eq, a, scalar(-(1 << (width - 1)), a.type))
     overflow = arith.andi(lowest, arith.cmpi(arith.CmpIPredicate.eq, b, scalar(-1, a.type)))
     quotient = divide(a, arith.select(arith.ori(by_zero, overflow), one, b))

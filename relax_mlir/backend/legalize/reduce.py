@@ -15,8 +15,8 @@ from mlir import ir
 from mlir.dialects import arith
 
 from .core import (DYN, Size, amap, as_index, compute_type, convert, dim, elem, filled, generic, highest, identity,
-                   is_float, loop_index, lowest, map_elementwise, norm_axes, reduce, reshape, scalar, sizes_of, sprod,
-                   tensor_type)
+                   int_cmp, is_float, loop_index, lowest, map_elementwise, norm_axes, reduce, reshape, scalar, sizes_of,
+                   sprod, tensor_type, unsigned_in)
 from .checks import report_if, where as binding_of
 from ..error_slot import SHAPE_CHECK_PREFIX
 
@@ -87,8 +87,10 @@ def reduction(combine_float: Combine, combine_int: Combine, init: Callable[[ir.T
 # Named ``reduce_*``: the builtins sum, max and min stay usable in this module.
 reduce_sum = reduction(arith.addf, arith.addi, lambda t: scalar(0, t))
 reduce_prod = reduction(arith.mulf, arith.muli, lambda t: scalar(1, t))
-reduce_max = reduction(arith.maximumf, arith.maxsi, lowest, name="max")
-reduce_min = reduction(arith.minimumf, arith.minsi, highest, name="min")
+reduce_max = reduction(arith.maximumf, lambda a, b: (arith.maxui if unsigned_in() else arith.maxsi)(a, b), lowest,
+                       name="max")
+reduce_min = reduction(arith.minimumf, lambda a, b: (arith.minui if unsigned_in() else arith.minsi)(a, b), highest,
+                       name="min")
 reduce_mean = reduction(arith.addf, arith.addi, lambda t: scalar(0, t), mean=True)
 
 
@@ -142,7 +144,7 @@ def _arg_reduction(float_pred: str, int_pred: str, init: Callable[[ir.Type], ir.
                                        arith.cmpf(arith.CmpFPredicate.ORD, b, b))
                 better = arith.ori(better, nan_first)
             else:
-                better = arith.cmpi(getattr(arith.CmpIPredicate, int_pred), v, b)
+                better = int_cmp(int_pred, v, b)
             here = convert(loop_index(axis), i64)
             return arith.select(better, v, b), arith.select(better, here, i)
 
@@ -154,8 +156,8 @@ def _arg_reduction(float_pred: str, int_pred: str, init: Callable[[ir.Type], ir.
     return rule
 
 
-argmax = _arg_reduction("OGT", "sgt", lowest, "argmax")
-argmin = _arg_reduction("OLT", "slt", highest, "argmin")
+argmax = _arg_reduction("OGT", "gt", lowest, "argmax")
+argmin = _arg_reduction("OLT", "lt", highest, "argmin")
 
 
 def cumsum(lc, op):
