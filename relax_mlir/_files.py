@@ -12,6 +12,9 @@ import tempfile
 def write_atomically(path: str, write, where: str, expected: str = "a file name") -> None:
     """Call ``write(f)`` on a binary file that replaces ``path`` only once whole (see the module docstring); a
     writer killed at any moment leaves the old file, or none."""
+    path = os.fspath(path)
+    if not path or path.endswith(("/", os.sep)) or os.path.basename(path) in ("", ".", ".."):
+        raise IsADirectoryError(f"{where}: {path!r} names no file; expected {expected}")
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise IsADirectoryError(f"{where}: {path} is a directory; expected {expected}")

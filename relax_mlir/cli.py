@@ -416,6 +416,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"relax-mlir {args.command}: error: {exc}", file=sys.stderr)
         _abort_mpi_job()
         return 1
+    except MemoryError as exc:  # a size asked for (--hidden 99999999999) that does not fit: one line, as the rest
+        print(f"relax-mlir {args.command}: error: not enough memory for what was asked ({exc or 'MemoryError'})",
+              file=sys.stderr)
+        _abort_mpi_job()
+        return 1
 
 
 def _is_root() -> bool:

@@ -149,13 +149,23 @@ class VirtualMachine:
         parameter name, as TVM)."""
         self.vm[func_name]  # an unknown name fails here, not at the call
         if kwargs:
-            names = [p.name_hint for p in self.vm.executable.mod[func_name].params]
+            names = self._param_names(func_name)
             unknown = sorted(set(kwargs) - set(names))
             if unknown or len(args) + len(kwargs) != len(names):
                 raise TypeError(f"set_input: {func_name} takes ({', '.join(names)}), got {len(args)} positional "
                                 f"and {sorted(kwargs)}" + (f"; unknown {unknown}" if unknown else ""))
             args = args + tuple(kwargs[n] for n in names[len(args):])
         self._inputs[func_name] = args
+
+    def _param_names(self, func_name: str) -> list[str]:
+        """The Relax parameters' names of ``func_name``: from the module compiled, or (a library loaded without
+        it) from the names its signature keeps."""
+        mod = getattr(self.vm.executable, "mod", None)
+        if mod is not None and hasattr(mod, "functions"):
+            return [p.name_hint for p in mod[func_name].params]
+        fn = self.vm[func_name]
+        names = getattr(fn, "param_names", None)
+        return list(names) if names is not None else [p.name for p in fn.signature.params]
 
     def invoke_stateful(self, func_name: str) -> None:
         """Run ``func_name`` on the inputs :meth:`set_input` gave; :meth:`get_outputs` returns the results."""

@@ -10,7 +10,8 @@ else that converts *without changing a value the program would see* is converted
 * dtype casts NumPy calls ``same_kind`` -- int32 labels for int64, uint8 images for float32, float16 for float32,
   **float64 data for a float32 model** (rounded to nearest, as JAX does with 64-bit off and as a float32 model
   computes anyway) -- except an integer narrowing that would change a value (int64 ``2**40`` for int32 is
-  refused, not wrapped).
+  refused, not wrapped) and an integer with no exact float of the parameter's type (int32 ``16777217`` for
+  float32 is refused, not rounded).
 
 Refused with an ``ArgumentError`` naming the function, the parameter, what was expected and what came: a float
 or complex array where integers are expected (float labels), any cast to ``bool``, object and string arrays,
@@ -78,8 +79,30 @@ def conform(a: Any, dtype: np.dtype) -> tuple[np.ndarray | None, str]:
                 value = a.ravel()[overflowed[0]].item()
                 return None, (f"expected {dtype.name}; the {a.dtype.name} value {value!r} at flat position "
                               f"{overflowed[0]} is beyond its range (it would become inf)")
+        if dtype.kind == "f" and a.dtype.kind in "iu" and a.size:
+            problem = _inexact_integers(a, converted, dtype)
+            if problem:
+                return None, problem
         return converted, ""
     return np.array(a, dtype=dtype, order="C", copy=True), ""  # non-contiguous, Fortran-ordered or misaligned
+
+
+def _inexact_integers(a: np.ndarray, converted: np.ndarray, dtype: np.dtype) -> str:
+    """Why integers ``a`` do not convert exactly to the floats ``converted`` (empty if they do: every integer up
+    to 2**(mantissa bits + 1) in magnitude is a float; beyond it, 16777217 would become 16777216 in float32)."""
+    bits = np.finfo(dtype).nmant + 1
+    if a.dtype.itemsize * 8 - (a.dtype.kind == "i") <= bits:
+        return ""  # (uint8 images, int16 audio for float32: every value exact, nothing to scan)
+    exact = 1 << bits
+    if -exact <= int(a.min()) and int(a.max()) <= exact:
+        return ""
+    with np.errstate(invalid="ignore", over="ignore"):
+        differs = np.flatnonzero(converted.astype(a.dtype).ravel() != a.ravel())
+    if not differs.size:
+        return ""
+    value = a.ravel()[differs[0]].item()
+    return (f"expected {dtype.name}; the {a.dtype.name} value {value} at flat position {differs[0]} has no exact "
+            f"{dtype.name} (it would become {converted.ravel()[differs[0]].item()!r}): cast explicitly to round it")
 
 
 def _cast_problem(a: np.ndarray, dtype: np.dtype) -> str:

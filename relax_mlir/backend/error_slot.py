@@ -9,6 +9,7 @@ turning what it holds into an ``IndexError``.
 from __future__ import annotations
 
 import ctypes
+import threading
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # MLIR is imported where used: the call path runs without it
@@ -31,6 +32,14 @@ def check_messages(module: ir.Module) -> list[str]:
     return [ir.StringAttr(a).value for a in ir.ArrayAttr(attrs[CHECKS_ATTR])]
 
 
+#: One lock per error slot (by address): every function of a module shares its slot, and a library loaded
+#: twice (the same bytes are mapped once) shares it across modules, so a call and the read of what it recorded
+#: must not interleave with another call of any of them (a failed check was reported by another thread's valid
+#: call, and the failing call returned its results).
+_SLOT_LOCKS: dict[int, threading.Lock] = {}
+_SLOT_LOCKS_GUARD = threading.Lock()
+
+
 def find_slot(engine: Any) -> Any:
     """The engine's error slot, three int64s, found by calling its address function once."""
     getter = engine.raw_lookup(ERROR_ADDRESS_FN)
@@ -39,6 +48,13 @@ def find_slot(engine: Any) -> Any:
     address = ctypes.c_int64(0)
     ctypes.CFUNCTYPE(None, ctypes.c_void_p)(getter)((ctypes.c_void_p * 1)(ctypes.addressof(address)))
     return (ctypes.c_int64 * 3).from_address(address.value)
+
+
+def slot_lock(slot: Any) -> threading.Lock:
+    """The lock every call that may record into ``slot`` holds from its start to the read of the slot."""
+    address = ctypes.addressof(slot)
+    with _SLOT_LOCKS_GUARD:
+        return _SLOT_LOCKS.setdefault(address, threading.Lock())
 
 
 #: A check message starting with this is a size check (match_cast, a result's sizes): it raises ValueError.

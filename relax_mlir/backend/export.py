@@ -352,8 +352,12 @@ class _FunctionExporter:
         # The binding names the op (a NameLoc): runtime checks quote it in their messages.
         op = ir.Operation.create(name, results=types, operands=operands, attributes=attrs,
                                  loc=ir.Location.name(self.where))
-        results = [coerce(r, t, self.where) for r, t in zip(op.results, own_types)]
-        return tuple(results) if isinstance(sinfo, TupleStructInfo) else results[0]
+        tupled = isinstance(sinfo, TupleStructInfo)
+        results = []
+        for i, (r, t) in enumerate(zip(op.results, own_types)):
+            with ir.Location.name(f"{self.where}[{i}]" if tupled else self.where):  # (a cast's size check quotes it)
+                results.append(coerce(r, t, self.where))
+        return tuple(results) if tupled else results[0]
 
     def result_shape(self, sinfo: TensorStructInfo, rec: Op) -> tuple[int, ...]:
         if sinfo.shape is None:

@@ -60,6 +60,10 @@ def openmp_library() -> str | None:
     return None
 
 
+#: The most threads a compiled function may ask for (the OpenMP runtimes cap a team far below MLIR's 32-bit option).
+MAX_THREADS = 1 << 16
+
+
 def default_threads() -> int:
     """``$RELAX_MLIR_NUM_THREADS`` if set, else the number of cores this process may use."""
     text = os.environ.get("RELAX_MLIR_NUM_THREADS", "").strip()
@@ -83,6 +87,8 @@ def resolve_threads(requested: int | None) -> int:
     threads = default_threads() if requested is None else requested
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"num_threads must be a positive integer, got {threads!r}")
+    if threads > MAX_THREADS:  # MLIR's option is 32 bits; OpenMP runtimes refuse far fewer
+        raise ValueError(f"num_threads must be at most {MAX_THREADS}, got {threads}")
     if threads > 1 and openmp_library() is None:
         if not _warned:
             _warned = True

@@ -35,7 +35,7 @@ import numpy as np
 from .arguments import ArgumentError, conform, out_problem
 from .callpath import CallPlan, _native, data_address, write_layout
 from .heap import keep_freed_memory
-from .error_slot import ERROR_ADDRESS_FN, check_messages, find_slot, take_error
+from .error_slot import ERROR_ADDRESS_FN, check_messages, find_slot, slot_lock, take_error
 from .signature import FunctionSignature, TensorSpec, is_symbol, shape_evaluator, signature_from_func
 
 if TYPE_CHECKING:  # MLIR is imported where used: the call path runs without it
@@ -130,13 +130,14 @@ class CompiledFunction:
             fields[base] = base + 1
         self._argv = (ctypes.c_void_p * max(n, 1))(*[buf_addr + 8 * i for i in fields])
         self._argv_address = ctypes.addressof(self._argv)  # (call_scanning passes it to the native call)
-        self._lock = threading.Lock()
+        self._error_slot = getattr(owner, "error_slot", None)
+        # a module with runtime checks: its functions share one error slot, so they share its lock
+        self._lock = slot_lock(self._error_slot) if self._error_slot is not None else threading.Lock()
         self._static = signature.is_static
         self._result_shapes = [shape_evaluator(r.shape) for r in signature.results]
         self._param_checks = [shape_evaluator(p.shape) for p in signature.params]
         for spec, base in zip(specs, self._bases):
             write_layout(self._buf, base, [d if isinstance(d, int) else 0 for d in spec.shape])
-        self._error_slot = getattr(owner, "error_slot", None)
         self._plan = CallPlan(signature, self._bases, self._buf)
         self._fast = self._plan.usable
 

@@ -49,6 +49,8 @@ class TrainConfig:
                                  ("seed", self.seed, 0), ("opt-level", self.opt_level, 0)):
             if value < low:
                 out.append(f"--{name} {value}: must be at least {low}")
+        if self.seed >= 2 ** 63:
+            out.append(f"--seed {self.seed}: must be below 2**63 (a checkpoint stores it as an int64)")
         for name, sizes in (("hidden", self.hidden), ("channels", self.channels)):
             if not sizes or min(sizes) < 1:
                 out.append(f"--{name} {' '.join(map(str, sizes))}: widths must be positive")

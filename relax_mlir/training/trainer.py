@@ -105,6 +105,7 @@ class Trainer:
         first, last = self.input_num, self.input_num + self.param_num
         self.param_vars = list(predict.params[first:last])
         self.state_vars = list(predict.params[last:last + self.state_num])
+        _refuse_shared_names(self.param_vars + self.state_vars)
         loss_params = mod["loss"].params
         # A model with dropout takes a random key last (SetupTrainer records how many): fold_in(seed, step) each step.
         self.has_rng_key = bool(int(mod.attrs["rng_key_num"]))
@@ -117,7 +118,7 @@ class Trainer:
         self.states = [np.full(_static_shape(v), fills.get(v.name_hint, 0), to_numpy(v.struct_info.dtype))
                        for v in self.state_vars]
         self.optim_state = [np.array(a, copy=True) for a in mod.attrs["optim_state"]]
-        self.step, self.seed, self.skipped_steps = 0, seed, 0
+        self.step, self.seed, self.skipped_steps = 0, _checked_seed(seed), 0
         self._finite = FiniteCheck()
         self.vm = None
         self._step_fn = None  # the compiled update_params, flat, when it writes into the Trainer's own buffers
@@ -222,11 +223,20 @@ class Trainer:
         return [self._checked(np.asarray(a), v, f"Trainer.{what}") for a, v in zip(out, variables)]
 
     @staticmethod
-    def _checked(a: np.ndarray, v, where: str) -> np.ndarray:
+    def _checked(a: Any, v, where: str) -> np.ndarray:
+        """``a`` as the parameter's own copy: its shape exactly, its dtype under the policy compiled calls follow
+        (``backend/arguments.py``: float64 values for a float32 parameter are rounded once, a cast that would
+        change a value is refused)."""
+        from ..backend.arguments import ArgumentError, conform
+
         shape, dtype = _static_shape(v), to_numpy(v.struct_info.dtype)
-        if a.shape != shape or a.dtype != dtype:
-            raise ValueError(f"{where}: {v.name_hint!r} must be {dtype} of shape {shape}, got {a.dtype} {a.shape}")
-        return np.array(a, order="C", copy=True)  # (ascontiguousarray would make a 0-d array 1-d)
+        got = np.asarray(a) if not isinstance(a, np.ndarray) else a
+        if got.shape != shape:
+            raise ValueError(f"{where}: {v.name_hint!r} must be {dtype} of shape {shape}, got {got.dtype} {got.shape}")
+        converted, problem = conform(a, dtype)
+        if converted is None:
+            raise ArgumentError(f"{where}: {v.name_hint!r} must be {dtype} of shape {shape}: {problem}")
+        return np.array(converted, order="C", copy=True)  # (ascontiguousarray would make a 0-d array 1-d)
 
     # -- running ----------------------------------------------------------------------------------
     def update_params(self, *batch) -> NDArray:
@@ -260,6 +270,8 @@ class Trainer:
         if finite is None:  # something to convert, or to refuse with the Trainer's message
             inputs, targets = self._training_batch(batch)
             args = self._step_args(inputs, targets)
+            spare = self._not_current(spare)
+            outs = (loss, *spare)
             step(*args, out=outs)
             finite = not check or self._finite.all_finite(outs)
         p, s = self.param_num, self.param_num + self.state_num
@@ -296,6 +308,13 @@ class Trainer:
             if _native.labels_in_range(batch[slot], 0, classes) is not True:
                 return False
         return True
+
+    def _not_current(self, spare: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+        """``spare`` with a new array for each buffer that is also a current parameter, state or optimizer state
+        (arrays of an earlier step a caller put back: ``trainer.params = old``), which the step would overwrite
+        while reading it."""
+        current = {id(a) for a in (*self.params, *self.states, *self.optim_state)}
+        return tuple(np.empty_like(b) if id(b) in current else b for b in spare)
 
     def _reuse_buffers(self) -> tuple[np.ndarray, ...]:
         """The buffers the next compiled step writes: the spare set, where each slot is one the Trainer made
@@ -488,3 +507,24 @@ def _matches(shape: tuple[int, ...], dims, sizes: dict[str, int]) -> bool:
         elif isinstance(d, int) and d != n:
             return False
     return True
+
+
+def _checked_seed(seed: Any) -> int:
+    """The seed as an int a checkpoint stores (int64) and the random generator takes (non-negative)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"Trainer: seed must be an int, got {type(seed).__name__}")
+    if not 0 <= int(seed) < 2 ** 63:
+        raise ValueError(f"Trainer: seed must be in [0, 2**63), got {int(seed)}")
+    return int(seed)
+
+
+def _refuse_shared_names(variables: Sequence[Any]) -> None:
+    """Parameters and states are saved, loaded and exported by name: two of one name would be stored once and
+    loaded into both (a checkpoint would silently change the model)."""
+    seen: dict[str, int] = {}
+    for i, v in enumerate(variables):
+        if v.name_hint in seen:
+            raise ValueError(f"Trainer: parameters/states #{seen[v.name_hint]} and #{i} are both named "
+                             f"{v.name_hint!r}; checkpoints and load_params/export_params key them by name: "
+                             "give each a distinct name")
+        seen[v.name_hint] = i

@@ -90,6 +90,18 @@ def test_stateful_interface_and_outputs():
         vm.set_input("main", X, z=Y)
 
 
+def test_keyword_inputs_of_a_library_loaded_without_its_module(tmp_path):
+    """A loaded library has no Relax module: set_input's keywords come from its signature's parameter names."""
+    path = str(tmp_path / "lib.so")
+    tvm.compile(from_source(SOURCE), "llvm").export_library(path)
+    vm = relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
+    vm.set_input("main", X, y=Y)
+    vm.invoke_stateful("main")
+    np.testing.assert_array_equal(vm.get_outputs("main")[1].numpy(), X * Y)
+    with pytest.raises(TypeError, match=r"set_input: main takes \(x, y\)"):
+        vm.set_input("main", X, z=Y)
+
+
 def test_time_evaluator_reports_seconds_per_call():
     vm = _vm()
     timer = vm.time_evaluator("main", tvm.cpu(), number=3, repeat=4)

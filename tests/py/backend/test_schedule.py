@@ -109,6 +109,8 @@ def test_num_threads_resolution(monkeypatch):
     assert openmp.default_threads() == host_module.host_cpu().cores
     with pytest.raises(ValueError, match="num_threads must be a positive integer, got 0"):
         PipelineOptions(num_threads=0)
+    with pytest.raises(ValueError, match="num_threads must be at most 65536, got 4294967297"):
+        PipelineOptions(num_threads=2 ** 32 + 1)  # (MLIR's option is 32 bits: it wrapped, then failed obscurely)
 
 
 def test_no_openmp_runtime_means_one_thread_and_one_warning(monkeypatch):

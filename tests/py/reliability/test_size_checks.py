@@ -97,6 +97,26 @@ def test_sizes_an_op_assumed_equal_are_checked():
     assert f(x0, np.array([1.0])) == 3.0
 
 
+def test_a_size_check_on_a_tuple_field_names_the_binding_and_field():
+    """A split of a symbolic axis at static indices: its second field's static size is checked, and the message
+    names the function, the binding and the field, as the interpreter does (it said '(unknown binding)')."""
+    mod = from_source("""
+@I.ir_module
+class Module:
+    @R.function
+    def sp(x: R.Tensor(("n",), "float32")):
+        with R.dataflow():
+            a = R.split(x, indices_or_sections=[1, 4])
+            b = a[1]
+            R.output(b)
+        return b
+""")
+    f = rm.VirtualMachine(rm.compile(mod))["sp"]
+    with pytest.raises(ValueError, match=r"^sp: binding 'a'\[1\]: dimension 0 is 1, expected 3"):
+        f(np.arange(2, dtype=np.float32))
+    np.testing.assert_array_equal(f(np.arange(6, dtype=np.float32)), [1, 2, 3])
+
+
 def test_symbolic_training_steps_keep_no_size_check():
     """Where every size traces back to the parameters' size variables the checks are proven and removed: the
     usual symbolic-batch training step pays nothing (and its ops stay outside scf.if, where fusion sees them)."""

@@ -168,8 +168,14 @@ def test_misuse_is_reported():
         trainer.predict(_batch()[0])
     with pytest.raises(KeyError, match="unknown name\\(s\\) 'w9'"):
         trainer.load_params({"w9": np.zeros(1)})
-    with pytest.raises(ValueError, match="'w0' must be float32 of shape \\(6, 5\\), got float64 \\(6, 5\\)"):
-        trainer.load_params([np.zeros((6, 5)), np.zeros(5), np.zeros((5, 3)), np.zeros(3)])
+    with pytest.raises(ValueError, match="'w0' must be float32 of shape \\(6, 5\\), got float64 \\(5, 6\\)"):
+        trainer.load_params([np.zeros((5, 6)), np.zeros(5), np.zeros((5, 3)), np.zeros(3)])
+    with pytest.raises(ValueError, match="'b0' must be float32 of shape \\(5,\\): expected dtype float32, got str32"):
+        trainer.load_params([np.zeros((6, 5)), np.array(["a"] * 5), np.zeros((5, 3)), np.zeros(3)])
+    # float64 values (NumPy's default) are rounded to the parameter's float32 once, as compiled calls convert them
+    trainer.load_params([np.full((6, 5), 0.1), [0.5] * 5, np.zeros((5, 3)), np.zeros(3, np.float16)])
+    w0 = trainer.export_params()["w0"].numpy()
+    assert w0.dtype == np.float32 and (w0 == np.float32(0.1)).all()
     assert trainer.xaiver_uniform_init_params.__func__ is Trainer.xavier_uniform_init_params
 
 
