@@ -220,7 +220,11 @@ class Trainer:
                 raise ValueError(f"Trainer.{what}: expected {len(names)} arrays ({', '.join(names)}), "
                                  f"got {len(values)}")
             out = list(values)
-        return [self._checked(np.asarray(a), v, f"Trainer.{what}") for a, v in zip(out, variables)]
+        arrays = [self._checked(a, v, f"Trainer.{what}") for a, v in zip(out, variables)]
+        problems = checkpoint_io.non_finite_problems({v.name_hint: a for v, a in zip(variables, arrays)})
+        if problems:  # (as load() refuses them: a step from them reports a divergence that is not one)
+            raise ValueError(f"Trainer.{what}: " + "; ".join(problems))
+        return arrays
 
     @staticmethod
     def _checked(a: Any, v, where: str) -> np.ndarray:

@@ -93,3 +93,17 @@ def test_cli_reports_a_width_that_does_not_fit_in_memory_in_one_line(capsys):
     assert main(["train", "--hidden", "99999999999", "--epochs", "1", "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("relax-mlir train: error: not enough memory") and "Traceback" not in err
+
+
+def test_load_params_refuses_what_load_refuses():
+    """NaN parameters (load() refuses them in a checkpoint) and masked arrays (compiled calls refuse them) were taken
+    by load_params; a step from NaN then reported a divergence that was not one."""
+    trainer = _trainer().build("cpu")
+    good = [np.zeros((5, 3), np.float32), np.zeros(3, np.float32)]
+    bad = [good[0].copy(), good[1].copy()]
+    bad[0][1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"load_params: w0 holds 1 NaN \(first at \[1, 2\]\), expected finite"):
+        trainer.load_params(bad)
+    with pytest.raises(ValueError, match="MaskedArray"):
+        trainer.load_params([np.ma.masked_array(good[0], good[0] == 0), good[1]])
+    trainer.load_params(good)
