@@ -66,6 +66,8 @@ def _convertible(op: ir.Operation) -> bool:
         return False
     if not all(isinstance(v.type.element_type, ir.FloatType) for v in values):
         return False
+    if any(d == 0 for v in values for d in v.type.shape):
+        return False  # no work (zero filters or an empty batch): the naive loops do nothing, a schedule would fail
     dilations = op.attributes["dilations"] if "dilations" in op.attributes else None
     return dilations is None or all(int(d) == 1 for d in ir.DenseIntElementsAttr(dilations))
 

@@ -33,6 +33,8 @@ MLP's and the 8x8 CNN's unchanged within 1%; compile time unchanged.
 
 from __future__ import annotations
 
+import re
+
 from mlir import ir
 
 from .common import ANY, EPILOGUE, indexing_maps, loop_ranges, match_tagged, schedule_each
@@ -62,17 +64,33 @@ def plan_parallel_generic(op: ir.Operation, threads: int) -> list[int] | None:
     if points < PARALLEL_MIN_POINTS:
         return None
     kinds = [str(ir.Attribute(a)) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    splittable = _splittable_loops(op, len(ranges))
     if (SPLIT_REDUCTIONS and "reduction" in kinds[0] and "reduction" in kinds[-1] and ranges[0] >= threads
-            and len(op.results) == 1):
+            and len(op.results) == 1 and 0 in splittable):
         counts = [0] * len(ranges)
         counts[0] = -threads
         return counts
     for loop, (kind, extent) in enumerate(zip(kinds, ranges)):
-        if "parallel" in kind and extent >= threads:
+        if "parallel" in kind and extent >= threads and loop in splittable:
             counts = [0] * len(ranges)
             counts[loop] = threads
             return counts
     return None
+
+
+def _splittable_loops(op: ir.Operation, n_loops: int) -> set[int]:
+    """The loops a chunk per thread may be cut along: those no indexing map reads through ``floordiv``, ``mod``
+    or ``ceildiv``. Tiling cuts an operand at the map of the chunk's first index and keeps reading it through the
+    same map, which holds for sums and multiples of loops but not for these: the im2col copy of a strided
+    convolution, ``(d1 floordiv 9, (d2 floordiv 126) * 2 + (d1 mod 9) floordiv 3, ...)``, split along ``d1``,
+    read the wrong pixels in the second chunk (batch 1, two threads: every value wrong)."""
+    blocked: set[int] = set()
+    for amap in indexing_maps(op):
+        for expr in amap.results:
+            text = str(expr)
+            if "floordiv" in text or "mod" in text or "ceildiv" in text:
+                blocked.update(int(d) for d in re.findall(r"\bd(\d+)\b", text))
+    return set(range(n_loops)) - blocked
 
 
 def schedule_elementwise(module: ir.Module, threads: int = 1, print_ir: bool = False,
@@ -110,6 +128,8 @@ def plan_short_rows(op: ir.Operation, lanes: int) -> list[int] | None:
     ranges = loop_ranges(op)
     if ranges is None or len(ranges) < 2 or not 2 <= ranges[-1] < lanes:
         return None
+    if any(_is_bool(v.type) for v in list(op.operands) + list(op.results)):
+        return None  # vector reads and writes of booleans (i1) have no byte layout to lower to (bool_storage.py)
     body = list(op.regions[0].blocks[0].operations)
     if len(body) < SHORT_ROW_MIN_BODY or not all(  # plain arithmetic only: what the vectorizer always takes
             o.name.startswith(("arith.", "math.")) or o.name == "linalg.yield" for o in body):
@@ -138,3 +158,8 @@ def vectorize_short_rows(module: ir.Module, lanes: int, print_ir: bool = False) 
                          "vectorize short rows", print_ir,
                          patterns="transform.apply_patterns.vector.cast_away_vector_leading_one_dim\n"
                                   '  transform.apply_patterns.vector.lower_multi_reduction lowering_strategy = "innerreduction"')
+
+
+def _is_bool(t: ir.Type) -> bool:
+    elem = t.element_type if isinstance(t, ir.ShapedType) else t
+    return isinstance(elem, ir.IntegerType) and elem.width == 1

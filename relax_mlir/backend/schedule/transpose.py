@@ -76,6 +76,8 @@ def plan_transpose(op: ir.Operation, threads: int = 1, host: HostCPU | None = No
     out = op.results[0].type
     if not isinstance(out, ir.RankedTensorType) or not out.has_static_shape or out.rank < 2:
         return None
+    if element_bits(out.element_type) < 8:
+        return None  # booleans (i1): vector reads and writes of them have no byte layout (bool_storage.py)
     perm = _permutation(op)
     rank = out.rank
     shape = list(out.shape)
