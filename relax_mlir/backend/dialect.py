@@ -140,7 +140,11 @@ def encode_attr(name: str, value: Any) -> ir.Attribute:
     if kind == "bool":
         return ir.BoolAttr.get(value)
     if kind == "int":
-        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+        if -2 ** 63 <= value < 2 ** 63:
+            return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+        if -2 ** 127 <= value < 2 ** 127:  # a uint64 bound or fill beyond int64: kept whole, as an i128
+            return ir.Attribute.parse(f"{value} : i128")
+        raise ValueError(f"attribute {name!r} = {value}: an integer beyond 128 bits has no MLIR encoding here")
     if kind == "float":
         return ir.FloatAttr.get_f64(value)
     if kind == "type":
@@ -160,6 +164,8 @@ def decode_attr(attr: ir.Attribute) -> Any:
     if isinstance(attr, ir.BoolAttr):
         return bool(attr.value)
     if isinstance(attr, ir.IntegerAttr):
+        if ir.IntegerType(attr.type).width > 64:  # (the binding reads 64 bits at most)
+            return int(str(attr).split(":")[0])
         return int(attr.value)
     if isinstance(attr, ir.FloatAttr):
         return float(attr.value)

@@ -256,8 +256,8 @@ def returned_views_to_allocs(module: ir.Module) -> int:
         if func.name != "func.func" or len(func.regions[0].blocks) == 0:
             continue
         ret = list(func.regions[0].blocks[0].operations)[-1]
-        for value in list(ret.operands):
-            expand = defining_op(value)
+        for i in range(len(ret.operands)):  # (read afresh: a rewrite replaces values the return held)
+            expand = defining_op(ret.operands[i])
             if expand is None or expand.name != "memref.expand_shape":
                 continue
             alloc = defining_op(expand.operands[0])
@@ -265,6 +265,8 @@ def returned_views_to_allocs(module: ir.Module) -> int:
             if (alloc is None or alloc.name != "memref.alloc" or len(alloc.operands)
                     or not wide.has_static_shape or "strided" in str(wide)):
                 continue
+            if any(use.owner == ret for use in alloc.results[0].uses):
+                continue  # the allocation is returned too (a value and its reshape): it stays the buffer
             reassociation = expand.attributes["reassociation"]
             with ir.InsertionPoint(alloc), alloc.location:
                 new = memref.AllocOp(wide, [], [], alignment=alloc.attributes["alignment"]

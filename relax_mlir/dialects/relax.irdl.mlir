@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 e989aaed828be697c5d19def9101f521b6c08d7be2f5890c6e29c1ad904537fd
+// registry sha256 2fbf249a2b26d50ed6a98d283dd74a7264d5e8a4511f3baeb1f0fc52e1640c8a
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

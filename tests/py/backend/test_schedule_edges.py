@@ -131,3 +131,81 @@ class Module:
     y, z = vm["main"](np.ones((4, 3, 8, 8), np.float32), np.ones((0, 3, 3, 3), np.float32), a, b)
     assert y.shape == (4, 0, 6, 6)
     np.testing.assert_allclose(z, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * np.sqrt(512))
+
+
+@pytest.mark.parametrize("rows", [4, 64])
+def test_a_boolean_mask_of_a_product_is_not_read_in_the_register_tiles(rows):
+    """``where(mask, g @ w, 0)`` (dropout's gradient): the matmul's register tiles would read the bool mask as
+    vectors (a compile error); the mask's generic stays a loop of its own, values as NumPy's."""
+    mod = from_source(f"""
+@I.ir_module
+class Module:
+    @R.function
+    def main(m: R.Tensor(({rows}, 64), "bool"), g: R.Tensor(({rows}, 5), "float32"), w: R.Tensor((5, 64), "float32")):
+        with R.dataflow():
+            y = R.where(m, R.matmul(g, w), R.const(0.0, "float32"))
+            R.output(y)
+        return y
+""")
+    rng = np.random.default_rng(4)
+    m = rng.random((rows, 64)) > 0.5
+    g, w = rng.random((rows, 5), np.float32), rng.random((5, 64), np.float32)
+    got = relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](m, g, w)
+    np.testing.assert_allclose(got, np.where(m, g.astype(np.float64) @ w, 0), rtol=1e-6, atol=1e-6)
+
+
+def test_an_mlp_with_dropout_trains_compiled_as_interpreted():
+    from relax_mlir import BlockBuilder, TensorStructInfo as T, Var, op
+    from relax_mlir.training import SGD, CrossEntropyLoss, SetupTrainer, Trainer
+
+    x, w0, w1 = Var("x", T((16, 32), "float32")), Var("w0", T((32, 64), "float32")), Var("w1", T((64, 5), "float32"))
+    bb = BlockBuilder()
+    with bb.function("backbone", [x, w0, w1]):
+        with bb.dataflow():
+            hidden = bb.emit(op.nn.relu(op.matmul(x, w0)))
+            dropped = bb.emit(op.nn.dropout(hidden, rate=0.3))
+            out = bb.emit_output(op.matmul(bb.emit(dropped[0]), w1))
+        bb.emit_func_output(out)
+    mod = bb.get().with_attrs({"param_num": 2, "state_num": 0})
+    setup = SetupTrainer(CrossEntropyLoss(), SGD(0.1), [T((16, 5), "float32"), T((16,), "int64")])
+    rng = np.random.default_rng(5)
+    xs, ys = rng.standard_normal((16, 32)).astype(np.float32), rng.integers(0, 5, 16)
+    trainers = [Trainer(mod, 2, setup).build(target) for target in ("cpu", "numpy")]
+    for t in trainers:
+        t.xavier_uniform_init_params(seed=1)
+    for _ in range(3):
+        losses = [float(t.update_params(xs, ys)) for t in trainers]
+        np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
+    for a, b in zip(trainers[0].params, trainers[1].params):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_returning_a_value_after_its_reshape_compiles():
+    """``return (reshape(v), v)``: rewriting the returned reshape erased ``v``'s buffer while the return still
+    held it (the process died: SIGSEGV or an assertion of MLIR's bindings). Run in a child process."""
+    import subprocess
+    import sys
+
+    code = """
+import numpy as np, relax_mlir
+from relax_mlir.script import from_source
+mod = from_source('''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((33,), "float32")):
+        with R.dataflow():
+            v = R.exp(x)
+            r = R.reshape(v, (3, 11))
+            res = (r, v)
+            R.output(res)
+        return res
+''')
+x = np.arange(33, dtype=np.float32) / 10
+a, b = relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](x)
+assert a.shape == (3, 11) and np.allclose(a.ravel(), np.exp(x)) and np.allclose(b, np.exp(x))
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "RELAX_MLIR_CACHE": "0"})
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]

@@ -182,3 +182,17 @@ def test_the_boundary_takes_and_returns_the_unsigned_dtype():
     np.testing.assert_array_equal(out, [1, 255, 0])
     with pytest.raises((TypeError, ValueError), match="uint8"):
         fn(np.array([0.5, 1, 2], np.float32))  # a float array is not silently truncated into bytes
+
+
+def test_uint64_bounds_and_fills_beyond_int64_are_kept_whole():
+    """An attribute (clip's bound) or a filled constant above 2**63 (an MLIR i64 attribute could not hold it)."""
+    mod = _module('x: R.Tensor((4,), "uint64")', f"R.clip(x, 5, {2 ** 63 + 1})")
+    x = np.array([0, 5, 2 ** 63, 2 ** 64 - 1], np.uint64)
+    got, want = _both(mod, x)
+    np.testing.assert_array_equal(got, np.clip(x, np.uint64(5), np.uint64(2 ** 63 + 1)))
+    np.testing.assert_array_equal(got, want)
+    mod = _module('x: R.Tensor((4,), "uint64")',
+                  f'R.maximum(x, R.full((4,), R.const({2 ** 63 + 7}, "uint64"), "uint64"))')
+    got, want = _both(mod, x)
+    np.testing.assert_array_equal(got, np.maximum(x, np.uint64(2 ** 63 + 7)))
+    np.testing.assert_array_equal(got, want)
