@@ -9,7 +9,8 @@ operands or results (:func:`unsigned_attrs`):
   operands as indices, which must be signed (``take`` of a ``uint8`` tensor compiles, ``take`` with ``uint8``
   indices is refused);
 * ops whose lowering depends on the sign (comparisons, ``maximum``/``minimum``, division and remainders, ``abs``,
-  ``sign``, ``clip``, the max/min/arg reductions, ``astype``, sums into a wider dtype: :data:`SIGN_AWARE`) get the
+  ``sign``, ``clip``, the max/min/arg reductions, ``argsort`` (and so ``sort`` and ``topk``, which decompose to
+  it), ``astype``, sums into a wider dtype: :data:`SIGN_AWARE`) get the
   unit attributes :data:`UNSIGNED_IN` (their integer operands are unsigned) and :data:`UNSIGNED_OUT` (their
   integer results are), which the lowerings read (``legalize.core.unsigned``): ``arith.cmpi ult``, ``divui``,
   ``remui``, ``maxui``, ``uitofp``, ``extui``, unsigned identities for max and min; such an op must not mix signed
@@ -48,7 +49,7 @@ INDEX_OPERANDS = {"relax.take": (1,), "relax.gather_elements": (1,), "relax.scat
 SIGN_AWARE = frozenset(f"relax.{n}" for n in (
     "astype", "less", "less_equal", "greater", "greater_equal", "maximum", "minimum", "divide", "floor_divide",
     "mod", "floor_mod", "abs", "sign", "clip", "max", "min", "argmax", "argmin", "sum", "prod", "cumsum",
-    "collapse_sum_to", "matmul",
+    "collapse_sum_to", "matmul", "argsort",
 ))
 
 

@@ -28,6 +28,8 @@ _BIG = 2**31 - 1  # strided_slice's "to the end"
 
 def order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     """The stable sorting permutation along ``axis`` (ties in order of position, also descending)."""
+    if x.dtype.kind in "biu":  # integers as they are (int64 and uint64 beyond 2**53 tie as float64); ~x reverses
+        return np.argsort(~x if descending else x, axis=axis, kind="stable")  # their order and keeps the ties
     key = x.astype(np.float64)
     return np.argsort(-key if descending else key, axis=axis, kind="stable")
 

@@ -163,7 +163,8 @@ def test_an_unsigned_matmul_wraps_like_numpy():
      "relax.take reads uint8 indices"),
     ('a: R.Tensor((2, 4), "uint8"), b: R.Tensor((4, 3), "uint8")', 'R.matmul(a, b, out_dtype="int32")',
      "relax.matmul of uint8 into int32 is not supported"),
-    ('x: R.Tensor((4,), "uint16")', "R.sort(x)", "relax.argsort on uint16 tensors is not supported"),  # sort is argsort + take
+    ('a: R.Tensor((2, 4), "uint16"), b: R.Tensor((4, 3), "uint16")', 'R.einsum((a, b), "ij,jk->ik")',
+     "relax.einsum on uint16 tensors is not supported"),
     ('x: R.Tensor((1, 1, 4, 4), "uint8")', "R.nn.max_pool2d(x, pool_size=[2, 2])",
      "relax.nn.max_pool2d on uint8 tensors is not supported"),
 ])
@@ -196,3 +197,19 @@ def test_uint64_bounds_and_fills_beyond_int64_are_kept_whole():
     got, want = _both(mod, x)
     np.testing.assert_array_equal(got, np.maximum(x, np.uint64(2 ** 63 + 7)))
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", UNSIGNED)
+@pytest.mark.parametrize("body, reference", [
+    ("R.sort(x, axis=1)", lambda x: np.sort(x, axis=1)),
+    ("R.argsort(x, axis=1)", lambda x: np.argsort(x, axis=1, kind="stable")),
+    ("R.sort(x, axis=0, descending=True)", lambda x: np.sort(x, axis=0)[::-1]),
+    ('R.topk(x, k=2, axis=1, ret_type="values")', lambda x: np.sort(x, axis=1)[:, ::-1][:, :2]),
+])
+def test_sorting_orders_unsigned_values_above_the_sign_bit_last(dtype, body, reference):
+    mod = _module(f'x: R.Tensor((4, 6), "{dtype}")', body)
+    x = _values(dtype, seed=10)
+    x[0, :2] = x[0, 2:4]  # ties: the stable order keeps the first first
+    got, want = _both(mod, x)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, reference(x))
