@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 2fbf249a2b26d50ed6a98d283dd74a7264d5e8a4511f3baeb1f0fc52e1640c8a
+// registry sha256 4f88307c0e2a4ae6daeafa5248e0815c87bb27c1f275f0a87422d9ff2d748c98
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {
