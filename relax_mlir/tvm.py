@@ -163,9 +163,7 @@ class VirtualMachine:
         mod = getattr(self.vm.executable, "mod", None)
         if mod is not None and hasattr(mod, "functions"):
             return [p.name_hint for p in mod[func_name].params]
-        fn = self.vm[func_name]
-        names = getattr(fn, "param_names", None)
-        return list(names) if names is not None else [p.name for p in fn.signature.params]
+        return [p.name for p in self.vm[func_name].signature.params]
 
     def invoke_stateful(self, func_name: str) -> None:
         """Run ``func_name`` on the inputs :meth:`set_input` gave; :meth:`get_outputs` returns the results."""

@@ -132,6 +132,13 @@ def element_bits(t: ir.Type) -> int:
     return ir.IntegerType(t).width if isinstance(t, ir.IntegerType) else 32
 
 
+def is_boolean(t: ir.Type) -> bool:
+    """Whether ``t`` (or its element type) is ``i1``: vector reads and writes of booleans have no byte layout to
+    lower to (``bool_storage.py``), so schedules leave such ops to scalar loops."""
+    elem = t.element_type if isinstance(t, ir.ShapedType) else t
+    return isinstance(elem, ir.IntegerType) and elem.width == 1
+
+
 def match_tagged(handle: str, op_name: str, tag: str, i: int) -> str:
     """The script line binding ``handle`` to the op named ``op_name`` tagged ``tag = i``."""
     return (f'{handle} = transform.structured.match ops{{["{op_name}"]}} attributes{{{tag} = {i} : i64}} '

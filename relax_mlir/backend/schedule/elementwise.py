@@ -37,7 +37,7 @@ import re
 
 from mlir import ir
 
-from .common import ANY, EPILOGUE, indexing_maps, loop_ranges, match_tagged, schedule_each
+from .common import ANY, EPILOGUE, indexing_maps, is_boolean, loop_ranges, match_tagged, schedule_each
 
 #: Iteration points from which a generic is split across threads (64x8x14x14, the 28x28 CNN's padded second
 #: layer input, is; the tutorial MLP's 128x128 updates are not).
@@ -128,7 +128,7 @@ def plan_short_rows(op: ir.Operation, lanes: int) -> list[int] | None:
     ranges = loop_ranges(op)
     if ranges is None or len(ranges) < 2 or not 2 <= ranges[-1] < lanes:
         return None
-    if any(_is_bool(v.type) for v in list(op.operands) + list(op.results)):
+    if any(is_boolean(v.type) for v in list(op.operands) + list(op.results)):
         return None  # vector reads and writes of booleans (i1) have no byte layout to lower to (bool_storage.py)
     body = list(op.regions[0].blocks[0].operations)
     if len(body) < SHORT_ROW_MIN_BODY or not all(  # plain arithmetic only: what the vectorizer always takes
@@ -158,8 +158,3 @@ def vectorize_short_rows(module: ir.Module, lanes: int, print_ir: bool = False) 
                          "vectorize short rows", print_ir,
                          patterns="transform.apply_patterns.vector.cast_away_vector_leading_one_dim\n"
                                   '  transform.apply_patterns.vector.lower_multi_reduction lowering_strategy = "innerreduction"')
-
-
-def _is_bool(t: ir.Type) -> bool:
-    elem = t.element_type if isinstance(t, ir.ShapedType) else t
-    return isinstance(elem, ir.IntegerType) and elem.width == 1

@@ -49,7 +49,7 @@ from mlir.dialects import arith, scf, tensor, vector
 
 from .accumulators import TileNest
 from .common import (EPILOGUE, all_parallel, as_operation, constant_int, defining_op, element_bits, encloses,
-                     indexing_maps, ops_named, slice_offsets, trip_count)
+                     indexing_maps, is_boolean, ops_named, slice_offsets, trip_count)
 from .matmul import MATMUL_LIKE, plan_matmul
 from ..host import host_cpu
 
@@ -116,7 +116,7 @@ def _elementwise_reader(user: ir.Operation, operand: int, t: ir.Type) -> bool:
         return False
     if not all_parallel(user):
         return False
-    if any(_boolean(v.type) for v in user.operands):
+    if any(is_boolean(v.type) for v in user.operands):
         return False  # a mask (dropout's, ReLU's as bytes): the tiles would read booleans (i1) as vectors, which
         # have no byte layout to lower to (bool_storage.py); the generic stays a loop of its own
     inputs = len(user.operands) - len(user.results)
@@ -590,8 +590,3 @@ def _read_block(source: ir.Value, amap: ir.AffineMap, where: list, shape: list, 
                                   ir.AffineMapAttr.get(minor), pad, ir.ArrayAttr.get([ir.BoolAttr.get(True)]))
     across = vector.broadcast(ir.VectorType.get([shape[1], shape[0]], element), column)
     return vector.transpose(full, across, [1, 0])
-
-
-def _boolean(t: ir.Type) -> bool:
-    elem = t.element_type if isinstance(t, ir.ShapedType) else t
-    return isinstance(elem, ir.IntegerType) and elem.width == 1

@@ -17,7 +17,8 @@ transpose (``g w^T``: the block of ``w`` is ``NC x KC``) becomes the transpose o
 
 Measured on a 2-core Intel Xeon (AVX-512, 48 KiB L1d, 2 MiB L2), alternated in one process
 (``benchmarks/ab_step.py``): the wide MLP's training step 15.23 -> 14.19 ms (-6.8%, twice); its three kinds of
-256x1024x1024 products, two threads, 221 -> 230 GFLOP/s (``A B``), 222 -> 234 (``x^T g``), 208 -> 223 (``g w^T``);
+256x1024x1024 products (``benchmarks/ab_kernels.py``), two threads, 221 -> 230 GFLOP/s (``A B``), 222 -> 234
+(``x^T g``), 208 -> 223 (``g w^T``);
 panels of the transposed blocks alone -0.8% of the step. Measured and not kept: the register tile's N loop
 outside its M loop, so that a panel stays in L1 while the tile sweeps the A block (+3.6% on the step: B is read
 sequentially from L2 at a rate L2 sustains, and A's 8 KiB panel stays in L1 as it is); A's blocks in MR-row panels
