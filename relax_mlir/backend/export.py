@@ -347,7 +347,7 @@ class _FunctionExporter:
         if has_dims_operands(rec):
             shape_dims = [d for d in fields[0].shape if not isinstance(d, int)] if "shape" in rec.attrs else []
             operands += [self.sizes.dim(d, self.where) for d in shape_dims + attr_dims]
-        for key in unsigned_attrs(rec.name, [a.struct_info for a in call.args], fields, self.where):
+        for key in unsigned_attrs(rec, [a.struct_info for a in call.args], fields, self.where):
             attrs[key] = ir.UnitAttr.get()
         # The binding names the op (a NameLoc): runtime checks quote it in their messages.
         op = ir.Operation.create(name, results=types, operands=operands, attributes=attrs,

@@ -1,21 +1,20 @@
 """Unsigned integer tensors (``uint8`` ... ``uint64``) in compiled code.
 
 MLIR's integers are signless: a ``uint8`` tensor is an ``i8`` tensor in the relax dialect and below, and what is
-unsigned about it lives in the ops that read it. The exporter sorts every op with an unsigned tensor among its
-operands or results (:func:`unsigned_attrs`):
+unsigned about it lives in the ops that read it. Each op's record says how it computes on unsigned integers (its
+``unsigned`` and ``index_inputs`` fields, ``relax_mlir.op.registry.Op``), and the exporter applies that to every
+call with an unsigned tensor among its operands or results (:func:`unsigned_attrs`):
 
-* ops whose lowering does the same on the bits whatever the sign (``add``, ``multiply``, the bitwise ops, every
-  layout op, ``where``, ...: :data:`SIGN_AGNOSTIC`) need nothing; an op in :data:`INDEX_OPERANDS` reads some
-  operands as indices, which must be signed (``take`` of a ``uint8`` tensor compiles, ``take`` with ``uint8``
-  indices is refused);
-* ops whose lowering depends on the sign (comparisons, ``maximum``/``minimum``, division and remainders, ``abs``,
-  ``sign``, ``clip``, the max/min/arg reductions, ``argsort`` (and so ``sort`` and ``topk``, which decompose to
-  it), ``astype``, sums into a wider dtype: :data:`SIGN_AWARE`) get the
-  unit attributes :data:`UNSIGNED_IN` (their integer operands are unsigned) and :data:`UNSIGNED_OUT` (their
+* ``"agnostic"`` ops, whose lowering does the same on the bits whatever the sign (``add``, ``multiply``, the
+  bitwise ops, every layout op, ``where``, ...), need nothing; an op's ``index_inputs`` are read as indices, which
+  must be signed (``take`` of a ``uint8`` tensor compiles, ``take`` with ``uint8`` indices is refused);
+* ``"aware"`` ops, whose lowering depends on the sign (comparisons, ``maximum``/``minimum``, division and
+  remainders, ``abs``, ``sign``, ``clip``, the max/min/arg reductions, ``argsort`` (and so ``sort`` and ``topk``,
+  which decompose to it), ``astype``, sums into a wider dtype), get the unit attributes :data:`UNSIGNED_IN` (their integer operands are unsigned) and :data:`UNSIGNED_OUT` (their
   integer results are), which the lowerings read (``legalize.core.unsigned``): ``arith.cmpi ult``, ``divui``,
   ``remui``, ``maxui``, ``uitofp``, ``extui``, unsigned identities for max and min; such an op must not mix signed
   and unsigned integer operands (NumPy would promote them to a wider signed type first: cast explicitly);
-* every other op refuses unsigned tensors with an :class:`ExportError` naming the op, the binding and the dtype,
+* every other op (``unsigned=None``) refuses unsigned tensors with an :class:`ExportError` naming the op, the binding and the dtype,
   rather than compiling signed arithmetic on them.
 
 The function's boundary takes and returns NumPy arrays of the unsigned dtype (``FunctionSignature`` keeps the
@@ -27,30 +26,13 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..op.registry import Op
 from .signature import ExportError
 
 #: The op's integer tensor operands are unsigned.
 UNSIGNED_IN = "relax_mlir.unsigned_in"
 #: The op's integer tensor results are unsigned.
 UNSIGNED_OUT = "relax_mlir.unsigned_out"
-
-SIGN_AGNOSTIC = frozenset(f"relax.{n}" for n in (
-    "add", "subtract", "multiply", "negative", "square", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
-    "equal", "not_equal", "where", "isnan", "isinf", "isfinite",
-    "reshape", "permute_dims", "expand_dims", "squeeze", "flatten", "broadcast_to", "concat", "split",
-    "strided_slice", "flip", "tile", "repeat", "tril", "triu", "nn.pad",
-    "full", "full_like", "ones", "ones_like", "zeros", "zeros_like", "arange",
-    "take", "gather_elements", "scatter_elements", "one_hot",
-    "grad.no_grad", "grad.start_checkpoint", "grad.end_checkpoint",
-))
-#: Operands read as indices: these must be signed even where the op's data may be unsigned.
-INDEX_OPERANDS = {"relax.take": (1,), "relax.gather_elements": (1,), "relax.scatter_elements": (1,),
-                  "relax.one_hot": (0,)}
-SIGN_AWARE = frozenset(f"relax.{n}" for n in (
-    "astype", "less", "less_equal", "greater", "greater_equal", "maximum", "minimum", "divide", "floor_divide",
-    "mod", "floor_mod", "abs", "sign", "clip", "max", "min", "argmax", "argmin", "sum", "prod", "cumsum",
-    "collapse_sum_to", "matmul", "argsort",
-))
 
 
 def _tensors(sinfo: StructInfo) -> list[TensorStructInfo]:
@@ -69,23 +51,24 @@ def _signed(dtype: str) -> bool:
     return dtype.startswith("int")
 
 
-def unsigned_attrs(op_name: str, args: Sequence[StructInfo], results: Sequence[TensorStructInfo],
+def unsigned_attrs(op: Op, args: Sequence[StructInfo], results: Sequence[TensorStructInfo],
                    where: str) -> list[str]:
-    """The unsigned attributes an op's export carries (none when it has no unsigned tensor); raises
+    """The unsigned attributes a call of ``op`` carries in its export (none when it has no unsigned tensor); raises
     :class:`ExportError` where the op cannot compute on unsigned integers (yet)."""
+    op_name = op.name
     ins = [[t.dtype for t in _tensors(a)] for a in args]
     outs = [r.dtype for r in results]
     flat_in = [d for group in ins for d in group]
     if not any(is_unsigned(d) for d in flat_in + outs):
         return []
     dtype = next(d for d in flat_in + outs if is_unsigned(d))
-    for i in INDEX_OPERANDS.get(op_name, ()):
-        if i < len(ins) and any(is_unsigned(d) for d in ins[i]):
+    for i, name in enumerate(op.inputs):
+        if name in op.index_inputs and i < len(ins) and any(is_unsigned(d) for d in ins[i]):
             raise ExportError(f"{where}: {op_name} reads {dtype} indices; compiled code takes signed indices "
                               "(cast them with R.astype(..., \"int64\"))")
-    if op_name in SIGN_AGNOSTIC:
+    if op.unsigned == "agnostic":
         return []
-    if op_name not in SIGN_AWARE:
+    if op.unsigned != "aware":
         raise ExportError(f"{where}: {op_name} on {dtype} tensors is not supported by the MLIR backend yet "
                           "(cast to a signed or float dtype first)")
     unsigned_in = any(is_unsigned(d) for d in flat_in)

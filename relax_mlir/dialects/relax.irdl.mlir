@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 4f88307c0e2a4ae6daeafa5248e0815c87bb27c1f275f0a87422d9ff2d748c98
+// registry sha256 7850820cad0c8f3d3b1b79e48e80fc30dca7d6c64c2694eba3550dc82a5bca06
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

@@ -76,17 +76,19 @@ def _binary_rule(rule: Callable) -> Callable:
 
 
 def binary(name: str, fn, scalar: Callable, kind: str = "arith", doc: str = "", low: float = -2.0,
-           high: float = 2.0, grad: Optional[Callable] = None, widen: bool = False) -> Op:
+           high: float = 2.0, grad: Optional[Callable] = None, widen: bool = False,
+           unsigned: Optional[str] = "aware") -> Op:
     """Register ``relax.<name>``: ``kind`` is ``"arith"`` (numeric, same dtype out), ``"float"`` (float
     only), or ``"compare"`` (any dtype, bool out, not differentiable). ``low``/``high``: the samples' domain.
     ``grad(a, b, g, y)`` is the gradient rule (see the module docstring). ``scalar(b, x1, x2)`` is the lowering
     with the backend's scalar builder (``registry.Elementwise``); ``widen`` computes half floats in f32, for the
-    ops whose f16 result would differ from the rounded exact one."""
+    ops whose f16 result would differ from the rounded exact one. ``unsigned``: the record's field (``registry.Op``);
+    most binary ops depend on the sign of integers (comparisons, division), the default; float-only ops have none."""
     return register(Op(
         name=f"relax.{name}", inputs=("x1", "x2"), infer=_binary_infer(kind),
         reference=(lambda a, b: np.asarray(fn(a, b))) if kind == "compare" else _arith_ref(fn),
         gradient=NOT_DIFFERENTIABLE if kind == "compare" else None if grad is None else _binary_rule(grad),
-        lowering=Elementwise(scalar, widen=widen),
+        lowering=Elementwise(scalar, widen=widen), unsigned=None if kind == "float" else unsigned,
         samples=_samples(kind, low, high), bad_samples=_bad(kind), doc=doc or f"Elementwise {name} with broadcasting."))
 
 
@@ -154,9 +156,12 @@ def _power_grad(a, b, g, y):
     return g * da, g * y * log(a)
 
 
-add = binary("add", np.add, lambda b, x, y: b.add(x, y), grad=lambda a, b, g, y: (g, g))
-subtract = binary("subtract", np.subtract, lambda b, x, y: b.sub(x, y), grad=lambda a, b, g, y: (g, -g))
-multiply = binary("multiply", np.multiply, lambda b, x, y: b.mul(x, y), grad=lambda a, b, g, y: (g * b, g * a))
+add = binary("add", np.add, lambda b, x, y: b.add(x, y),
+             grad=lambda a, b, g, y: (g, g), unsigned="agnostic")
+subtract = binary("subtract", np.subtract, lambda b, x, y: b.sub(x, y),
+                  grad=lambda a, b, g, y: (g, -g), unsigned="agnostic")
+multiply = binary("multiply", np.multiply, lambda b, x, y: b.mul(x, y),
+                  grad=lambda a, b, g, y: (g * b, g * a), unsigned="agnostic")
 divide = binary("divide", _divide, lambda b, x, y: b.div(x, y),
                 doc="Elementwise division; on integers it truncates toward zero (by zero: 0, as NumPy's).",
                 low=0.5, high=3.0, grad=lambda a, b, g, y: (g / b, -(g * y / b)))
@@ -177,8 +182,10 @@ floor_mod = binary("floor_mod", _floor_mod, _floor_mod_scalar, low=0.5, high=3.0
                    doc="The remainder of the floor division (Python's ``%``; TVM's ``floor_mod``): the sign of "
                        "``x2``; integers by zero give 0.",
                    grad=lambda a, b, g, y: _mod_grad("floor", a, b, g))
-equal = binary("equal", np.equal, lambda b, x, y: b.cmp("eq", x, y), kind="compare")
-not_equal = binary("not_equal", np.not_equal, lambda b, x, y: b.cmp("ne", x, y), kind="compare")
+equal = binary("equal", np.equal, lambda b, x, y: b.cmp("eq", x, y), kind="compare",
+               unsigned="agnostic")
+not_equal = binary("not_equal", np.not_equal, lambda b, x, y: b.cmp("ne", x, y), kind="compare",
+                   unsigned="agnostic")
 less = binary("less", np.less, lambda b, x, y: b.cmp("lt", x, y), kind="compare")
 less_equal = binary("less_equal", np.less_equal, lambda b, x, y: b.cmp("le", x, y), kind="compare")
 greater = binary("greater", np.greater, lambda b, x, y: b.cmp("gt", x, y), kind="compare")
@@ -204,7 +211,7 @@ def _where_grad(orig, call, grad):
 
 
 where = register(Op(
-    name="relax.where", inputs=("condition", "x1", "x2"), infer=_where_infer,
+    name="relax.where", unsigned="agnostic", inputs=("condition", "x1", "x2"), infer=_where_infer,
     reference=lambda c, a, b: np.where(c, a, b).astype(np.result_type(a, b)), gradient=_where_grad,
     lowering=Elementwise(lambda b, c, x, y: b.select(c, x, y), widen=False),
     no_grad_inputs=("condition",),

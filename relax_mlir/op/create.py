@@ -89,7 +89,7 @@ _NO_DTYPE = BadSample([], {"shape": (2,), "dtype": None}, r"unknown dtype None")
 
 
 zeros = register(Op(
-    name="relax.zeros", lowering="shape:zeros",
+    name="relax.zeros", unsigned="agnostic", lowering="shape:zeros",
     inputs=(), gradient=_no_inputs, attrs={"shape": REQUIRED, "dtype": REQUIRED},
     infer=_from_shape_infer, canonicalize=_zeros_ones_canon,
     reference=lambda shape, dtype: np.zeros(shape, to_numpy(dtype)),
@@ -98,7 +98,7 @@ zeros = register(Op(
     doc="A tensor of zeros: ``R.zeros((n, 4), \"float32\")``; the shape may name size variables."))
 
 ones = register(Op(
-    name="relax.ones", lowering="shape:ones",
+    name="relax.ones", unsigned="agnostic", lowering="shape:ones",
     inputs=(), gradient=_no_inputs, attrs={"shape": REQUIRED, "dtype": REQUIRED},
     infer=_from_shape_infer, canonicalize=_zeros_ones_canon,
     reference=lambda shape, dtype: np.ones(shape, to_numpy(dtype)),
@@ -107,7 +107,7 @@ ones = register(Op(
     doc="A tensor of ones: ``R.ones((), \"float32\")``; the shape may name size variables."))
 
 full = register(Op(
-    name="relax.full", lowering="shape:full",
+    name="relax.full", unsigned="agnostic", lowering="shape:full",
     inputs=(), gradient=_no_inputs, attrs={"shape": REQUIRED, "fill_value": REQUIRED, "dtype": None},
     infer=_from_shape_infer, canonicalize=_from_shape_canon, check_attrs=_check_fill,
     reference=lambda shape, fill_value, dtype: np.full(shape, fill_value, to_numpy(dtype or _fill_dtype(fill_value))),
@@ -141,7 +141,7 @@ def _like_bad(extra: dict) -> list[BadSample]:
 
 
 zeros_like = register(Op(
-    name="relax.zeros_like", lowering="shape:zeros_like",
+    name="relax.zeros_like", unsigned="agnostic", lowering="shape:zeros_like",
     inputs=("x",), gradient=_value_independent, attrs={"dtype": None}, infer=_like_infer,
     canonicalize=canonical_dtype,
     reference=lambda x, dtype: np.zeros(x.shape, to_numpy(dtype) if dtype else x.dtype),
@@ -149,7 +149,7 @@ zeros_like = register(Op(
     doc="Zeros with the shape of ``x`` and its dtype unless ``dtype`` is given."))
 
 ones_like = register(Op(
-    name="relax.ones_like", lowering="shape:ones_like",
+    name="relax.ones_like", unsigned="agnostic", lowering="shape:ones_like",
     inputs=("x",), gradient=_value_independent, attrs={"dtype": None}, infer=_like_infer,
     canonicalize=canonical_dtype,
     reference=lambda x, dtype: np.ones(x.shape, to_numpy(dtype) if dtype else x.dtype),
@@ -157,7 +157,7 @@ ones_like = register(Op(
     doc="Ones with the shape of ``x`` and its dtype unless ``dtype`` is given."))
 
 full_like = register(Op(
-    name="relax.full_like", lowering="shape:full_like",
+    name="relax.full_like", unsigned="agnostic", lowering="shape:full_like",
     inputs=("x",), gradient=_value_independent, attrs={"fill_value": REQUIRED, "dtype": None},
     infer=_like_infer, canonicalize=lambda attrs: _fill_canon(canonical_dtype(attrs)), check_attrs=_check_fill,
     reference=lambda x, fill_value, dtype: np.full(x.shape, fill_value, to_numpy(dtype) if dtype else x.dtype),
@@ -189,6 +189,7 @@ def _triangle(name: str, fn, side: str) -> Op:
 
     op = register(Op(
         name=f"relax.{name}", inputs=("x",), attrs={"k": 0}, infer=_tri_infer, check_attrs=_tri_check,
+        unsigned="agnostic",
         gradient=gradient, lowering=f"shape:{name}",
         reference=lambda x, k: fn(x, k),
         samples=[Sample([_T((4, 4), "float32")]), Sample([_T((3, 5), "float64")], {"k": 1}),
@@ -247,7 +248,7 @@ def _arange_ref(start, end, step, dtype):
 
 
 arange = register(Op(
-    name="relax.arange", lowering="shape:arange", inputs=(), gradient=_no_inputs,
+    name="relax.arange", unsigned="agnostic", lowering="shape:arange", inputs=(), gradient=_no_inputs,
     attrs={"start": REQUIRED, "end": None, "step": 1, "dtype": None},
     infer=lambda args, attrs: _T((_arange_len(attrs["start"], attrs["end"], attrs["step"]),), attrs["dtype"]),
     canonicalize=_arange_canon, check_attrs=_arange_check, reference=_arange_ref,

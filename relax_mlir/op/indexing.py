@@ -79,6 +79,7 @@ def _take_make(rng, sinfos, attrs):
 
 take = register(Op(
     name="relax.take", lowering="shape:take", inputs=("x", "indices"), attrs={"axis": None, "mode": "fast"},
+    unsigned="agnostic", index_inputs=("indices",),
     infer=_take_infer, check_attrs=_take_check, reference=_take_ref, no_grad_inputs=("indices",),
     gradient=gu.tensor_rule(lambda x, g, call: get_op("relax.grad.take_backward")(
         g, call.args[1], call.attrs["axis"], gu.shape_of(x, "relax.take gradient"), call.attrs["mode"])),
@@ -164,7 +165,7 @@ def _slice_ref(x, axes, begin, end, strides):
 
 
 strided_slice = register(Op(
-    name="relax.strided_slice", lowering="shape:strided_slice", inputs=("x",),
+    name="relax.strided_slice", unsigned="agnostic", lowering="shape:strided_slice", inputs=("x",),
     attrs={"axes": REQUIRED, "begin": REQUIRED, "end": REQUIRED, "strides": None},
     infer=_slice_infer, canonicalize=_slice_canon, check_attrs=_slice_check, reference=_slice_ref,
     size_attrs=("begin", "end"),

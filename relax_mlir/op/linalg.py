@@ -83,6 +83,7 @@ def _matmul_grad(orig, call, grad):
 
 matmul = register(Op(
     name="relax.matmul", lowering="linalg:matmul", inputs=("x1", "x2"), attrs={"out_dtype": None}, infer=_matmul_infer,
+    unsigned="aware",
     canonicalize=lambda attrs: canonical_dtype(attrs, "out_dtype"), reference=_matmul_ref, gradient=_matmul_grad,
     samples=[Sample([_T((2, 3), "float32"), _T((3, 4), "float32")]),
              Sample([_T((2, 3), "float64"), _T((3, 4), "float64")]),

@@ -42,7 +42,7 @@ def _binary(name: str, kind: str, fn, scalar) -> Op:
     wrong = "int32" if kind == "logical" else "float32"
     return register(Op(
         name=f"relax.{name}", inputs=("x1", "x2"), infer=_binary_infer(kind), reference=lambda a, b: fn(a, b),
-        gradient=NOT_DIFFERENTIABLE, lowering=Elementwise(scalar, widen=False), samples=samples,
+        gradient=NOT_DIFFERENTIABLE, lowering=Elementwise(scalar, widen=False), samples=samples, unsigned="agnostic",
         bad_samples=[BadSample([_T((3,), wrong), _T((3,), wrong)], {}, rf"must have {_expected(kind)}, got {wrong}"),
                      BadSample([_T((3,), dtypes[0]), _T((4,), dtypes[0])], {}, r"cannot broadcast")],
         doc=f"Elementwise {name.replace('_', ' ')} ({_expected(kind)}), with broadcasting."))
@@ -74,6 +74,7 @@ def _unary(name: str, kind: str, fn, scalar, doc: str) -> Op:
     return register(Op(
         name=f"relax.{name}", inputs=("x",), infer=infer, reference=lambda x: np.asarray(fn(x)),
         gradient=NOT_DIFFERENTIABLE, lowering=Elementwise(scalar, widen=kind == "float_class"), samples=samples,
+        unsigned="agnostic",
         bad_samples=[BadSample([_T((3,), wrong)], {}, rf"x must have {_expected(kind)}, got {wrong}")],
         doc=doc))
 

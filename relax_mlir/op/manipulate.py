@@ -61,6 +61,7 @@ def _reshape_infer(args, attrs):
 
 reshape = register(Op(
     name="relax.reshape", lowering="shape:reshape", inputs=("x",), attrs={"shape": REQUIRED}, infer=_reshape_infer,
+    unsigned="agnostic",
     canonicalize=_reshape_canon, check_attrs=_reshape_check, reference=lambda x, shape: x.reshape(shape),
     gradient=gu.tensor_rule(lambda x, g, call: gu.reshape_like(g, x)),
     samples=[Sample([_T((2, 3), "float32")], {"shape": (3, 2)}),
@@ -108,6 +109,7 @@ def _permute_grad(x, g, call):
 
 permute_dims = register(Op(
     name="relax.permute_dims", lowering="shape:permute_dims", inputs=("x",), attrs={"axes": None}, infer=_permute_infer,
+    unsigned="agnostic",
     canonicalize=lambda attrs: canonical_int_tuple(attrs, "axes"),
     reference=lambda x, axes: np.transpose(x, axes).copy(), gradient=gu.tensor_rule(_permute_grad),
     samples=[Sample([_T((2, 3), "float32")]),
@@ -133,7 +135,7 @@ def _expand_dims_infer(args, attrs):
 
 
 expand_dims = register(Op(
-    name="relax.expand_dims", lowering="shape:expand_dims",
+    name="relax.expand_dims", unsigned="agnostic", lowering="shape:expand_dims",
     inputs=("x",), attrs={"axis": REQUIRED}, infer=_expand_dims_infer,
     canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"),
     reference=lambda x, axis: np.expand_dims(x, axis),
@@ -167,6 +169,7 @@ def _squeeze_infer(args, attrs):
 
 squeeze = register(Op(
     name="relax.squeeze", lowering="shape:squeeze", inputs=("x",), attrs={"axis": None}, infer=_squeeze_infer,
+    unsigned="agnostic",
     canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"), reference=lambda x, axis: np.squeeze(x, axis),
     gradient=gu.tensor_rule(lambda x, g, call: gu.reshape_like(g, x)),
     samples=[Sample([_T((1, 3, 1), "float32")]),
@@ -188,7 +191,7 @@ def _flatten_infer(args, attrs):
 
 
 flatten = register(Op(
-    name="relax.flatten", lowering="shape:flatten",
+    name="relax.flatten", unsigned="agnostic", lowering="shape:flatten",
     inputs=("x",), infer=_flatten_infer, reference=lambda x: x.reshape(-1),
     gradient=gu.tensor_rule(lambda x, g, call: gu.reshape_like(g, x)),
     samples=[Sample([_T((2, 3, 4), "float32")]), Sample([_T(("n", 784), "float32")]),
@@ -217,7 +220,7 @@ def _broadcast_to_infer(args, attrs):
 
 
 broadcast_to = register(Op(
-    name="relax.broadcast_to", lowering="shape:broadcast_to",
+    name="relax.broadcast_to", unsigned="agnostic", lowering="shape:broadcast_to",
     inputs=("x",), attrs={"shape": REQUIRED}, infer=_broadcast_to_infer,
     canonicalize=lambda attrs: dict(attrs, shape=shape_attr(attrs["shape"])),
     reference=lambda x, shape: np.array(np.broadcast_to(x, shape)),
@@ -297,7 +300,7 @@ def _concat_flattened(call: Call) -> Optional[Expr]:
 
 
 concat = register(Op(
-    name="relax.concat", lowering="shape:concat", export_rewrite=_concat_flattened,
+    name="relax.concat", unsigned="agnostic", lowering="shape:concat", export_rewrite=_concat_flattened,
     inputs=("tensors",), tuple_input=True, attrs={"axis": 0}, infer=_concat_infer,
     reference=lambda tensors, axis: np.concatenate(tensors, axis=axis), gradient=_concat_grad,
     samples=[Sample([[_T((2, 3), "float32"), _T((4, 3), "float32")]]),
@@ -365,6 +368,7 @@ def _split_grad(orig, call, grad):
 
 split = register(Op(
     name="relax.split", lowering="shape:split", inputs=("x",), attrs={"indices_or_sections": REQUIRED, "axis": 0},
+    unsigned="agnostic",
     infer=_split_infer, canonicalize=_split_canon, check_attrs=_split_check, gradient=_split_grad,
     reference=lambda x, indices_or_sections, axis: tuple(np.split(
         x, indices_or_sections if isinstance(indices_or_sections, int) else list(indices_or_sections), axis)),

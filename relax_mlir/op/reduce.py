@@ -10,6 +10,8 @@ of the other elements (``y / x`` where ``x`` is not 0, as TVM's, and defined at 
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from ..ir import sym
@@ -95,13 +97,13 @@ def _reduction_rule(rule):
 
 def reduction(name: str, fn, *, float_only: bool = False, widen: bool = True, low: float = -2.0,
               high: float = 2.0, doc: str = "", grad=None, lowering: str = "", decompose=None,
-              samples=None) -> Op:
+              samples=None, unsigned: Optional[str] = None) -> Op:
     """Register ``relax.<name>(x, axis=None, keepdims=False)`` computing ``fn(x, axis=, keepdims=)``,
     with the input's dtype. ``float_only`` refuses integer inputs (mean, variance); ``widen`` computes in
     float64/int64 before casting back (integer results wrap as the native reduction does). ``grad`` is the
     gradient rule (see the module docstring); ``lowering`` names the backend's (default ``reduce:reduce_<name>``).
     A composite gives ``decompose`` instead (its gradient is the decomposition's); ``samples`` replace the
-    generated ones."""
+    generated ones; ``unsigned`` is the record's field (``registry.Op``)."""
     def infer(args, attrs):
         (x,) = args
         _check_numeric(x, float_only)
@@ -115,7 +117,7 @@ def reduction(name: str, fn, *, float_only: bool = False, widen: bool = True, lo
         name=f"relax.{name}", inputs=("x",), attrs={"axis": None, "keepdims": False}, infer=infer,
         canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"), check_attrs=_keepdims_check,
         reference=ref, samples=_samples(float_only, low, high) if samples is None else samples,
-        bad_samples=_bad(float_only), doc=doc, decompose=decompose,
+        bad_samples=_bad(float_only), doc=doc, decompose=decompose, unsigned=unsigned,
         gradient=gu.through_decomposition if decompose else None if grad is None else _reduction_rule(grad),
         lowering=None if decompose else lowering or f"reduce:reduce_{name}"))
 
@@ -149,7 +151,7 @@ def _extremum_grad(x, y, g, call):
 
 
 sum = reduction("sum", np.sum, doc="Sum over ``axis``.",  # noqa: A001 - the op is called sum, as in TVM
-                grad=lambda x, y, g, call: gu.broadcast_like(g, x))
+                grad=lambda x, y, g, call: gu.broadcast_like(g, x), unsigned="aware")
 mean = reduction("mean", np.mean, float_only=True, doc="Arithmetic mean over ``axis`` (float inputs).",
                  grad=_mean_grad)
 variance = reduction("variance", np.var, float_only=True, grad=_variance_grad, lowering="reduce:variance",
@@ -163,9 +165,9 @@ std = reduction("std", np.std, float_only=True,
                 doc="Population standard deviation ``sqrt(variance(x, axis))`` over ``axis`` (float inputs), as "
                     "TVM's ``R.std``. Composite: decomposed into ``sqrt(variance)``; its gradient is the "
                     "decomposition's, infinite where the deviation is 0 (one element, or all equal).")
-max = reduction("max", np.max, widen=False, grad=_extremum_grad,  # noqa: A001
+max = reduction("max", np.max, widen=False, grad=_extremum_grad, unsigned="aware",  # noqa: A001
                 doc="Maximum over ``axis``. Its gradient is shared evenly by the elements equal to the maximum.")
-min = reduction("min", np.min, widen=False, grad=_extremum_grad,  # noqa: A001
+min = reduction("min", np.min, widen=False, grad=_extremum_grad, unsigned="aware",  # noqa: A001
                 doc="Minimum over ``axis``. Its gradient is shared evenly by the elements equal to the minimum.")
 def _prod_grad(x, y, g, call):
     """The product of the other elements: ``y / x`` (TVM's rule) where ``x`` is not 0; where it is, the product of
@@ -182,7 +184,7 @@ def _prod_grad(x, y, g, call):
     return g * where(zero, at_zero, y / nonzero)
 
 
-prod = reduction("prod", np.prod, low=0.5, high=1.5, grad=_prod_grad,
+prod = reduction("prod", np.prod, low=0.5, high=1.5, grad=_prod_grad, unsigned="aware",
                  doc="Product over ``axis``. Its gradient is the product of the other elements (``g * y / x`` where "
                      "``x`` is not 0, as TVM's; defined at 0 too).")
 
@@ -207,6 +209,7 @@ def _arg_reduction(name: str, fn, doc: str) -> Op:
 
     return register(Op(
         name=f"relax.{name}", inputs=("x",), attrs={"axis": None, "keepdims": False}, infer=_arg_infer,
+        unsigned="aware",
         check_attrs=_arg_check, reference=ref, gradient=NOT_DIFFERENTIABLE, lowering=f"reduce:{name}",
         samples=[Sample([_T((3, 4), "float32")]), Sample([_T((3, 4), "float64")], {"axis": 1}),
                  Sample([_T((2, 3, 4), "int32")], {"axis": -2, "keepdims": True}, low=-50, high=50),
@@ -272,7 +275,7 @@ def _cumsum_grad(orig, call, grad):
 
 
 cumsum = register(Op(
-    name="relax.cumsum", lowering="reduce:cumsum",
+    name="relax.cumsum", unsigned="aware", lowering="reduce:cumsum",
     inputs=("x",), attrs={"axis": None, "dtype": None, "exclusive": False},
     infer=_cumsum_infer, canonicalize=canonical_dtype, check_attrs=_cumsum_check, reference=_cumsum_ref,
     gradient=_cumsum_grad,
@@ -326,7 +329,7 @@ def _collapse_canon(attrs: dict) -> dict:
 
 
 collapse_sum_to = register(Op(
-    name="relax.collapse_sum_to", lowering="reduce:collapse_sum_to",
+    name="relax.collapse_sum_to", unsigned="aware", lowering="reduce:collapse_sum_to",
     inputs=("x",), attrs={"shape": REQUIRED}, infer=_collapse_infer,
     canonicalize=_collapse_canon, reference=_collapse_ref,
     gradient=lambda orig, call, grad: [gu.only_float(orig, gu.broadcast_like(grad, call.args[0]))],

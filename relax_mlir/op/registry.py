@@ -110,6 +110,11 @@ class Op:
       :class:`Elementwise` for elementwise ops. ``decompose(call) -> Expr``: for composites, rewritten into other ops
       before export (they have no dialect op). ``export_rewrite(call) -> Expr | None``: a rewrite the export applies
       to some calls of a lowered op (``concat(t, axis=None)``), ``None`` to export the call as it is.
+    * ``unsigned``: how the MLIR backend computes the op on unsigned integer tensors (``backend/unsigned.py``):
+      ``"agnostic"`` (its lowering does the same on the bits whatever the sign: ``add``, layout ops),
+      ``"aware"`` (its lowering reads the unsigned attributes the export sets: comparisons, division, ``max``), or
+      ``None``: the export refuses unsigned tensors with a clear error. ``index_inputs``: inputs read as indices,
+      which must be signed even where the op's data may be unsigned (``take``'s ``indices``).
     """
 
     name: str
@@ -128,6 +133,8 @@ class Op:
     decompose: Any = None
     export_rewrite: Optional[Callable[[Any], Any]] = None
     pure: bool = True
+    unsigned: Optional[str] = None
+    index_inputs: tuple[str, ...] = ()
     samples: list = field(default_factory=list)
     bad_samples: list = field(default_factory=list)
     doc: str = ""
@@ -294,6 +301,11 @@ def register(op: Op) -> Op:
     """Add an op record to the registry (its name must be new) and return it."""
     if op.name in _REGISTRY:
         raise ValueError(f"op {op.name} is registered twice")
+    if op.unsigned not in (None, "agnostic", "aware"):
+        raise ValueError(f"op {op.name}: unsigned must be None, 'agnostic' or 'aware', got {op.unsigned!r}")
+    unknown = [name for name in op.index_inputs if name not in op.inputs]
+    if unknown:
+        raise ValueError(f"op {op.name}: index_inputs {unknown} are not among its inputs {list(op.inputs)}")
     _REGISTRY[op.name] = op
     return op
 

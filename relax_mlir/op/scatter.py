@@ -79,6 +79,7 @@ def _gather_grad(x, g, call):
 
 gather_elements = register(Op(
     name="relax.gather_elements", lowering="index:gather_elements", inputs=("data", "indices"), attrs={"axis": 0},
+    unsigned="agnostic", index_inputs=("indices",),
     infer=_gather_infer, reference=_gather_ref, gradient=gu.tensor_rule(_gather_grad), no_grad_inputs=("indices",),
     samples=[Sample([_T((3, 4), "float32"), _T((2, 4), "int64")], {"axis": 0}, make=_make_indices),
              Sample([_T((3, 4), "float64"), _T((3, 6), "int32")], {"axis": -1}, make=_make_indices),
@@ -160,6 +161,7 @@ def _scatter_args(data, indices, dtype="float32", index_dtype="int64"):
 
 scatter_elements = register(Op(
     name="relax.scatter_elements", lowering="index:scatter_elements", inputs=("data", "indices", "updates"),
+    unsigned="agnostic", index_inputs=("indices",),
     attrs={"axis": 0, "reduction": "update"}, infer=_scatter_infer, check_attrs=_scatter_check,
     reference=_scatter_ref, gradient=_scatter_grad, no_grad_inputs=("indices",),
     samples=[Sample(_scatter_args((4, 3), (3, 3)), {"axis": 0}, make=_make_indices),
@@ -233,7 +235,7 @@ def _classes(rng, sinfos, attrs):
 
 
 one_hot = register(Op(
-    name="relax.one_hot", lowering="index:one_hot", inputs=("indices",),
+    name="relax.one_hot", unsigned="agnostic", index_inputs=("indices",), lowering="index:one_hot", inputs=("indices",),
     attrs={"on_value": 1.0, "off_value": 0.0, "depth": REQUIRED, "axis": -1, "dtype": None},
     infer=_one_hot_infer, canonicalize=_one_hot_canon, check_attrs=_one_hot_check, reference=_one_hot_ref,
     gradient=NOT_DIFFERENTIABLE,

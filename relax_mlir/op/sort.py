@@ -95,7 +95,7 @@ def _argsort_infer(args, attrs):
 
 
 argsort = register(Op(
-    name="relax.argsort", lowering="sort:argsort", inputs=("data",),
+    name="relax.argsort", unsigned="aware", lowering="sort:argsort", inputs=("data",),
     attrs={"axis": -1, "descending": False, "dtype": "int32"}, infer=_argsort_infer, canonicalize=_canon_dtype,
     check_attrs=_argsort_check,
     reference=lambda data, axis, descending, dtype: order(data, axis, descending).astype(to_numpy(dtype)),

@@ -60,6 +60,7 @@ def _repeat_decompose(call: Call) -> Expr:
 
 repeat = register(Op(
     name="relax.repeat", inputs=("data",), attrs={"repeats": REQUIRED, "axis": None}, infer=_repeat_infer,
+    unsigned="agnostic",
     check_attrs=_repeat_check, reference=lambda data, repeats, axis: np.repeat(data, repeats, axis=axis),
     decompose=_repeat_decompose, gradient=gu.through_decomposition,
     samples=[Sample([_T((2, 3), "float32")], {"repeats": 2, "axis": 1}),
@@ -111,6 +112,7 @@ def _tile_decompose(call: Call) -> Expr:
 
 tile = register(Op(
     name="relax.tile", inputs=("data",), attrs={"repeats": REQUIRED}, infer=_tile_infer, canonicalize=_tile_canon,
+    unsigned="agnostic",
     check_attrs=_tile_check, reference=lambda data, repeats: np.tile(data, repeats),
     decompose=_tile_decompose, gradient=gu.through_decomposition,
     samples=[Sample([_T((2, 3), "float32")], {"repeats": (2, 1)}),
@@ -142,7 +144,7 @@ def _flip_decompose(call: Call) -> Expr:
 
 
 flip = register(Op(
-    name="relax.flip", inputs=("data",), attrs={"axis": REQUIRED}, infer=_flip_infer,
+    name="relax.flip", unsigned="agnostic", inputs=("data",), attrs={"axis": REQUIRED}, infer=_flip_infer,
     reference=lambda data, axis: np.flip(data, axis).copy(), decompose=_flip_decompose,
     gradient=gu.through_decomposition,
     samples=[Sample([_T((2, 3), "float32")], {"axis": 1}), Sample([_T(("n", 4), "float64")], {"axis": 0}),

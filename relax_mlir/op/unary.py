@@ -63,7 +63,7 @@ def unary(name: str, fn, *, float_only: bool = True, allow_bool: bool = False, l
           high: float = 2.0, input_name: str = "x", attrs: Optional[dict] = None,
           check_attrs: Optional[Callable[[dict], None]] = None, samples: Sequence[Sample] = (),
           bad_samples: Sequence[BadSample] = (), doc: str = "", grad: Optional[Callable] = None,
-          scalar: Optional[Callable] = None) -> Op:
+          scalar: Optional[Callable] = None, unsigned: Optional[str] = None) -> Op:
     """Register an elementwise op ``relax.<name>`` whose output has the input's shape and dtype.
 
     ``fn(x, **attrs)`` computes it (in float64 when ``float_only``); ``input_name`` is the input's name
@@ -71,11 +71,11 @@ def unary(name: str, fn, *, float_only: bool = True, allow_bool: bool = False, l
     (``leakyrelu``'s ``alpha``). ``samples``/``bad_samples`` add to the generated ones. ``grad(y, call, g)``
     returns ``[x_grad]`` (see the module docstring); it only runs on float inputs. ``scalar(b, x, **attrs)`` is the
     lowering, one element at a time with the backend's scalar builder ``b`` (see ``registry.Elementwise``);
-    half floats are computed in f32."""
+    half floats are computed in f32. ``unsigned``: the record's field (``registry.Op``)."""
     return register(Op(
         name=f"relax.{name}", inputs=(input_name,), attrs=dict(attrs or {}), check_attrs=check_attrs,
         gradient=None if grad is None else _float_input_rule(grad),
-        lowering=None if scalar is None else Elementwise(scalar),
+        lowering=None if scalar is None else Elementwise(scalar), unsigned=unsigned,
         infer=_unary_infer(input_name, float_only, allow_bool), reference=_compute(fn) if float_only else fn,
         samples=_default_samples(float_only, low, high) + list(samples),
         bad_samples=_default_bad(input_name, float_only, allow_bool) + list(bad_samples),
@@ -131,8 +131,9 @@ def _one(y):
 
 
 abs = unary("abs", np.abs, float_only=False, scalar=lambda b, x: b.abs(x),  # noqa: A001 - the op is called abs, as in TVM
-            grad=_abs_grad)
-negative = unary("negative", np.negative, float_only=False, scalar=lambda b, x: b.neg(x), grad=lambda y, call, g: [-g])
+            grad=_abs_grad, unsigned="aware")
+negative = unary("negative", np.negative, float_only=False, scalar=lambda b, x: b.neg(x),
+                 grad=lambda y, call, g: [-g], unsigned="agnostic")
 exp = unary("exp", np.exp, scalar=lambda b, x: b.exp(x), grad=lambda y, call, g: [g * y])
 log = unary("log", np.log, scalar=lambda b, x: b.log(x), low=0.1, high=4.0, grad=lambda y, call, g: [g / call.args[0]])
 sqrt = unary("sqrt", np.sqrt, scalar=lambda b, x: b.sqrt(x), low=0.1, high=4.0,  # 1 / (2 sqrt(x)) = 0.5 / y
@@ -145,7 +146,7 @@ cos = unary("cos", np.cos, scalar=lambda b, x: b.cos(x), grad=lambda y, call, g:
 tanh = unary("tanh", np.tanh, scalar=lambda b, x: b.tanh(x), grad=lambda y, call, g: [g * (_one(y) - y * y)])
 sigmoid = unary("sigmoid", _sigmoid, scalar=sigmoid_scalar, grad=lambda y, call, g: [g * (y * (_one(y) - y))])
 square = unary("square", np.square, float_only=False, scalar=lambda b, x: b.mul(x, x), low=-3, high=3,
-               grad=lambda y, call, g: [g * (call.args[0] * gu.scalar(2, y))])
+               grad=lambda y, call, g: [g * (call.args[0] * gu.scalar(2, y))], unsigned="agnostic")
 erf = unary("erf", np_erf, scalar=lambda b, x: b.erf(x),  # 2/sqrt(pi) exp(-x^2)
             grad=lambda y, call, g: [g * (gu.scalar(_TWO_OVER_SQRT_PI, y) * exp(-square(call.args[0])))])
 # Piecewise constant: the derivative is 0 almost everywhere (undefined at the steps), so no gradient flows.
@@ -155,7 +156,7 @@ round = unary("round", np.round, float_only=False, scalar=lambda b, x: b.round_e
               grad=lambda y, call, g: [None],
               doc="Round to the nearest integer, halves to even (NumPy's ``round``; TVM's ``round`` is LLVM's "
                   "``nearbyint``, the same); integers are unchanged. Piecewise constant: no gradient.")
-sign = unary("sign", np.sign, float_only=False, grad=lambda y, call, g: [None],
+sign = unary("sign", np.sign, float_only=False, grad=lambda y, call, g: [None], unsigned="aware",
              scalar=lambda b, x: b.select(b.cmp("gt", x, 0), 1, b.select(b.cmp("lt", x, 0), -1,
                                                                            b.select(b.cmp("eq", x, 0), 0, x))),
              doc="``-1``, ``0`` or ``1`` by the sign of each element (NaN stays NaN, ``-0.0`` gives ``0.0``, as "
@@ -202,7 +203,7 @@ def _astype_infer(args, attrs):
 
 
 astype = register(Op(
-    name="relax.astype", inputs=("x",), attrs={"dtype": REQUIRED}, infer=_astype_infer,
+    name="relax.astype", unsigned="aware", inputs=("x",), attrs={"dtype": REQUIRED}, infer=_astype_infer,
     canonicalize=canonical_dtype, gradient=_astype_grad, lowering="elementwise:astype",
     reference=lambda x, dtype: x.astype(to_numpy(dtype)),
     samples=[Sample([_T((2, 3), "float32")], {"dtype": "float64"}),
@@ -231,7 +232,7 @@ def _clip_check(attrs):
 
 
 clip = register(Op(
-    name="relax.clip", inputs=("x",), attrs={"min": -math.inf, "max": math.inf}, infer=_clip_infer,
+    name="relax.clip", unsigned="aware", inputs=("x",), attrs={"min": -math.inf, "max": math.inf}, infer=_clip_infer,
     check_attrs=_clip_check, gradient=_float_input_rule(_clip_grad), lowering="elementwise:clip",
     reference=lambda x, min, max: np.clip(x, min, max).astype(x.dtype),
     samples=[Sample([_T((3, 4), "float32")], {"min": -0.5, "max": 1.0}),

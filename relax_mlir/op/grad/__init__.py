@@ -26,7 +26,7 @@ def _identity(args, attrs):
 def _marker(name: str, doc: str, gradient, no_grad_inputs: tuple[str, ...] = ()) -> Op:
     return register(Op(
         name=f"relax.grad.{name}", inputs=("x",), infer=_identity, reference=lambda x: x.copy(),
-        gradient=gradient, no_grad_inputs=no_grad_inputs, lowering="elementwise:identity",
+        gradient=gradient, no_grad_inputs=no_grad_inputs, lowering="elementwise:identity", unsigned="agnostic",
         samples=[Sample([_T((2, 3), "float32")]), Sample([_T(("n",), "int64")], low=-4, high=4)],
         bad_samples=[BadSample([[_T((2,), "float32")]], {}, r"argument 'x' must be a tensor")], doc=doc))
 

@@ -68,7 +68,7 @@ def _pad_grad(x: Expr, g: Expr, call: Call) -> Expr:
 
 
 pad = register(Op(
-    name="relax.nn.pad", lowering="nn:pad_constant", inputs=("data",),
+    name="relax.nn.pad", unsigned="agnostic", lowering="nn:pad_constant", inputs=("data",),
     attrs={"pad_width": REQUIRED, "pad_mode": "constant", "pad_value": 0.0}, infer=_pad_infer,
     canonicalize=_pad_canon, check_attrs=_pad_check, reference=_pad_ref, gradient=tensor_rule(_pad_grad),
     samples=[Sample([_T((2, 3), "float32")], {"pad_width": (1, 2, 0, 1)}),

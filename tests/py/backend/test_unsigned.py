@@ -33,7 +33,8 @@ def _values(dtype: str, shape=(4, 6), seed=0, low=0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     edges = np.array([0, 1, info.max // 2, info.max // 2 + 1, info.max - 1, info.max], dtype=dtype)
     x = rng.integers(low, info.max, size=shape, dtype=dtype, endpoint=True)
-    x.reshape(-1)[:len(edges)] = np.maximum(edges, low)
+    n = min(x.size, len(edges))
+    x.reshape(-1)[:n] = np.maximum(edges, low)[:n]
     return x
 
 
@@ -213,3 +214,75 @@ def test_sorting_orders_unsigned_values_above_the_sign_bit_last(dtype, body, ref
     got, want = _both(mod, x)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got, reference(x))
+
+
+# --- every record's ``unsigned`` field, checked on its own samples --------------------------------------------------
+def _unsigned_variant(op, sample):
+    """``sample``'s integer tensors as unsigned ones of the same width (``index_inputs`` stay signed; size
+    variables bound to 5), or None when it has no integer operand, or mixes them with float ones (a matmul of
+    int32 by float32: refused for unsigned operands by design)."""
+    from relax_mlir.ir.struct_info import free_vars, substitute
+    from relax_mlir.op import substitute_attrs
+
+    sinfos, kinds, env = [], set(), {}
+    for name, arg in zip(op.inputs, sample.args):
+        if isinstance(arg, (list, tuple)) or arg.shape is None:
+            return None
+        env.update({v: 5 for v in free_vars(arg)})
+        arg = substitute(arg, env)
+        if name not in op.index_inputs and arg.dtype != "bool":
+            kinds.add(arg.dtype.startswith("int"))
+            if arg.dtype in ("int8", "int16", "int32", "int64"):
+                arg = type(arg)(arg.shape, "u" + arg.dtype)
+        sinfos.append(arg)
+    if kinds != {True} or sample.sizes:
+        return None
+    return sinfos, substitute_attrs(op.complete_attrs(dict(sample.attrs)), env)
+
+
+def _unsigned_cases():
+    from relax_mlir.op import list_ops
+
+    for op in list_ops():
+        if op.unsigned is None or op.lowering is None:
+            continue
+        for i, sample in enumerate(op.samples):
+            variant = _unsigned_variant(op, sample)
+            if variant is not None and sample.make is None:
+                yield pytest.param(op, *variant, id=f"{op.name}-{i}")
+
+
+@pytest.mark.parametrize("op, sinfos, attrs", list(_unsigned_cases()))
+def test_each_record_that_claims_unsigned_support_compiles_it_like_the_interpreter(op, sinfos, attrs):
+    """The op record's ``unsigned`` field (``registry.Op``) is what the export trusts: every op claiming it computes
+    on unsigned tensors does, on its own samples made unsigned, values above the sign bit included."""
+    from .op_cases import assert_close, single_op_module
+
+    mod = single_op_module(op, sinfos, attrs)
+    args = [_values(s.dtype, tuple(s.shape), seed=k) if s.dtype.startswith("uint")
+            else np.random.default_rng(k).integers(0, 3, size=tuple(s.shape)).astype(s.dtype)
+            if s.dtype.startswith("int") else np.random.default_rng(k).random(tuple(s.shape)).astype(s.dtype)
+            for k, s in enumerate(sinfos)]
+    got, want = _both(mod, *args)
+    assert_close(got, want, op.name)
+
+
+def test_the_sweep_covers_the_sign_aware_ops():
+    names = {case.values[0].name for case in _unsigned_cases()}
+    for name in ("relax.maximum", "relax.less", "relax.divide", "relax.floor_mod", "relax.abs", "relax.max",
+                 "relax.argmax", "relax.sum", "relax.cumsum", "relax.clip"):
+        assert name in names, f"{name} has no integer sample the unsigned sweep can use"
+
+
+def test_a_record_states_its_unsigned_policy_in_a_known_form():
+    import dataclasses
+
+    from relax_mlir.op import Op, register
+    from relax_mlir.op.registry import Sample
+
+    base = Op(name="relax.test_unsigned_policy", inputs=("x",), infer=lambda a, k: a[0], reference=lambda x: x,
+              samples=[Sample([])], doc="x")
+    with pytest.raises(ValueError, match="unsigned must be None, 'agnostic' or 'aware', got 'yes'"):
+        register(dataclasses.replace(base, unsigned="yes"))
+    with pytest.raises(ValueError, match=r"index_inputs \['i'\] are not among its inputs \['x'\]"):
+        register(dataclasses.replace(base, unsigned="agnostic", index_inputs=("i",)))
