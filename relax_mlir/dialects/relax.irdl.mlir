@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 7850820cad0c8f3d3b1b79e48e80fc30dca7d6c64c2694eba3550dc82a5bca06
+// registry sha256 9fbd16c5000353eba782bee8b9fe6a7e6750000d96e75ca397121198f0a1a9d4
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

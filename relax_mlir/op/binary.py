@@ -12,7 +12,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..ir.dtype import is_bool, is_float
-from ..ir.expr import Constant, const
+from ..ir.expr import Constant, Expr, const
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
 from .common import broadcast_shapes, require_same_dtype
@@ -77,7 +77,7 @@ def _binary_rule(rule: Callable) -> Callable:
 
 def binary(name: str, fn, scalar: Callable, kind: str = "arith", doc: str = "", low: float = -2.0,
            high: float = 2.0, grad: Optional[Callable] = None, widen: bool = False,
-           unsigned: Optional[str] = "aware") -> Op:
+           unsigned: Optional[str] = "aware", export_rewrite: Optional[Callable] = None) -> Op:
     """Register ``relax.<name>``: ``kind`` is ``"arith"`` (numeric, same dtype out), ``"float"`` (float
     only), or ``"compare"`` (any dtype, bool out, not differentiable). ``low``/``high``: the samples' domain.
     ``grad(a, b, g, y)`` is the gradient rule (see the module docstring). ``scalar(b, x1, x2)`` is the lowering
@@ -89,6 +89,7 @@ def binary(name: str, fn, scalar: Callable, kind: str = "arith", doc: str = "", 
         reference=(lambda a, b: np.asarray(fn(a, b))) if kind == "compare" else _arith_ref(fn),
         gradient=NOT_DIFFERENTIABLE if kind == "compare" else None if grad is None else _binary_rule(grad),
         lowering=Elementwise(scalar, widen=widen), unsigned=None if kind == "float" else unsigned,
+        export_rewrite=export_rewrite,
         samples=_samples(kind, low, high), bad_samples=_bad(kind), doc=doc or f"Elementwise {name} with broadcasting."))
 
 
@@ -143,6 +144,22 @@ def _zero(g):
     return gu.scalar(0, g)
 
 
+def _square_root_of(call) -> Optional[Expr]:
+    """The export's rewrite of ``power(x, 0.5)`` (a one-element constant exponent, the result of ``x``'s shape) into
+    ``sqrt(x)`` for float32/float64: NumPy, and so the reference, take the square root for a broadcast exponent of 0.5
+    there, as PyTorch does for ``x ** 0.5``, so ``(-inf) ** 0.5`` is NaN and ``(-0.0) ** 0.5`` is -0.0, where C's
+    ``pow`` gives inf and 0.0. (Cheaper too.) An exponent array of 0.5s takes ``pow``'s path in NumPy as here."""
+    from .unary import sqrt
+
+    x, e = call.args
+    if not isinstance(e, Constant) or e.data.size != 1 or float(e.data.reshape(-1)[0]) != 0.5:
+        return None
+    out, xs = call.struct_info, x.struct_info
+    if out is None or xs is None or out.shape is None or xs.shape is None or tuple(out.shape) != tuple(xs.shape):
+        return None
+    return sqrt(x) if xs.dtype in ("float32", "float64") else None  # NumPy's half floats take pow's path
+
+
 def _power_grad(a, b, g, y):
     """``d/da a^b = b a^(b-1)``, ``d/db a^b = log(a) a^b`` (real only for a > 0). A constant exponent is
     lowered by one at compile time, and ``a^1`` is ``a``."""
@@ -169,7 +186,7 @@ divide = binary("divide", _divide, lambda b, x, y: b.div(x, y),
 floor_divide = binary("floor_divide", _floor_divide, lambda b, x, y: b.floordiv(x, y), widen=True, low=0.5, high=3.0,
                       grad=lambda a, b, g, y: (None, None))
 power = binary("power", np.power, lambda b, x, y: b.pow(x, y), widen=True, kind="float", low=0.5, high=2.0,
-               grad=_power_grad)
+               grad=_power_grad, export_rewrite=lambda call: _square_root_of(call))
 maximum = binary("maximum", np.maximum, lambda b, x, y: b.max(x, y), grad=lambda a, b, g, y: (  # ties go to x1
     where(less(a, b), _zero(g), g), where(greater_equal(a, b), _zero(g), g)))
 minimum = binary("minimum", np.minimum, lambda b, x, y: b.min(x, y), grad=lambda a, b, g, y: (  # ties go to x2

@@ -90,3 +90,27 @@ def test_sign_of_signed_zeros_and_nan_is_numpy_s():
         got = relax_mlir.VirtualMachine(relax_mlir.compile(bb.get()))["f"](values)
         np.testing.assert_array_equal(got, np.sign(values))
         np.testing.assert_array_equal(np.signbit(got), np.signbit(np.sign(values)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("exponent", ["scalar", "one", "full"])
+def test_power_of_a_half_at_infinities_and_signed_zeros_is_the_reference_s(dtype, exponent):
+    """``x ** 0.5`` with a broadcast exponent is NumPy's (and PyTorch's) square root: ``(-inf) ** 0.5`` is NaN and
+    ``(-0.0) ** 0.5`` is -0.0 (C's ``pow``, compiled before, gave inf and 0.0); a whole array of exponents takes
+    ``pow``'s path in NumPy, and here."""
+    import numpy as np
+    from relax_mlir.ir import TensorStructInfo, Var
+    from relax_mlir.ir.block_builder import BlockBuilder
+    from relax_mlir.ir.expr import const
+
+    values = np.array([-np.inf, -0.0, 0.0, np.inf, 4.0, 0.25], dtype)
+    half = {"scalar": np.array(0.5, dtype), "one": np.array([0.5], dtype), "full": np.full(6, 0.5, dtype)}[exponent]
+    x = Var("x", TensorStructInfo((6,), dtype))
+    bb = BlockBuilder()
+    with bb.function("f", [x]):
+        bb.emit_func_output(bb.emit(relax_op.power(x, const(half, dtype))))
+    got = relax_mlir.VirtualMachine(relax_mlir.compile(bb.get()))["f"](values)
+    with np.errstate(invalid="ignore"):
+        want = np.power(values, half)  # the reference's own NumPy call
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
