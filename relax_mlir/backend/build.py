@@ -40,6 +40,7 @@ from ..ir.visitor import post_order_visit
 from ..op.registry import Op
 from ..transform.legalize_ops import LEGALIZE_MAP_ATTR, lookup_rule
 from . import disk_cache
+from .error_slot import SLOT_WORDS
 from .library import LinkError, LoadedModule, link_module, pack_library, write_atomically
 from .nesting import Tree, callable_for
 from .options import STAGES, PipelineOptions
@@ -386,7 +387,7 @@ def _from_disk(mod: IRModule, options: PipelineOptions, key: str) -> Optional[Ex
         return None
     library, meta = found
     signatures = {name: signature_of(name, mod[name]) for name in mod}
-    compiled = LoadedModule(library, signatures, meta.get("check_messages", []))
+    compiled = LoadedModule(library, signatures, meta.get("check_messages", []), metadata=meta)
     return Executable(mod, compiled, options, library=library.data)
 
 
@@ -409,7 +410,7 @@ def library_metadata(mod: IRModule, compiled: Any, key: Optional[str]) -> dict[s
     functions = {name: {"signature": signature_to_json(compiled[name].signature), **function_structure(fn)}
                  for name, fn in mod.items()}
     return {"key": key, "functions": functions, "check_messages": list(compiled.check_messages),
-            "relax_mlir": __version__}
+            "error_slot_words": SLOT_WORDS, "relax_mlir": __version__}
 
 
 def _link_library(mod: IRModule, compiled: Any, key: Optional[str]) -> bytes:

@@ -1,6 +1,7 @@
 """The error slot of a compiled module: where runtime checks in compiled code record a violation.
 
-``legalize/checks.py`` writes the IR side (a global ``memref<3xi64>`` holding ``[check id, value, position]``,
+``legalize/checks.py`` writes the IR side (a global ``memref<4xi64>`` holding ``[check id, value, position,
+extent]``,
 the function ``relax_mlir_error_address`` returning its address, the module attribute ``relax_mlir.checks``
 with one message per check); this module is the runtime side: finding the slot in a compiled engine and
 turning what it holds into an ``IndexError``.
@@ -20,6 +21,9 @@ ERROR_ADDRESS_FN = "relax_mlir_error_address"
 CHECKS_ATTR = "relax_mlir.checks"
 # A unit attribute on a module compiled with checks=False: its lowerings emit no runtime index checks.
 CHECKS_OFF_ATTR = "relax_mlir.checks_off"
+#: The slot's int64 words: check id, value, position, extent (the size a dynamic check compared against; libraries
+#: written before it was added have three, and say so by not naming ``error_slot_words`` in their metadata).
+SLOT_WORDS = 4
 
 
 def check_messages(module: ir.Module) -> list[str]:
@@ -40,14 +44,16 @@ _SLOT_LOCKS: dict[int, threading.Lock] = {}
 _SLOT_LOCKS_GUARD = threading.Lock()
 
 
-def find_slot(engine: Any) -> Any:
-    """The engine's error slot, three int64s, found by calling its address function once."""
+def find_slot(engine: Any, words: int = SLOT_WORDS) -> Any:
+    """The engine's error slot, ``words`` int64s, found by calling its address function once."""
     getter = engine.raw_lookup(ERROR_ADDRESS_FN)
     if not getter:
         raise RuntimeError(f"compiled module has runtime checks but no {ERROR_ADDRESS_FN}")
     address = ctypes.c_int64(0)
     ctypes.CFUNCTYPE(None, ctypes.c_void_p)(getter)((ctypes.c_void_p * 1)(ctypes.addressof(address)))
-    return (ctypes.c_int64 * 3).from_address(address.value)
+    if words not in (3, SLOT_WORDS):
+        raise RuntimeError(f"compiled module's error slot has {words} words; this runtime reads 3 or {SLOT_WORDS}")
+    return (ctypes.c_int64 * words).from_address(address.value)
 
 
 def slot_lock(slot: Any) -> threading.Lock:
@@ -65,10 +71,12 @@ def take_error(slot: Any, messages: Sequence[str], function: str) -> Exception:
     """The error the slot holds (which is cleared for the next call): ``IndexError`` for an index check,
     ``ValueError`` for a size check."""
     check, value, position = int(slot[0]), int(slot[1]), int(slot[2])
-    slot[0] = slot[1] = slot[2] = 0
+    extent = int(slot[3]) if len(slot) > 3 else "?"
+    for i in range(len(slot)):
+        slot[i] = 0
     if not 0 < check <= len(messages):
         return IndexError(f"{function}: a runtime check failed (check {check}, value {value})")
-    message = messages[check - 1].format(value=value, position=position)
+    message = messages[check - 1].format(value=value, position=position, extent=extent)
     if message.startswith(SHAPE_CHECK_PREFIX):
         return ValueError(message[len(SHAPE_CHECK_PREFIX):])
     return IndexError(message)

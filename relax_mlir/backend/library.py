@@ -287,7 +287,9 @@ class LoadedModule(CompiledModule):
         self.engine = library  # the owner CompiledFunction keeps alive
         self.path, self.metadata = library.path, dict(metadata or {})
         self.check_messages = list(check_messages)
-        self.error_slot = find_slot(library) if self.check_messages else None
+        # a library written before the slot's fourth word says nothing of it: three
+        words = self.metadata.get("error_slot_words", 3)
+        self.error_slot = find_slot(library, words) if self.check_messages else None
         self.functions: dict[str, Any] = {}
         for name, sig in signatures.items():
             address = library.raw_lookup(name)

@@ -2,8 +2,9 @@
 
 ``take``'s indices and ``nll_loss``'s class targets decide which element is read. A lowering that reads by such
 a value first checks it; when it is out of range the kernel reads a safe element instead (so no access ever
-leaves a buffer) and records the violation in the module's **error slot**, a global ``memref<3xi64>``:
-``[check id, offending value, flat position]`` (the first violation of a call wins). The runtime reads the
+leaves a buffer) and records the violation in the module's **error slot**, a global ``memref<4xi64>``:
+``[check id, offending value, flat position, extent]`` (the first violation of a call wins; the extent is the size
+a dynamic axis had, for the message). The runtime reads the
 slot after every call of a module that has checks and raises ``IndexError`` with the check's message, which
 names the function, the op and its Relax binding (``main: binding 'lv1'``), the value and its position. The
 results of such a call are discarded.
@@ -20,7 +21,7 @@ import re
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from ..error_slot import CHECKS_ATTR, CHECKS_OFF_ATTR, ERROR_ADDRESS_FN, ERROR_GLOBAL
+from ..error_slot import CHECKS_ATTR, CHECKS_OFF_ATTR, ERROR_ADDRESS_FN, ERROR_GLOBAL, SLOT_WORDS
 
 
 def _module_of(op: ir.Operation) -> ir.Operation:
@@ -35,12 +36,12 @@ def _ensure_slot(module: ir.Operation) -> None:
     if any(getattr(op, "sym_name", None) is not None and ir.StringAttr(op.sym_name).value == ERROR_GLOBAL
            for op in body.operations):
         return
-    slot_t = ir.MemRefType.get([3], ir.IntegerType.get_signless(64))
+    slot_t = ir.MemRefType.get([SLOT_WORDS], ir.IntegerType.get_signless(64))
     i64 = ir.IntegerType.get_signless(64)
     with ir.InsertionPoint.at_block_begin(body), ir.Location.unknown():
         memref.GlobalOp(ERROR_GLOBAL, ir.TypeAttr.get(slot_t), sym_visibility="private",
                         initial_value=ir.DenseElementsAttr.get_splat(
-                            ir.RankedTensorType.get([3], i64), ir.IntegerAttr.get(i64, 0)))
+                            ir.RankedTensorType.get([SLOT_WORDS], i64), ir.IntegerAttr.get(i64, 0)))
     with ir.InsertionPoint(body), ir.Location.unknown():
         fn = func.FuncOp(ERROR_ADDRESS_FN, ir.FunctionType.get([], [i64]))
         with ir.InsertionPoint(fn.add_entry_block()):
@@ -66,21 +67,23 @@ def where(op: ir.Operation) -> str:
     return found.group(1).replace('\\"', '"') if found else "(unknown binding)"
 
 
-def report_if(op: ir.Operation, bad: ir.Value, value: ir.Value, position: ir.Value, message: str) -> None:
-    """At the current insertion point: if ``bad``, record ``value`` (any integer) and ``position`` (index)
-    in the error slot under a new check whose ``message`` may use ``{value}`` and ``{position}``. Nothing, in a
-    module compiled with ``checks=False`` (``relax_mlir.checks_off``)."""
+def report_if(op: ir.Operation, bad: ir.Value, value: ir.Value, position: ir.Value, message: str,
+              extent: ir.Value | None = None) -> None:
+    """At the current insertion point: if ``bad``, record ``value`` (any integer), ``position`` (index) and
+    ``extent`` (index: the size a dynamic check compared against) in the error slot under a new check whose
+    ``message`` may use ``{value}``, ``{position}`` and ``{extent}``. Nothing, in a module compiled with
+    ``checks=False`` (``relax_mlir.checks_off``)."""
     module = _module_of(op.operation)
     if CHECKS_OFF_ATTR in module.attributes:
         return
     _ensure_slot(module)
     check = _register(module, message)
     i64 = ir.IntegerType.get_signless(64)
-    slot_t = ir.MemRefType.get([3], i64)
+    slot_t = ir.MemRefType.get([SLOT_WORDS], i64)
     if_op = scf.IfOp(bad)
     with ir.InsertionPoint(if_op.then_block):
         slot = memref.get_global(slot_t, ERROR_GLOBAL)
-        zero, one, two = (arith.constant(ir.IndexType.get(), k) for k in range(3))
+        zero, one, two, three = (arith.constant(ir.IndexType.get(), k) for k in range(4))
         first = arith.cmpi(arith.CmpIPredicate.eq, memref.load(slot, [zero]), arith.constant(i64, 0))
         store = scf.IfOp(first)
         with ir.InsertionPoint(store.then_block):
@@ -89,6 +92,8 @@ def report_if(op: ir.Operation, bad: ir.Value, value: ir.Value, position: ir.Val
                 else value
             memref.store(v, slot, [one])
             memref.store(arith.index_cast(i64, position), slot, [two])
+            if extent is not None:
+                memref.store(arith.index_cast(i64, extent), slot, [three])
             scf.YieldOp([])
         scf.YieldOp([])
 

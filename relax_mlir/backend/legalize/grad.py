@@ -45,7 +45,7 @@ def take_backward(lc, op):
     size = out_sizes[axis]
     message = (f"{where(op)}: relax.grad.take_backward: index {{value}} at position {{position}} of the indices "
                f"(flat, shape {_shape_text(sizes_of(ind))}) is out of range for axis {axis} of size "
-               f"{size if isinstance(size, int) else '?'}")
+               f"{size if isinstance(size, int) else '{extent}'}")
     extent = as_index(size)
     # Checked before the loop (which then has no side effects): a bad index becomes ``extent`` and adds nothing.
     flat = checked_indices(op, reshape(ind, [count]), extent, lc.attrs["mode"], message, extent)

@@ -70,7 +70,7 @@ def scatter_elements(lc, op):
     def innermost(pos: list, acc: ir.Value) -> ir.Value:
         raw = tensor.extract(ind, pos)
         i, bad = take_index(convert(raw, ir.IndexType.get()), extent, "fast")
-        report_if(op, bad, raw, flat_position(pos, sizes), message)
+        report_if(op, bad, raw, flat_position(pos, sizes), message, extent)
         write = scf.IfOp(bad, [acc.type], has_else=True)
         with ir.InsertionPoint(write.then_block):
             scf.YieldOp([acc])

@@ -151,7 +151,7 @@ def checked_indices(op: ir.Operation, ind: ir.Value, extent: ir.Value, mode: str
         j, acc = loop.induction_variable, loop.inner_iter_args[0]
         raw = tensor.extract(flat, [j])
         i, bad = take_index(convert(raw, idx_t), extent, mode)
-        report_if(op, bad, raw, j, message)
+        report_if(op, bad, raw, j, message, extent)
         scf.YieldOp([tensor.insert(arith.select(bad, fallback, i), acc, [j])])
     return core.reshape(loop.results[0], sizes_of(ind), idx_t)
 
@@ -207,7 +207,7 @@ def index_message(op, name: str, index_sizes, axis: int, size) -> str:
     """The IndexError message of an index along ``axis`` (of ``size``) from a tensor of indices."""
     return (f"{where(op)}: {name}: index {{value}} at position {{position}} of the indices (flat, shape "
             f"{_shape_text(index_sizes)}) is out of range for axis {axis} of size "
-            f"{size if isinstance(size, int) else '?'}")
+            f"{size if isinstance(size, int) else '{extent}'}")
 
 
 def _shape_text(sizes) -> str:

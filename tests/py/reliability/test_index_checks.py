@@ -168,7 +168,7 @@ def test_take_with_symbolic_sizes(run):
     results = run(("take_dyn", (x, good)), ("take_dyn", (x, np.array([[0, 1], [3, 0]], dtype=np.int32))))
     assert results[0] == {"ok": x[good].tolist()}
     assert results[1] == {"IndexError": "take_dyn: binding 'rows': relax.take: index 3 at position 2 of the indices "
-                                        "(flat, shape (?, 2)) is out of range for axis 0 of size ?"}
+                                        "(flat, shape (?, 2)) is out of range for axis 0 of size 3"}
 
 
 def test_nll_loss_targets_are_checked(run):
@@ -193,7 +193,7 @@ def test_the_interpreter_raises_index_error_too():
 
 def test_checks_are_visible_in_the_linalg_stage():
     text = relax_mlir.to_mlir(_module(), "linalg", function="take")
-    assert 'memref.global "private" @relax_mlir_error : memref<3xi64>' in text
+    assert 'memref.global "private" @relax_mlir_error : memref<4xi64>' in text
     assert "func.func @relax_mlir_error_address() -> i64" in text
     assert "relax_mlir.checks = [\"take: binding 'lv1': relax.take: index {value}" in text
 
@@ -292,3 +292,31 @@ def test_the_interpreter_checks_the_element_indices_too():
         relax_mlir.interpret(mod, "gather", X, np.array([[0, 1, 2], [4, 0, 0]]))
     with pytest.raises(IndexError, match="relax.one_hot: index -1 at position 0"):
         relax_mlir.interpret(mod, "hot", np.array([-1, 0]))
+
+
+def test_a_library_with_the_older_three_word_error_slot_reports_without_reading_past_it(tmp_path, monkeypatch):
+    """Libraries exported before the slot had its fourth word (the extent of a dynamic axis) say nothing of it in
+    their metadata: the runtime reads three words from them (and never clears a fourth it does not own)."""
+    from relax_mlir.backend import build
+    from relax_mlir.backend.legalize import checks
+    from relax_mlir.runtime import load_module
+
+    monkeypatch.setattr(checks, "SLOT_WORDS", 3)
+    written = build.library_metadata
+
+    def older(*args):
+        meta = written(*args)
+        del meta["error_slot_words"]
+        return meta
+
+    monkeypatch.setattr(build, "library_metadata", older)
+    monkeypatch.setenv("RELAX_MLIR_CACHE", "0")
+    path = str(tmp_path / "old.so")
+    relax_mlir.compile(_module()).export_library(path)
+    monkeypatch.undo()
+    lib = load_module(path)
+    assert len(lib.error_slot) == 3
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+    with pytest.raises(IndexError, match=r"out of range for axis 0 of size \?$"):
+        lib["take_dyn"](x, np.array([[0, 1], [3, 0]], dtype=np.int32))
+    np.testing.assert_array_equal(lib["take_dyn"](x, np.array([[0, 2]], dtype=np.int32)), x[[[0, 2]]])
