@@ -1,11 +1,14 @@
 """Atomic file writes: what every writer of the package uses (checkpoints, exported libraries, the compile cache,
 the dialect file, ``relax-mlir import``): a temporary file in the target's directory, fsynced, then renamed over
 the target, so that a reader sees the old file or the new one whole, never a part, and a writer killed at any
-moment leaves the old file (or none)."""
+moment leaves the old file (or none). A symbolic link is followed (the file it names is replaced, the link stays);
+a target that is not a regular file (a device, FIFO or socket) is refused rather than replaced."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 
 
@@ -15,9 +18,15 @@ def write_atomically(path: str, write, where: str, expected: str = "a file name"
     path = os.fspath(path)
     if not path or path.endswith(("/", os.sep)) or os.path.basename(path) in ("", ".", ".."):
         raise IsADirectoryError(f"{where}: {path!r} names no file; expected {expected}")
+    if os.path.islink(path):  # a link stays a link: the file it names is the one replaced
+        path = os.path.realpath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise IsADirectoryError(f"{where}: {path} is a directory; expected {expected}")
+    if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        # a FIFO, a device (/dev/null, /dev/full), a socket: renaming over it would replace the node itself
+        raise OSError(errno.EINVAL, f"{where}: {path} is not a regular file (a device, FIFO or socket); "
+                                    f"expected {expected}")
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"{where}: {path}: the directory {directory} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-", dir=directory)  # unique per writer
