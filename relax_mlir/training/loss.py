@@ -52,6 +52,20 @@ def _tensor(var: Var, loss_name: str) -> TensorStructInfo:
     return sinfo
 
 
+def _same_shape(predictions: Var, targets: Var, loss_name: str) -> None:
+    """Refuse targets that would broadcast against the predictions (PyTorch warns of the same: predictions (N, 1)
+    and targets (N,) make an (N, N) loss). Symbolic sizes that may be equal pass; a size 1 against another does
+    not."""
+    p, t = _tensor(predictions, loss_name), _tensor(targets, loss_name)
+    if p.ndim == -1 or t.ndim == -1 or p.shape is None or t.shape is None:
+        return
+    bad = p.ndim != t.ndim or any(a != b and (isinstance(a, int) and isinstance(b, int) or 1 in (a, b))
+                                  for a, b in zip(p.shape, t.shape))
+    if bad:
+        raise ValueError(f"{loss_name}: targets {t} and predictions {p} differ in shape (they would broadcast "
+                         "into a loss of another shape); the targets must have the predictions' shape")
+
+
 class Loss:
     """Base class of losses: ``Loss(loss_name, num_backbone_outputs, reduction="mean")``.
 
@@ -144,6 +158,7 @@ class L1Loss(Loss):
         super().__init__("l1_loss", 1, reduction)
 
     def compute(self, bb: BlockBuilder, predictions: Var, targets: Var) -> Expr:
+        _same_shape(predictions, targets, self._loss_name)
         return self._with_reduction(op.abs(op.subtract(predictions, targets)))
 
 
@@ -159,6 +174,7 @@ class MSELoss(Loss):
         super().__init__("mse_loss", 1, reduction)
 
     def compute(self, bb: BlockBuilder, predictions: Var, targets: Var) -> Expr:
+        _same_shape(predictions, targets, self._loss_name)
         diff = bb.emit(op.subtract(predictions, targets), "diff")
         return self._with_reduction(op.multiply(diff, diff))
 

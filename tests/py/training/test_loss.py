@@ -237,3 +237,18 @@ def test_custom_loss_subclass(rng, reduction):
     assert func.attrs["global_symbol"] == "log_square_loss"
     expected = np_reduce(np.log((p.astype(np.float64) - t) ** 2 + 1), reduction)
     np.testing.assert_allclose(run(func, p, t), expected, **TOL)
+
+
+@pytest.mark.parametrize("loss", [MSELoss, L1Loss])
+@pytest.mark.parametrize("pred, targ", [((4, 1), (4,)), ((4,), (4, 1)), ((4, 3), (1, 3)), (("n", 1), ("n", 3)),
+                                        ((4, 3), (4, 2))])
+def test_regression_losses_refuse_targets_that_would_broadcast(loss, pred, targ):
+    # predictions (4, 1) and targets (4,) made a (4, 4) loss: 2.5 for equal values instead of 0 (PyTorch warns)
+    with pytest.raises(ValueError, match=r"_loss: targets .* and predictions .* differ in shape"):
+        loss()(T(pred), T(targ))
+
+
+def test_regression_losses_take_symbolic_sizes(rng):
+    p = rng.standard_normal((5, 3)).astype(np.float32)
+    t = rng.standard_normal((5, 3)).astype(np.float32)
+    np.testing.assert_allclose(run(MSELoss("sum")(T(("n", 3)), T(("n", 3))), p, t), np.sum((p - t) ** 2), rtol=1e-5)
