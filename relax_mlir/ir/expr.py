@@ -149,6 +149,32 @@ class Constant(Expr):
             object.__setattr__(self, "struct_info", TensorStructInfo(data.shape, from_numpy(data.dtype)))
 
 
+def _refuse_changed_values(value, arr: np.ndarray, dtype: str) -> None:
+    """Refuse a conversion to ``dtype`` that changed a value other than by rounding a float: a finite float that
+    overflowed to inf, a float with a fraction or outside the range of an integer dtype (NaN and inf included), an
+    integer outside it (which would wrap), a number other than 0 or 1 made bool."""
+    src = np.asarray(value)
+    if src.dtype.kind not in "biuf" or src.size == 0 or src.dtype == arr.dtype:
+        return
+    kind = "f" if arr.dtype.kind in "fV" else arr.dtype.kind  # bfloat16 (ml_dtypes) is a float too
+    with np.errstate(all="ignore"):
+        if kind == "f":
+            bad = np.isfinite(src) & ~np.isfinite(arr.astype(np.float64)) if src.dtype.kind == "f" else \
+                ~np.isfinite(arr.astype(np.float64))
+        elif kind == "b":
+            bad = (src != 0) & (src != 1)
+        elif src.dtype.kind == "f":
+            info = np.iinfo(arr.dtype)
+            bad = ~np.isfinite(src) | (src != np.trunc(src)) | (src < info.min) | (src > info.max)
+        else:  # integer to integer (NumPy compares across signedness exactly)
+            info = np.iinfo(arr.dtype)
+            bad = (src < info.min) | (src > info.max) if src.dtype.kind != "b" else np.zeros(src.shape, bool)
+    if np.any(bad):
+        shown = src[bad].flat[0].item() if bad.shape == src.shape else src.flat[0].item() if src.ndim == 0 else None
+        what = repr(shown) if shown is not None else "a value"
+        raise ValueError(f"R.const: {what} is not representable in {dtype} (the conversion would change it)")
+
+
 def const(value, dtype: Optional[str] = None) -> Constant:
     """``R.const``: a constant tensor from a scalar or array; Python floats default to float32."""
     from .dtype import to_numpy
@@ -157,10 +183,14 @@ def const(value, dtype: Optional[str] = None) -> Constant:
         raise ValueError(f"R.const: the integer {value} does not fit int64, the dtype of an integer constant; "
                          "expected -2**63 <= value < 2**63 (or give a float)")
     if dtype is not None:
+        target = to_numpy(check_dtype(dtype, "R.const"))
         try:
-            return Constant(np.asarray(value, dtype=to_numpy(check_dtype(dtype, "R.const"))))
-        except OverflowError as exc:  # NumPy's refusal of an out-of-range Python integer, as the ValueError it is
-            raise ValueError(f"R.const: {exc}; expected a value {dtype} holds") from None
+            with np.errstate(all="ignore"):
+                arr = np.asarray(value, dtype=target)
+        except (OverflowError, ValueError) as exc:  # NumPy's refusal of an out-of-range Python int, or of NaN to int
+            raise ValueError(f"R.const: {value!r} is not representable in {dtype} ({exc})") from None
+        _refuse_changed_values(value, arr, dtype)
+        return Constant(arr)
     arr = np.asarray(value)
     if arr.dtype == np.float64 and not isinstance(value, (np.ndarray, np.generic)):
         with np.errstate(over="ignore"):

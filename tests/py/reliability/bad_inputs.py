@@ -168,6 +168,18 @@ CASES: dict[str, tuple[str, Callable[[], object], str, str]] = {
                                                                r"dtype='float64'$"),
     "op: R.const out of its dtype": ("op inference", lambda: __import__("relax_mlir.ir.expr", fromlist=["const"])
                                      .const(300, "int8"), "ValueError", r"^R.const: .*300.*int8"),
+    "op: R.const a fraction into an integer dtype": ("op inference", lambda: __import__(
+        "relax_mlir.ir.expr", fromlist=["const"]).const([2, 1.5], "int64"), "ValueError",
+        r"^R.const: 1.5 is not representable in int64 \(the conversion would change it\)$"),
+    "op: R.const a finite float to inf": ("op inference", lambda: __import__(
+        "relax_mlir.ir.expr", fromlist=["const"]).const(1e20, "float16"), "ValueError",
+        r"^R.const: 1e\+20 is not representable in float16"),
+    "op: R.const NaN into an integer dtype": ("op inference", lambda: __import__(
+        "relax_mlir.ir.expr", fromlist=["const"]).const(float("nan"), "int32"), "ValueError",
+        r"^R.const: nan is not representable in int32"),
+    "op: R.const 3.7 as bool": ("op inference", lambda: __import__(
+        "relax_mlir.ir.expr", fromlist=["const"]).const(3.7, "bool"), "ValueError",
+        r"^R.const: 3.7 is not representable in bool"),
     "pass: names as a string": ("pass options", lambda: _pass(lambda: _transform().DeadCodeElimination(
         entry_functions="backbone")), "TypeError", r"expected a list of function names, got the string 'backbone' "
                                                    r"\(write \['backbone'\]\)"),
