@@ -369,18 +369,20 @@ class _Differentiator:
 
         adjoints: dict[Var, _Adjoint] = {v: _Adjoint(v.struct_info) for v in relevant}
         t = self.target.struct_info
-        seed = bb.emit(op.ones((), t.dtype), f"{self.target.name_hint}_adjoint")
-        adjoints[self.target].add(seed)
+        if self.target in adjoints:  # else no required variable reaches the target (a constant loss)
+            seed = bb.emit(op.ones((), t.dtype), f"{self.target.name_hint}_adjoint")
+            adjoints[self.target].add(seed)
         for v in self.requires:  # no path to the target: zero gradients, stated up front
             if v not in relevant:
                 self.finished[v] = bb.emit_output(_zeros(v.struct_info), f"{v.name_hint}_adjoint")
         # A parameter's gradient is complete once the backward pass has passed its first use; binding it
-        # there (not at the end) lets the values it is computed from die early.
+        # there (not at the end) lets the values it is computed from die early. A parameter that is the target
+        # itself (``return x``) has no use on the way: its gradient is the seed, bound after the loop.
         last_contribution: dict[int, list[Var]] = {}
         for v in self.requires:
             if v in relevant and v not in self.binding_of:
-                first = min(i for i, b in enumerate(self.bindings) if v in self._edges(b) and b.var in relevant)
-                last_contribution.setdefault(first, []).append(v)
+                uses = [i for i, b in enumerate(self.bindings) if v in self._edges(b) and b.var in relevant]
+                last_contribution.setdefault(min(uses) if uses else -1, []).append(v)
         for i in reversed(range(len(self.bindings))):
             b = self.bindings[i]
             v = b.var
@@ -389,6 +391,8 @@ class _Differentiator:
                 self._propagate(bb, b, grad, adjoints, remap)
             for p in last_contribution.get(i, ()):
                 self.finished[p] = bb.emit_output(_materialize(adjoints[p], bb), f"{p.name_hint}_adjoint")
+        for p in last_contribution.get(-1, ()):
+            self.finished[p] = bb.emit_output(_materialize(adjoints[p], bb), f"{p.name_hint}_adjoint")
         return adjoints
 
     def _finish(self, bb: BlockBuilder, v: Var, adj: _Adjoint) -> Expr:
