@@ -204,10 +204,13 @@ class FuseOpsByPattern(Pass):
         if fp.check is not None:
             annotated = {}
             for label, sub in fp.annotation_patterns.items():
-                for expr in [root.value, *matches.values()]:
+                if sub in matches:  # a node of the pattern: what it matched in this match
+                    annotated[label] = matches[sub]
+                    continue
+                for expr in [root.value, *matches.values()]:  # a pattern of its own: the first thing it matches
                     found = sub.extract_matched_expr(expr, var2val)
                     if found is not None:
-                        annotated[label] = expr
+                        annotated[label] = found.get(sub, expr)
                         break
             context = PatternCheckContext(root.value, annotated, {bindings[j].var: bindings[j].value for j in members},
                                           usages, {expr: value_to_var[id(expr)] for expr in matches.values()

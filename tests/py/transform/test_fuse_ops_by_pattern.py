@@ -115,3 +115,25 @@ def test_patterns_as_text():
     from relax_mlir.dpl import is_const, is_op, is_tuple, is_tuple_get_item
     assert type(pick) is type(is_tuple_get_item(is_tuple([is_op("relax.exp")(wildcard()), is_const()]), 1))
     assert pick.tuple_pattern.fields[1].__class__ is is_const().__class__ and pick.index == 1
+
+
+def test_an_annotated_sub_pattern_is_what_it_matched_in_this_match_not_a_var_that_also_matches():
+    # matmul(x, permute_dims(permute_dims(w))): the inner transpose's variable matches the transpose pattern too
+    # (through its binding); the check was handed that Var and crashed (AttributeError: no attribute 'args')
+    mod = from_source('''@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32"), w: R.Tensor((3, 4), "float32")) -> R.Tensor((2, 4), "float32"):
+        with R.dataflow():
+            wt = R.permute_dims(w, [1, 0])
+            wtt = R.permute_dims(wt, [1, 0])
+            a = R.matmul(x, wtt)
+            R.output(a)
+        return a
+''')
+    out = transform.FuseTransposeMatmul()(mod)
+    fused = out["fused_transpose_matmul_fuse"]
+    assert [b.var.name_hint for b in fused.body.blocks[0].bindings] == ["wtt", "a"]
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_allclose(rm.interpret(out, "main", x, w), x @ w, rtol=1e-6)
