@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
-from ..ir.expr import Call, Expr, Tuple, TupleGetItem, Var
-
-if TYPE_CHECKING:
-    from ..ir.expr import Function
+from ..ir.expr import Call, Expr, Function, Tuple, TupleGetItem, Var
 
 
 def substitute_with(e: Expr, fn: Callable[[Var], Expr]) -> Expr:
@@ -22,11 +19,35 @@ def substitute_with(e: Expr, fn: Callable[[Var], Expr]) -> Expr:
         inner = substitute_with(e.tuple_value, fn)
         return e if inner is e.tuple_value else TupleGetItem(inner, e.index, span=e.span)
     if isinstance(e, Call):
+        op = fn(e.op) if isinstance(e.op, Var) else e.op  # a local function's variable is a use of it
         args = [substitute_with(a, fn) for a in e.args]
-        if all(a is b for a, b in zip(args, e.args)):
+        if op is e.op and all(a is b for a, b in zip(args, e.args)):
             return e
-        return Call(e.op, args, e.attrs, e.struct_info, span=e.span)
+        return Call(op, args, e.attrs, e.struct_info, span=e.span)
+    if isinstance(e, Function):  # a local function: the outer variables its body captures
+        body = _substitute_in_seq(e.body, fn)
+        return e if body is e.body else with_body(e, body)
     return e
+
+
+def _substitute_in_seq(seq: Expr, fn: Callable[[Var], Expr]) -> Expr:
+    from ..ir.expr import MatchCast, SeqExpr, VarBinding
+
+    if not isinstance(seq, SeqExpr):
+        return substitute_with(seq, fn)
+    changed, blocks = False, []
+    for block in seq.blocks:
+        bindings = []
+        for b in block.bindings:
+            value = substitute_with(b.value, fn)
+            changed |= value is not b.value
+            bindings.append(b if value is b.value else MatchCast(b.var, value, b.struct_info, span=b.span)
+                            if isinstance(b, MatchCast) else VarBinding(b.var, value, span=b.span))
+        blocks.append(type(block)(bindings))
+    body = substitute_with(seq.body, fn)
+    if not changed and body is seq.body:
+        return seq
+    return SeqExpr(blocks, body)
 
 
 def rebind(b: Any, value: Expr, var: Optional[Var] = None) -> Any:

@@ -107,3 +107,32 @@ class M:
     assert list(transform.DeadCodeElimination(["main"])(mod)) == ["helper", "main"]
     with pytest.raises(ValueError, match="entry function 'nope' is not in the module"):
         transform.DeadCodeElimination(["nope"])(mod)
+
+
+def test_dead_code_elimination_keeps_a_local_function_that_is_called_and_what_it_captures():
+    # `a = inner(x)` is a use of `inner` (the call's callee), and `inner`'s body a use of the `c` it captures:
+    # both bindings were dropped (WellFormedError: var 'inner' is not defined)
+    import numpy as np
+
+    import relax_mlir
+    from relax_mlir.script import from_source
+    from relax_mlir.transform import DeadCodeElimination
+
+    mod = from_source('''@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+        c = R.multiply(x, x)
+        unused = R.exp(x)
+        @R.function
+        def inner(y: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+            z = R.add(y, c)
+            return z
+        a = inner(x)
+        return a
+''')
+    out = DeadCodeElimination()(mod)
+    names = [b.var.name_hint for b in out["main"].body.blocks[0].bindings]
+    assert names == ["c", "inner", "a"]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(relax_mlir.interpret(out, "main", x), x + x * x)
