@@ -89,7 +89,12 @@ def _array(param: Var, value: Any, where: str) -> np.ndarray:
         if not np.can_cast(array.dtype, dtype, "same_kind"):
             raise TypeError(f"BindParams: {where}: parameter {param.name_hint!r} is {sinfo.dtype}, got an array of "
                             f"{array.dtype}")
-        array = array.astype(dtype)
+        from ..backend.arguments import conform  # the policy of compiled calls: a value the dtype holds, or refused
+
+        converted, problem = conform(array, dtype)
+        if converted is None:  # a float beyond float32 (it would become inf), an integer float32 would round
+            raise ValueError(f"BindParams: {where}: parameter {param.name_hint!r}: {problem}")
+        array = converted
     if sinfo.shape is not None:
         if array.ndim != len(sinfo.shape) or any(isinstance(d, int) and d != n
                                                    for d, n in zip(sinfo.shape, array.shape)):

@@ -51,6 +51,10 @@ class Module:
     ({"nope": np.ones(5)}, r"backbone has no parameter 'nope'; its parameters: x, w0, b0, w1, b1"),
     ({"w0": np.ones((5, 4), np.float32)}, r"parameter 'w0' has shape \(4, 5\), got an array of shape \(5, 4\)"),
     ({"b0": np.ones(5, np.complex64)}, r"parameter 'b0' is float32, got an array of complex64"),
+    # the policy of compiled calls (docs/arguments.md): a float64 beyond float32 was bound as inf, an int64 rounded
+    ({"b0": np.array([1.0, 1e300, 0, 0, 0])}, r"parameter 'b0': expected float32; the float64 value 1e\+300 at flat "
+                                              r"position 1 is beyond its range \(it would become inf\)"),
+    ({"b0": np.array([0, 0, 2**62 + 1, 0, 0])}, r"parameter 'b0': .*4611686018427387905"),
 ])
 def test_bind_params_refuses_what_does_not_fit(params, message):
     with pytest.raises((ValueError, TypeError), match=message):
