@@ -62,9 +62,11 @@ def read_checkpoint(path: str, where: str) -> Checkpoint:
     _check_format(arrays, where)
     for key in ("step", "seed"):
         value = arrays.get(key)
-        if value is None or value.shape != () or value.dtype.kind not in "iu" or int(value) < 0:
-            got = "nothing" if value is None else f"{value.dtype} {value.shape}"
-            raise CheckpointError(f"{where}: the {key!r} entry must be a non-negative integer scalar, got {got}")
+        if value is None or value.shape != () or value.dtype.kind not in "iu" or not 0 <= int(value) < 2**63:
+            got = "nothing" if value is None else f"{value.dtype} {value.shape}" if value.shape != () or \
+                value.dtype.kind not in "iu" else f"{int(value)}"
+            # (a Trainer's step and seed are int64s: 2**64 - 1 as uint64 loaded, then its next save failed)
+            raise CheckpointError(f"{where}: the {key!r} entry must be an integer scalar in [0, 2**63), got {got}")
     extra = {k[len("extra/"):]: v for k, v in arrays.items() if k.startswith("extra/")}
     return Checkpoint(path, arrays, int(arrays["step"]), int(arrays["seed"]), extra)
 

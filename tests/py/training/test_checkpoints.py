@@ -106,9 +106,12 @@ def _malformed(tmp_path, saved) -> dict[str, tuple[str, str]]:
         "format 2": (_rewrite(tmp_path, arrays, "fmt2.npz", format=np.array(2)),
                      r"its 'format' entry is 2 \(int64\); expected the integer 1"),
         "no step": (_rewrite(tmp_path, arrays, "nostep.npz", step=None),
-                    r"the 'step' entry must be a non-negative integer scalar, got nothing"),
+                    r"the 'step' entry must be an integer scalar in \[0, 2\*\*63\), got nothing"),
         "float step": (_rewrite(tmp_path, arrays, "fstep.npz", step=np.array(1.5)),
-                       r"the 'step' entry must be a non-negative integer scalar, got float64 \(\)"),
+                       r"the 'step' entry must be an integer scalar in \[0, 2\*\*63\), got float64 \(\)"),
+        # 2**64 - 1 as uint64 loaded (the Trainer's step is an int64), then its next save failed
+        "huge seed": (_rewrite(tmp_path, arrays, "hseed.npz", seed=np.array(2**64 - 1, np.uint64)),
+                      r"the 'seed' entry must be an integer scalar in \[0, 2\*\*63\), got 18446744073709551615$"),
         "dtype": (_rewrite(tmp_path, arrays, "dtype.npz", **{"param/w0": w0.astype(np.float64)}),
                   r"dtype.npz: param/w0 is float64 \(6, 5\), expected float32 \(6, 5\)$"),
         "shape": (_rewrite(tmp_path, arrays, "shape.npz", **{"param/b1": np.zeros(4, np.float32)}),
@@ -123,7 +126,7 @@ def _malformed(tmp_path, saved) -> dict[str, tuple[str, str]]:
 
 
 CASES = ["missing", "directory", "empty", "truncated", "text", "npy", "foreign zip", "pickled", "foreign npz",
-         "format text", "format 2", "no step", "float step", "dtype", "shape", "optim missing", "nan", "inf"]
+         "format text", "format 2", "no step", "float step", "huge seed", "dtype", "shape", "optim missing", "nan", "inf"]
 
 
 @pytest.mark.parametrize("case", CASES)
