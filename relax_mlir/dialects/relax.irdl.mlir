@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 9fbd16c5000353eba782bee8b9fe6a7e6750000d96e75ca397121198f0a1a9d4
+// registry sha256 3b349f54427d3e42bc66a5872851ea08f58c170b99a27e37dbdc6acc43f2ad62
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

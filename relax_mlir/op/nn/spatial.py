@@ -193,9 +193,12 @@ def _adaptive_infer(args, attrs):
     if x.shape is None:
         return x
     oh, ow = attrs["output_size"] or x.shape[2:]
-    for d, what in ((x.shape[2], "height"), (x.shape[3], "width")):
+    for d, o, what in ((x.shape[2], oh, "height"), (x.shape[3], ow, "width")):
         if not isinstance(d, int):
             fail(f"the input {what} must be static (the windows depend on it), got shape {fmt(x.shape)}")
+        if d == 0 and o != 0:
+            fail(f"the input {what} is 0, so every window of the output's {what} {o} would be empty; expected a "
+                 f"non-empty input (as PyTorch's), got shape {fmt(x.shape)}")
     return _T(x.shape[:2] + (oh, ow), x.dtype)
 
 
@@ -242,6 +245,8 @@ adaptive_avg_pool2d = register(Op(
              Sample([_T((1, 1, 5, 7), "float16")], {"output_size": (2, 3)})],
     bad_samples=[BadSample([_T((2, 3, 6), "float32")], {}, r"data must have rank 4"),
                  BadSample([_T((2, 3, "h", 6), "float32")], {"output_size": 1}, r"input height must be static"),
+                 BadSample([_T((1, 3, 0, 0), "float32")], {"output_size": (2, 2)}, r"the input height is 0, so every "
+                           r"window of the output's height 2 would be empty"),
                  BadSample([_T((2, 3, 6, 6), "float32")], {"output_size": (1, 2, 3)}, r"output_size must be None"),
                  BadSample([_T((2, 6, 6, 3), "float32")], {"layout": "NHWC"}, r"only layout 'NCHW' is supported")],
     doc="Adaptive average pooling, NCHW (TVM's ``adaptive_avg_pool2d(data, output_size=None)``): output cell "
