@@ -23,10 +23,11 @@ from typing import Optional, Sequence
 def _load(path: str):
     from .script import from_source
 
-    if path == "-":
-        return from_source(sys.stdin.read(), "<stdin>")
-    with open(path, "rb") as f:
-        data = f.read()
+    if path == "-":  # the bytes, decoded as a file's are (a locale's surrogate escapes said nothing useful)
+        data, path = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -127,6 +128,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("round trip: printed, parsed back, structurally equal and well formed")
 
     digits = load_digits()
+    if args.batch_size > len(digits.data):
+        raise ValueError(f"--batch-size {args.batch_size}: the digits have {len(digits.data)} examples; expected at "
+                         f"most that many")
     x = (digits.data / 16.0).astype(np.float32)
     rng = np.random.default_rng(args.seed)
     weights = []
@@ -348,8 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
 
     p = sub.add_parser("demo", help="build the tutorial MLP, round-trip it and run it on digits")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--hidden", type=int, nargs="+", default=[128, 128], help="hidden layer widths")
+    p.add_argument("--batch-size", type=_positive_int, default=64, help="examples run (at most 1797, the digits)")
+    p.add_argument("--hidden", type=_positive_int, nargs="+", default=[128, 128], help="hidden layer widths")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=cmd_demo)
 

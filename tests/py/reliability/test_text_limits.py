@@ -163,3 +163,16 @@ def test_the_command_line_answers_bad_names_and_files_in_one_line(tmp_path):
         done = _cli(tmp_path, *args)
         assert done.returncode == 1, done
         assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_demo_and_standard_input_answer_bad_input_in_one_line(tmp_path):
+    for args, message in [(("demo", "--hidden", "0"), "argument --hidden: expected a positive integer, got '0'"),
+                          (("demo", "--batch-size", "0"), "argument --batch-size: expected a positive integer"),
+                          (("demo", "--batch-size", "5000"), "the digits have 1797 examples")]:
+        done = _cli(tmp_path, *args)
+        assert done.returncode in (1, 2), done  # (argparse's own errors exit with 2)
+        assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    done = subprocess.run([sys.executable, "-m", "relax_mlir.cli", "print", "-"], input=b"\xff\xfe",
+                          capture_output=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 1
+    assert b"<stdin>:1: not UTF-8 text (byte 0xff at offset 0)" in done.stderr, done.stderr
