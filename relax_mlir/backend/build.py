@@ -71,9 +71,11 @@ def legalize_overrides(mod: IRModule) -> dict[str, Any]:
 # --- text at a stage -------------------------------------------------------------------------------------------
 def _options(options: Optional[PipelineOptions], opt_level: Optional[int] = None,
              num_threads: Optional[int] = None, checks: Optional[bool] = None) -> PipelineOptions:
+    if checks is not None and not isinstance(checks, bool):  # checks="no" was true
+        raise TypeError(f"compile: checks must be True or False, got {checks!r}")
     if options is None:
         return PipelineOptions(opt_level=2 if opt_level is None else opt_level, num_threads=num_threads,
-                               checks=True if checks is None else bool(checks))
+                               checks=True if checks is None else checks)
     if not isinstance(options, PipelineOptions):
         raise TypeError(f"options must be a PipelineOptions, got {type(options).__name__}")
     if num_threads is not None and num_threads != options.num_threads:

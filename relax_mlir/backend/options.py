@@ -41,4 +41,8 @@ class PipelineOptions:
     def __post_init__(self) -> None:
         if self.opt_level not in (0, 1, 2, 3):
             raise ValueError(f"PipelineOptions: opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+        for name in ("checks", "timing", "print_after_all", "outline", "fallback_on_schedule_failure"):
+            value = getattr(self, name, False)
+            if not isinstance(value, bool):  # checks="no" would have been true
+                raise TypeError(f"PipelineOptions: {name} must be True or False, got {value!r}")
         object.__setattr__(self, "num_threads", resolve_threads(self.num_threads))

@@ -72,6 +72,9 @@ class SetupTrainer:
         if not isinstance(optimizer, Optimizer):
             raise TypeError("SetupTrainer: optimizer must be a relax_mlir.training.optimizer.Optimizer, "
                             f"got {type(optimizer).__name__}")
+        if not isinstance(loss_args, (list, tuple)):
+            raise TypeError(f"SetupTrainer: loss_args must be a list of the loss's arguments' struct info (or Vars), "
+                            f"[predictions, targets], got {type(loss_args).__name__}")
         self.loss, self.optimizer, self.loss_args, self.legalize = loss, optimizer, list(loss_args), legalize
         _check_loss_arity(loss, self.loss_args)
 

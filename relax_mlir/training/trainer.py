@@ -205,6 +205,9 @@ class Trainer:
 
     def _load(self, values, variables, current, what: str) -> list[np.ndarray]:
         names = [v.name_hint for v in variables]
+        if not isinstance(values, (Mapping, list, tuple)):  # a string would be read as its letters, None has no len
+            raise TypeError(f"Trainer.{what}: expected a dict by name or a list of {len(names)} arrays "
+                            f"({', '.join(names)}), got {type(values).__name__}")
         if isinstance(values, Mapping):
             unknown = [k for k in values if k not in names]
             if unknown:

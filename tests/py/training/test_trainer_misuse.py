@@ -107,3 +107,21 @@ def test_load_params_refuses_what_load_refuses():
     with pytest.raises(ValueError, match="MaskedArray"):
         trainer.load_params([np.ma.masked_array(good[0], good[0] == 0), good[1]])
     trainer.load_params(good)
+
+
+@pytest.mark.parametrize("values, got", [(None, "NoneType"), ("abc", "str"), (np.zeros(3), "ndarray")])
+def test_load_params_says_what_it_takes(values, got):
+    # None gave "object of type 'NoneType' has no len()"; "abc" was read as three arrays
+    trainer = _trainer()
+    with pytest.raises(TypeError, match=rf"Trainer.load_params: expected a dict by name or a list of 2 arrays "
+                                        rf"\(w0, b0\), got {got}$"):
+        trainer.load_params(values)
+
+
+def test_setup_trainer_and_compile_say_what_their_arguments_must_be():
+    import relax_mlir
+
+    with pytest.raises(TypeError, match=r"SetupTrainer: loss_args must be a list .*, got TensorStructInfo"):
+        SetupTrainer(MSELoss(), SGD(0.1), TensorStructInfo((2, 3), "float32"))
+    with pytest.raises(TypeError, match=r"compile: checks must be True or False, got 'no'"):
+        relax_mlir.compile(mlp(4, (4, 3)), checks="no")  # a non-empty string was true
