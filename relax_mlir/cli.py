@@ -420,6 +420,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"relax-mlir {args.command}: error: {exc}", file=sys.stderr)
         _abort_mpi_job()
         return 1
+    except RecursionError:  # a module nested deeper than Python's recursion allows (a chain of 1000 tuples)
+        print(f"relax-mlir {args.command}: error: the module nests too deeply for this tool (Python's recursion "
+              f"limit, {sys.getrecursionlimit()} frames, was reached); expected nesting at most a few hundred deep",
+              file=sys.stderr)
+        _abort_mpi_job()
+        return 1
     except MemoryError as exc:  # a size asked for (--hidden 99999999999) that does not fit: one line, as the rest
         print(f"relax-mlir {args.command}: error: not enough memory for what was asked ({exc or 'MemoryError'})",
               file=sys.stderr)

@@ -15,6 +15,8 @@ result is the empty tuple.
 
 from __future__ import annotations
 
+import sys
+
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
@@ -324,4 +326,9 @@ def _tuples(v) -> Value:
 
 def interpret(mod: IRModule, func_name: str, *args: Value) -> Value:
     """Evaluate ``mod[func_name](*args)`` with the ops' NumPy references; see the module docstring."""
-    return Interpreter(mod).call(func_name, *args)
+    try:
+        return Interpreter(mod).call(func_name, *args)
+    except RecursionError:
+        raise RecursionError(f"interpret: {func_name}: the program nests too deeply for the interpreter (a chain of "
+                             f"calls or tuples beyond Python's recursion limit, {sys.getrecursionlimit()} frames); "
+                             "compile it instead (relax_mlir.compile), which has no such limit") from None

@@ -8,8 +8,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+import relax_mlir
 from relax_mlir import transform
 from relax_mlir.dpl import parse_pattern
 from relax_mlir.ir import IRModule, structural_equal
@@ -176,3 +178,22 @@ def test_the_demo_and_standard_input_answer_bad_input_in_one_line(tmp_path):
                           capture_output=True, cwd=tmp_path, timeout=300)
     assert done.returncode == 1
     assert b"<stdin>:1: not UTF-8 text (byte 0xff at offset 0)" in done.stderr, done.stderr
+
+
+def test_nesting_beyond_the_recursion_limit_is_one_clear_error(tmp_path):
+    # a chain of 1200 tuples `t{i} = (t{i-1},)` parses; printing and checking it recurse once per level (a bare
+    # RecursionError traceback from the command line); a chain of 300 calls compiles but is too deep to interpret
+    lines = ["t0 = (x,)"] + [f"t{i} = (t{i - 1},)" for i in range(1, 1200)]
+    (tmp_path / "deep.py").write_text("@I.ir_module\nclass Module:\n    @R.function\n    def main(x: " + T + "):\n"
+                                      + "".join(f"        {line}\n" for line in lines) + "        return x\n")
+    done = _cli(tmp_path, "check", "deep.py")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "error: the module nests too deeply for this tool (Python's recursion limit" in done.stderr
+
+    calls = "".join(f"    @R.function\n    def f{i}(x: {T}) -> {T}:\n        y = cls.f{i + 1}(x)\n        return y\n"
+                    for i in range(299))
+    mod = from_source(f"@I.ir_module\nclass Module:\n{calls}    @R.function\n    def f299(x: {T}) -> {T}:\n"
+                      "        y = R.add(x, x)\n        return y\n")
+    with pytest.raises(RecursionError, match=r"interpret: f0: the program nests too deeply for the interpreter .* "
+                                             r"compile it instead"):
+        relax_mlir.interpret(mod, "f0", np.ones((2, 3), np.float32))
