@@ -199,6 +199,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from .training.checkpoint_io import write_atomically
 
+    for option, path, what in (("-o", args.output, "a file name (model.py)"), ("--params", args.params,
+                                                                                "a file name (.npz)")):
+        if path and os.path.isdir(path):  # said before the import, not after the module was printed
+            raise IsADirectoryError(f"{option} {path}: a directory; expected {what}")
     mod, params, states = import_model(args.model, dict(args.shape or []))
     text = mod.script()
     if args.output:

@@ -550,12 +550,14 @@ class _Signature:
         stateful = {n.proto.input[i] for n in nodes for i in _STATE_INPUTS.get(n.op_type, ()) if i < len(n.proto.input)}
         names = Names()
         initializers = {t.name: numpy_helper.to_array(t).copy() for t in graph.initializer}
+        inputs = [v.name for v in graph.input if v.name not in initializers]
+        unknown = sorted(set(shape_dict) - set(inputs))  # (before an input's own complaint: a misspelt name first)
+        if unknown:
+            raise ValueError(f"{FRONTEND}: shape_dict names {', '.join(unknown)}, which are not graph inputs; "
+                             f"its inputs: {', '.join(inputs) or 'none'}")
         for value in graph.input:
             if value.name not in initializers:
                 self.inputs.append(self._input(value, names, shape_dict))
-        unknown = sorted(set(shape_dict) - {v.name_hint for v in self.inputs} - {v.name for v in graph.input})
-        if unknown:
-            raise ValueError(f"{FRONTEND}: shape_dict names {', '.join(unknown)}, which are not graph inputs")
         for name, array in initializers.items():
             if keep_params and array.dtype.kind == "f":
                 var = tensor_var(names(name), array.shape, str(array.dtype))

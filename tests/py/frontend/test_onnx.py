@@ -110,6 +110,8 @@ def test_symbolic_input_needs_shape_dict():
     with pytest.raises(ValueError, match=r"input x has the symbolic shape \('batch', 3\); give its size with "
                                          r"shape_dict=\{'x': \(...\)\}"):
         from_onnx(model)
+    with pytest.raises(ValueError, match=r"shape_dict names y, which are not graph inputs; its inputs: x"):
+        from_onnx(model, shape_dict={"y": (4, 3)})  # the misspelt name is what is said, not x's symbolic size
     mod, _, _ = from_onnx(model, shape_dict={"x": (4, 3)})
     x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
     np.testing.assert_array_equal(relax_mlir.interpret(mod, "main", x), np.maximum(x, 0))
