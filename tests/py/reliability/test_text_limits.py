@@ -161,7 +161,8 @@ def test_the_command_line_answers_bad_names_and_files_in_one_line(tmp_path):
                           (("print", "good.py", "-f", "nosuch"), "the module has no function 'nosuch'"),
                           (("opt", "good.py", "--passes", "Gradient(func_name=main, require_grads=[])"),
                            "require_grads is empty"),
-                          (("import", "bad.pt2"), "bad.pt2: not an exported program torch.export.load can read")]:
+                          (("import", "bad.pt2"), "bad.pt2: not an exported program torch.export.load can read"),
+                          (("import", "bad.pt2", "--params", "."), "--params .: a directory; expected a file name")]:
         done = _cli(tmp_path, *args)
         assert done.returncode == 1, done
         assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
