@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 3b349f54427d3e42bc66a5872851ea08f58c170b99a27e37dbdc6acc43f2ad62
+// registry sha256 d43597294b59d50652c7864ba137a3de009fe97616036494ddebb3ce0e27f77d
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

@@ -69,7 +69,14 @@ def _gelu_tanh_scalar(b, x):
 relu = unary("nn.relu", lambda x: np.maximum(x, 0).astype(x.dtype), float_only=False, input_name="data",
              grad=_relu_grad, scalar=lambda b, x: b.max(x, 0),
              doc="``max(x, 0)`` elementwise; integers allowed. Its gradient is ``where(x < 0, 0, g)`` (relu'(0) = 1).")
-silu = unary("nn.silu", lambda x: x * 0.5 * (1.0 + np.tanh(0.5 * x)),  # = x * sigmoid(x), without exp overflow
+def _silu_ref(x):
+    """``x * sigmoid(x)`` from ``exp(-|x|)``, which neither overflows nor cancels (``x / 2 * (1 + tanh(x / 2))``
+    lost every digit below x = -35: 0 where PyTorch and the compiled code give -1e-20)."""
+    e = np.exp(-np.abs(x))
+    return x * np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+silu = unary("nn.silu", _silu_ref,
              input_name="data", grad=_silu_grad, scalar=lambda b, x: b.mul(x, sigmoid_scalar(b, x)),
              doc="``x * sigmoid(x)`` elementwise.")
 gelu = unary("nn.gelu", lambda x: 0.5 * x * (1.0 + np_erf(x / math.sqrt(2.0))), input_name="data", grad=_gelu_grad,
