@@ -19,13 +19,22 @@ VEC_TAG = "relax_mlir.vectorize"
 EPILOGUE = "relax_mlir.epilogue"
 
 
+#: Ops that can be found inside a linalg op's body (its scalar computation); no other op is.
+_BODY_OPS = ("arith.", "math.", "linalg.index", "linalg.yield")
+
+
 def ops_named(root: ir.Operation, names: set[str]) -> list[ir.Operation]:
-    """Every op under ``root`` whose name is in ``names``, in pre-order."""
+    """Every op under ``root`` whose name is in ``names``, in pre-order. The bodies of linalg ops (a fused
+    generic's can hold thousands of scalar ops) are walked only when a scalar op is asked for."""
     found: list[ir.Operation] = []
+    skip_bodies = not any(n.startswith(_BODY_OPS) for n in names)
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name in names:
+        name = op.name
+        if name in names:
             found.append(op)
+        if skip_bodies and name.startswith("linalg."):
+            return ir.WalkResult.SKIP
         return ir.WalkResult.ADVANCE
 
     root.walk(visit, ir.WalkOrder.PRE_ORDER)
