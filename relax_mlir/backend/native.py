@@ -279,7 +279,7 @@ def _part(module: ir.Module, keep: set[str], first: bool) -> ir.Operation:
     return part
 
 
-def _append_packed_wrappers(part: ir.Operation, names: Sequence[str]) -> None:
+def _append_packed_wrappers(part: ir.Operation, names: Sequence[str], called: Optional[set[str]] = None) -> None:
     """Add ``_mlir_<name>(ptr)`` for each function ``name`` defined in ``part``: it loads argument ``i`` through
     ``args[i]``, calls the function and stores a result through ``args[n]``."""
     body = part.regions[0].blocks[0]
@@ -318,38 +318,35 @@ def _append_packed_wrappers(part: ir.Operation, names: Sequence[str]) -> None:
     for op in list(wrappers.body.operations):
         if _is_definition(op.operation):
             body.append(op.operation)
-    _inline_into_wrappers(part, [n for n in names if n in funcs])
+    if called is not None:
+        _inline_into_wrappers(part, [n for n in names if n in funcs], called)
 
 
-def _callers(part: ir.Operation) -> dict[str, set[str]]:
-    """For each function ``part`` calls, the names of the functions whose bodies call it."""
-    callers: dict[str, set[str]] = {}
+def called_functions(module: ir.Module) -> set[str]:
+    """The names of the functions some ``llvm.call`` of ``module`` calls (one walk over the whole module, before
+    it is split: a caller may end up in another part)."""
+    called: set[str] = set()
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "llvm.call" and "callee" in op.attributes:
+            called.add(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return called
+
+
+def _inline_into_wrappers(part: ir.Operation, names: Sequence[str], called: set[str]) -> None:
+    """Make each wrapped function that nothing but its wrapper calls (``called``: every callee of the module)
+    internal and always inlined: LLVM then compiles one function that reads its arguments from the packed array,
+    not a wrapper passing hundreds of arguments to a function taking them (5 a memref: a function returning 200
+    tensors took 1005, and LLVM's instruction selection of that call and of the arguments' entry block was 2.1 of
+    its 2.7 s). The library's symbols are the wrappers ``_mlir_<name>``, which every caller (the runtime, a loaded
+    library) looks up."""
+    wanted = set(names) - called
     for op in part.regions[0].blocks[0].operations:
         op = op.operation
-        if not _is_definition(op):
-            continue
-        caller = _name(op)
-
-        def visit(inner: ir.Operation) -> ir.WalkResult:
-            if inner.name == "llvm.call" and "callee" in inner.attributes:
-                callers.setdefault(ir.FlatSymbolRefAttr(inner.attributes["callee"]).value, set()).add(caller)
-            return ir.WalkResult.ADVANCE
-
-        op.walk(visit)
-    return callers
-
-
-def _inline_into_wrappers(part: ir.Operation, names: Sequence[str]) -> None:
-    """Make each wrapped function that only its wrapper calls internal and always inlined: LLVM then compiles one
-    function that reads its arguments from the packed array, not a wrapper passing hundreds of arguments to a
-    function taking them (5 a memref: a function returning 200 tensors took 1005, and LLVM's instruction selection
-    of that call and of the arguments' entry block was 2.1 of its 2.7 s). The library's symbols are the wrappers
-    ``_mlir_<name>``, which every caller (the runtime, a loaded library) looks up."""
-    callers = _callers(part)
-    wanted = set(names)
-    for op in part.regions[0].blocks[0].operations:
-        op = op.operation
-        if _is_definition(op) and _name(op) in wanted and callers.get(_name(op), set()) <= {f"_mlir_{_name(op)}"}:
+        if _is_definition(op) and _name(op) in wanted:
             op.attributes["linkage"] = ir.Attribute.parse("#llvm.linkage<internal>", part.context)
             op.attributes["always_inline"] = ir.UnitAttr.get(part.context)
 
@@ -387,12 +384,13 @@ def compile_objects(module: ir.Module, functions: Sequence[str], opt_level: int 
     threads = compile_threads() if threads is None else threads
     wrapped = list(functions) + [ERROR_ADDRESS_FN]
     groups = partition(module, threads)
+    called = called_functions(module)
     translated = []
     api.register_translations(_capsule_pointer(module.context._CAPIPtr, b"mlir.ir.Context._CAPIPtr"))
     try:
         for k, group in enumerate(groups):
             part = _part(module, set(group), first=(k == 0))
-            _append_packed_wrappers(part, [n for n in wrapped if n in group])
+            _append_packed_wrappers(part, [n for n in wrapped if n in group], called)
             context = api.context_create()
             handle = api.translate(_capsule_pointer(part._CAPIPtr, b"mlir.ir.Operation._CAPIPtr"), context)
             part.erase()
