@@ -33,6 +33,7 @@ from mlir import ir, passmanager
 from mlir.dialects import bufferization
 
 from .bool_storage import widen_bool_memrefs
+from .fusion_limit import limit_fusion_depth
 from . import loop_hints
 from .outline import mark_no_inline, outline_kernels
 from .multi_use import merge_multi_use_producers
@@ -118,6 +119,7 @@ def _fuse(module: ir.Module, options: PipelineOptions) -> ir.Module:
         # the merged generic runs scalar (a fifth of the 28x28 CNN's step, 2-core Intel Xeon).
         vectorize_pools(module, threads=options.num_threads)
         recompute_cheap_producers(module)  # a bias addition read by ReLU and by ReLU's gradient: fused into both
+        limit_fusion_depth(module)  # at most MAX_FUSED elementwise ops a loop (a 2000-op chain took 18 s)
         run_passes(module, FUSE_PIPELINE, options)
         if merge_multi_use_producers(module):  # Adam's new moments: computed in the parameter's update, returned
             run_passes(module, FUSE_PIPELINE, options)
