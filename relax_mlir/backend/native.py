@@ -15,9 +15,9 @@ Each part keeps its functions' bodies and declares the others' (a call across pa
 private functions and constant globals are copied into every part that uses them; mutable globals (the runtime
 checks' error slot) are defined in part 0 and declared in the others. Every public function gets the packed
 wrapper ``_mlir_<name>`` the ExecutionEngine would have generated (``args[i]`` points to argument ``i``; a result
-is stored through ``args[n]``), so the call path is the same for both; the function itself is made internal and
-inlined into its wrapper, so only the wrappers are symbols of the library (a call passing a function's hundreds of
-memref fields made LLVM's instruction selection quadratic: 32 s for a function returning 400 tensors, now 3.5 s).
+is stored through ``args[n]``), so the call path is the same for both; a function of hundreds of arguments is made
+internal and inlined into its wrapper (a call passing them, five a memref, made LLVM's instruction selection
+quadratic: 32 s for a function returning 400 tensors, now 3.5 s).
 
 Measured on the CNN's training module (Intel Xeon, AVX-512, 2 cores): LLVM -O2 and code generation 3.06 s in the
 ExecutionEngine, 2.22 s outlined on one core, 1.29 s outlined on two. Off with ``RELAX_MLIR_NATIVE=0`` (the
@@ -336,9 +336,15 @@ def called_functions(module: ir.Module) -> set[str]:
     return called
 
 
+#: A public function of more arguments than this is compiled inside its wrapper (``_inline_into_wrappers``). Fewer
+#: stay apart: inlined, the training steps of the MLPs ran 3-4% slower (A/B in one process, 2-core Intel Xeon; a
+#: step's function takes about 100).
+INLINE_FROM_ARGUMENTS = 256
+
+
 def _inline_into_wrappers(part: ir.Operation, names: Sequence[str], called: set[str]) -> None:
-    """Make each wrapped function that nothing but its wrapper calls (``called``: every callee of the module)
-    internal and always inlined: LLVM then compiles one function that reads its arguments from the packed array,
+    """Make each wrapped function of more than ``INLINE_FROM_ARGUMENTS`` arguments that nothing but its wrapper
+    calls (``called``: every callee of the module) internal and always inlined: LLVM then compiles one function that reads its arguments from the packed array,
     not a wrapper passing hundreds of arguments to a function taking them (5 a memref: a function returning 200
     tensors took 1005, and LLVM's instruction selection of that call and of the arguments' entry block was 2.1 of
     its 2.7 s). The library's symbols are the wrappers ``_mlir_<name>``, which every caller (the runtime, a loaded
@@ -346,7 +352,8 @@ def _inline_into_wrappers(part: ir.Operation, names: Sequence[str], called: set[
     wanted = set(names) - called
     for op in part.regions[0].blocks[0].operations:
         op = op.operation
-        if _is_definition(op) and _name(op) in wanted:
+        if _is_definition(op) and _name(op) in wanted and \
+                len(op.regions[0].blocks[0].arguments) > INLINE_FROM_ARGUMENTS:
             op.attributes["linkage"] = ir.Attribute.parse("#llvm.linkage<internal>", part.context)
             op.attributes["always_inline"] = ir.UnitAttr.get(part.context)
 
