@@ -36,7 +36,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from typing import Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 from mlir import ir
 
@@ -279,7 +279,8 @@ def _part(module: ir.Module, keep: set[str], first: bool) -> ir.Operation:
     return part
 
 
-def _append_packed_wrappers(part: ir.Operation, names: Sequence[str], called: Optional[set[str]] = None) -> None:
+def _append_packed_wrappers(part: ir.Operation, names: Sequence[str],
+                            called: Optional[Callable[[], set[str]]] = None) -> None:
     """Add ``_mlir_<name>(ptr)`` for each function ``name`` defined in ``part``: it loads argument ``i`` through
     ``args[i]``, calls the function and stores a result through ``args[n]``."""
     body = part.regions[0].blocks[0]
@@ -318,8 +319,9 @@ def _append_packed_wrappers(part: ir.Operation, names: Sequence[str], called: Op
     for op in list(wrappers.body.operations):
         if _is_definition(op.operation):
             body.append(op.operation)
-    if called is not None:
-        _inline_into_wrappers(part, [n for n in names if n in funcs], called)
+    many = [n for n in names if n in funcs and len(funcs[n].regions[0].blocks[0].arguments) > INLINE_FROM_ARGUMENTS]
+    if many and called is not None:
+        _inline_into_wrappers(part, many, called())
 
 
 def called_functions(module: ir.Module) -> set[str]:
@@ -343,17 +345,16 @@ INLINE_FROM_ARGUMENTS = 256
 
 
 def _inline_into_wrappers(part: ir.Operation, names: Sequence[str], called: set[str]) -> None:
-    """Make each wrapped function of more than ``INLINE_FROM_ARGUMENTS`` arguments that nothing but its wrapper
-    calls (``called``: every callee of the module) internal and always inlined: LLVM then compiles one function that reads its arguments from the packed array,
-    not a wrapper passing hundreds of arguments to a function taking them (5 a memref: a function returning 200
-    tensors took 1005, and LLVM's instruction selection of that call and of the arguments' entry block was 2.1 of
-    its 2.7 s). The library's symbols are the wrappers ``_mlir_<name>``, which every caller (the runtime, a loaded
-    library) looks up."""
+    """Make each of the wrapped functions ``names`` (those of more than ``INLINE_FROM_ARGUMENTS`` arguments) that
+    nothing but its wrapper calls (``called``: every callee of the module) internal and always inlined: LLVM then
+    compiles one function that reads its arguments from the packed array, not a wrapper passing hundreds of
+    arguments to a function taking them (5 a memref: a function returning 200 tensors took 1005, and LLVM's
+    instruction selection of that call and of the arguments' entry block was 2.1 of its 2.7 s). Every caller (the
+    runtime, a loaded library) looks up the wrappers ``_mlir_<name>``."""
     wanted = set(names) - called
     for op in part.regions[0].blocks[0].operations:
         op = op.operation
-        if _is_definition(op) and _name(op) in wanted and \
-                len(op.regions[0].blocks[0].arguments) > INLINE_FROM_ARGUMENTS:
+        if _is_definition(op) and _name(op) in wanted:
             op.attributes["linkage"] = ir.Attribute.parse("#llvm.linkage<internal>", part.context)
             op.attributes["always_inline"] = ir.UnitAttr.get(part.context)
 
@@ -391,7 +392,13 @@ def compile_objects(module: ir.Module, functions: Sequence[str], opt_level: int 
     threads = compile_threads() if threads is None else threads
     wrapped = list(functions) + [ERROR_ADDRESS_FN]
     groups = partition(module, threads)
-    called = called_functions(module)
+    found: list[set[str]] = []  # the module's callees, walked for once if a function is large enough to inline
+
+    def called() -> set[str]:
+        if not found:
+            found.append(called_functions(module))
+        return found[0]
+
     translated = []
     api.register_translations(_capsule_pointer(module.context._CAPIPtr, b"mlir.ir.Context._CAPIPtr"))
     try:
