@@ -133,7 +133,7 @@ def nll_loss_backward(lc, op):
     def body(gv, tv, *rest):
         valid, bad, i, w = weight_of(tv)
         # Every class position sees its item's target: the slot keeps the first report of a call.
-        report_if(op, bad, tv, linear_position(per_item, sizes_of(targets)), message)
+        report_if(op, bad, tv, linear_position(per_item, sizes_of(targets)), message, classes)
         coef = arith.negf(arith.mulf(convert(gv, ct), w))
         if reduction == "mean":
             coef = arith.divf(coef, rest[0])

@@ -89,7 +89,7 @@ def class_weight(t: ir.Value, classes: ir.Value, ignore: int, weights, ct: ir.Ty
 def class_target_message(op: ir.Operation, name: str, classes, ignore: int) -> str:
     """The error slot's message for a bad class target of ``name`` (nll_loss and its backward op)."""
     return (f"{where(op)}: {name}: target {{value}} at position {{position}} of the targets (flat) "
-            f"is not a class index in [0, {classes if isinstance(classes, int) else 'C'}) "
+            f"is not a class index in [0, {classes if isinstance(classes, int) else '{extent}'}) "
             f"nor the ignore_index {ignore}")
 
 def nll_loss(lc, op):
@@ -116,7 +116,8 @@ def nll_loss(lc, op):
         """(-pred[n, t, ...] * w[t], w[t]) with both 0 where t is ignored; a target outside [0, C) that is not
         ignored is reported through the error slot (``checks.py``) and reads a clamped class."""
         valid, bad, i, w = class_weight(t, classes, ignore, weights, ct)
-        report_if(op, bad, t, linear_position(list(range(k)), sizes_of(targets)), message)
+        report_if(op, bad, t, linear_position(list(range(k)), sizes_of(targets)), message,
+                  as_index(dim(pred, class_axis)))
         coords = [loop_index(0), i] + [loop_index(a) for a in range(1, k)] if pred.type.rank > 1 else [i]
         p = convert(guarded_extract(pred, coords, bad), ct)
         return arith.negf(arith.mulf(p, w)), w

@@ -320,3 +320,23 @@ def test_a_library_with_the_older_three_word_error_slot_reports_without_reading_
     with pytest.raises(IndexError, match=r"out of range for axis 0 of size \?$"):
         lib["take_dyn"](x, np.array([[0, 1], [3, 0]], dtype=np.int32))
     np.testing.assert_array_equal(lib["take_dyn"](x, np.array([[0, 2]], dtype=np.int32)), x[[[0, 2]]])
+
+
+def test_a_symbolic_class_count_is_named_with_its_size():
+    from relax_mlir.script import from_source
+
+    # the message said "[0, C)" for a class count known only when the call ran
+    mod = from_source('''
+@I.ir_module
+class Module:
+    @R.function
+    def main(p: R.Tensor(("n", "c"), "float32"), t: R.Tensor(("n",), "int64")):
+        with R.dataflow():
+            y = R.nn.nll_loss(p, t)
+            R.output(y)
+        return y
+''')
+    f = relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"]
+    with pytest.raises(IndexError, match=r"target 9 at position 1 of the targets \(flat\) is not a class index in "
+                                         r"\[0, 7\) nor the ignore_index -100"):
+        f(np.zeros((3, 7), np.float32), np.array([0, 9, 1]))
