@@ -249,7 +249,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .training.plot import plot
     from .training.run import train
 
-    cfg = TrainConfig(model=args.model, hidden=tuple(args.hidden), channels=tuple(args.channels),
+    for option, value, model in (("--hidden", args.hidden, "mlp"), ("--channels", args.channels, "cnn")):
+        if value is not None and args.model != model:  # (it was ignored without a word)
+            raise ValueError(f"{option} shapes --model {model}; this run trains --model {args.model}")
+    cfg = TrainConfig(model=args.model, hidden=tuple(args.hidden or (128, 128)),
+                      channels=tuple(args.channels or (8, 16)),
                       optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay, momentum=args.momentum,
                       dampening=args.dampening, nesterov=args.nesterov, betas=tuple(args.betas), eps=args.eps,
                       reduction=args.reduction, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
@@ -309,8 +313,10 @@ def _add_train(sub) -> None:
                                    "on scikit-learn's digits (80/20 split, fixed).")
     p.add_argument("--model", choices=["mlp", "cnn"], default="mlp",
                    help="mlp: dense layers with ReLU; cnn: conv2d 3x3 + batch_norm + relu + max_pool per stage")
-    p.add_argument("--hidden", type=int, nargs="+", default=[128, 128], metavar="N", help="MLP hidden widths")
-    p.add_argument("--channels", type=int, nargs="+", default=[8, 16], metavar="C", help="CNN channels per stage")
+    p.add_argument("--hidden", type=int, nargs="+", default=None, metavar="N",
+                   help="MLP hidden widths (default 128 128; --model mlp only)")
+    p.add_argument("--channels", type=int, nargs="+", default=None, metavar="C",
+                   help="CNN channels per stage (default 8 16; --model cnn only)")
     g = p.add_argument_group("optimizer")
     g.add_argument("--optimizer", choices=["sgd", "momentum", "adam", "adamw"], default="sgd")
     g.add_argument("--lr", type=float, default=0.01, help="learning rate (default 0.01)")

@@ -125,3 +125,11 @@ def test_setup_trainer_and_compile_say_what_their_arguments_must_be():
         SetupTrainer(MSELoss(), SGD(0.1), TensorStructInfo((2, 3), "float32"))
     with pytest.raises(TypeError, match=r"compile: checks must be True or False, got 'no'"):
         relax_mlir.compile(mlp(4, (4, 3)), checks="no")  # a non-empty string was true
+
+
+def test_cli_refuses_the_other_models_shape_option(capsys):
+    # --channels with --model mlp (or --hidden with --model cnn) was ignored without a word
+    assert main(["train", "--model", "mlp", "--channels", "4", "8", "--epochs", "1", "--no-progress"]) == 1
+    assert "--channels shapes --model cnn; this run trains --model mlp" in capsys.readouterr().err
+    assert main(["train", "--model", "cnn", "--hidden", "16", "--epochs", "1", "--no-progress"]) == 1
+    assert "--hidden shapes --model mlp; this run trains --model cnn" in capsys.readouterr().err
