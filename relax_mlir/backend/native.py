@@ -29,6 +29,7 @@ parts and threads (default: the cores this process may run on).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import subprocess
@@ -392,13 +393,8 @@ def compile_objects(module: ir.Module, functions: Sequence[str], opt_level: int 
     threads = compile_threads() if threads is None else threads
     wrapped = list(functions) + [ERROR_ADDRESS_FN]
     groups = partition(module, threads)
-    found: list[set[str]] = []  # the module's callees, walked for once if a function is large enough to inline
-
-    def called() -> set[str]:
-        if not found:
-            found.append(called_functions(module))
-        return found[0]
-
+    # the module's callees, walked for once, and only if a function is large enough to inline
+    called = functools.cache(lambda: called_functions(module))
     translated = []
     api.register_translations(_capsule_pointer(module.context._CAPIPtr, b"mlir.ir.Context._CAPIPtr"))
     try:

@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 d43597294b59d50652c7864ba137a3de009fe97616036494ddebb3ce0e27f77d
+// registry sha256 e9b45718cac3187b6f9e8d4b0ab901172d1d61b06a4cd748297061b6b391af90
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

@@ -186,7 +186,7 @@ divide = binary("divide", _divide, lambda b, x, y: b.div(x, y),
 floor_divide = binary("floor_divide", _floor_divide, lambda b, x, y: b.floordiv(x, y), widen=True, low=0.5, high=3.0,
                       grad=lambda a, b, g, y: (None, None))
 power = binary("power", np.power, lambda b, x, y: b.pow(x, y), widen=True, kind="float", low=0.5, high=2.0,
-               grad=_power_grad, export_rewrite=lambda call: _square_root_of(call))
+               grad=_power_grad, export_rewrite=_square_root_of)
 maximum = binary("maximum", np.maximum, lambda b, x, y: b.max(x, y), grad=lambda a, b, g, y: (  # ties go to x1
     where(less(a, b), _zero(g), g), where(greater_equal(a, b), _zero(g), g)))
 minimum = binary("minimum", np.minimum, lambda b, x, y: b.min(x, y), grad=lambda a, b, g, y: (  # ties go to x2

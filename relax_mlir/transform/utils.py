@@ -31,7 +31,7 @@ def substitute_with(e: Expr, fn: Callable[[Var], Expr]) -> Expr:
 
 
 def _substitute_in_seq(seq: Expr, fn: Callable[[Var], Expr]) -> Expr:
-    from ..ir.expr import MatchCast, SeqExpr, VarBinding
+    from ..ir.expr import SeqExpr
 
     if not isinstance(seq, SeqExpr):
         return substitute_with(seq, fn)
@@ -41,8 +41,7 @@ def _substitute_in_seq(seq: Expr, fn: Callable[[Var], Expr]) -> Expr:
         for b in block.bindings:
             value = substitute_with(b.value, fn)
             changed |= value is not b.value
-            bindings.append(b if value is b.value else MatchCast(b.var, value, b.struct_info, span=b.span)
-                            if isinstance(b, MatchCast) else VarBinding(b.var, value, span=b.span))
+            bindings.append(b if value is b.value else rebind(b, value))
         blocks.append(type(block)(bindings))
     body = substitute_with(seq.body, fn)
     if not changed and body is seq.body:
