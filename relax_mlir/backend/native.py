@@ -361,32 +361,62 @@ def _inline_into_wrappers(part: ir.Operation, names: Sequence[str], called: set[
 
 
 # --- compiling ---------------------------------------------------------------------------------------------------
-def _compile_part(api: _API, llvm_module: int, opt_level: int, out: list, index: int) -> None:
-    """Optimise and emit one translated part (runs in a thread: every call releases the GIL)."""
+def _translate(api: _API, part: ir.Operation, opt_level: int) -> tuple[int, int]:
+    """``part`` (a detached LLVM-dialect module) as an LLVM module in a context of its own, for the host: the
+    handles ``(module, context)``, which the caller disposes of. Runs in a part's thread: the MLIR context is only
+    read, and ctypes releases the GIL."""
+    context = api.context_create()
+    handle = api.translate(_capsule_pointer(part._CAPIPtr, b"mlir.ir.Operation._CAPIPtr"), context)
+    if not handle:
+        api.context_dispose(context)
+        raise NativeError("translating the module to LLVM IR failed (MLIR printed why on stderr)")
+    api.set_triple(handle, api.triple.encode())
+    tm = api.target_machine(opt_level)
+    layout = api.create_layout(tm)
+    api.set_layout(handle, layout)
+    api.dispose_layout(layout)
+    api.dispose_tm(tm)
+    return handle, context
+
+
+def _compile_part(api: _API, part: ir.Operation, opt_level: int, out: list, index: int) -> None:
+    """Translate, optimise and emit one part (runs in a thread of its own: every C call releases the GIL); the
+    object file's bytes, or the exception, go to ``out[index]``."""
+    try:
+        handle, context = _translate(api, part, opt_level)
+    except NativeError as err:
+        out[index] = err
+        return
     tm = api.target_machine(opt_level)
     try:
         options = api.pb_options()
         for name, value in TUNING.items():
             api.tuning[name](options, int(value))
-        error = api.run_passes(llvm_module, PIPELINES[opt_level].encode(), tm, options)
+        error = api.run_passes(handle, PIPELINES[opt_level].encode(), tm, options)
         api.dispose_pb_options(options)
         if error:
             out[index] = NativeError(f"LLVM's passes failed: {api.error_text(error)}")
             return
         buffer, message = ctypes.c_void_p(), ctypes.c_void_p()
-        if api.emit(tm, llvm_module, 1, ctypes.byref(message), ctypes.byref(buffer)):
+        if api.emit(tm, handle, 1, ctypes.byref(message), ctypes.byref(buffer)):
             out[index] = NativeError(f"LLVM code generation failed: {api._string(message.value)}")
             return
         out[index] = ctypes.string_at(api.buffer_start(buffer), api.buffer_size(buffer))
         api.dispose_buffer(buffer)
     finally:
         api.dispose_tm(tm)
+        api.dispose_module(handle)
+        api.context_dispose(context)
 
 
 def compile_objects(module: ir.Module, functions: Sequence[str], opt_level: int = 2,
                     threads: Optional[int] = None) -> list[bytes]:
     """Object files (ELF bytes) for ``module`` (LLVM dialect, not modified), one per part, compiled on
-    ``threads`` threads (default: :func:`compile_threads`). ``functions`` get packed wrappers."""
+    ``threads`` threads (default: :func:`compile_threads`). ``functions`` get packed wrappers.
+
+    Each part is cut out of the module (a clone) in this thread, which holds the GIL, and translated and compiled
+    in a thread of its own, started at once: the last parts' cutting overlaps the first ones' compiling. This
+    thread compiles part 0 itself, cut last."""
     api = _api()
     if opt_level not in PIPELINES:
         raise ValueError(f"native: opt_level must be 0-3, got {opt_level!r}")
@@ -395,38 +425,26 @@ def compile_objects(module: ir.Module, functions: Sequence[str], opt_level: int 
     groups = partition(module, threads)
     # the module's callees, walked for once, and only if a function is large enough to inline
     called = functools.cache(lambda: called_functions(module))
-    translated = []
     api.register_translations(_capsule_pointer(module.context._CAPIPtr, b"mlir.ir.Context._CAPIPtr"))
+    out: list = [None] * len(groups)
+    parts: list[ir.Operation] = []
+    workers: list[threading.Thread] = []
     try:
-        for k, group in enumerate(groups):
-            part = _part(module, set(group), first=(k == 0))
-            _append_packed_wrappers(part, [n for n in wrapped if n in group], called)
-            context = api.context_create()
-            handle = api.translate(_capsule_pointer(part._CAPIPtr, b"mlir.ir.Operation._CAPIPtr"), context)
-            part.erase()
-            if not handle:
-                api.context_dispose(context)
-                raise NativeError("translating the module to LLVM IR failed (MLIR printed why on stderr)")
-            api.set_triple(handle, api.triple.encode())
-            tm = api.target_machine(opt_level)
-            layout = api.create_layout(tm)
-            api.set_layout(handle, layout)
-            api.dispose_layout(layout)
-            api.dispose_tm(tm)
-            translated.append((handle, context))
-        out: list = [None] * len(translated)
-        workers = [threading.Thread(target=_compile_part, args=(api, handle, opt_level, out, i), daemon=True)
-                   for i, (handle, _) in enumerate(translated)]
-        for w in workers[1:]:
-            w.start()
-        if workers:
-            _compile_part(api, translated[0][0], opt_level, out, 0)  # this thread takes part 0
-        for w in workers[1:]:
-            w.join()
+        for k in reversed(range(len(groups))):
+            part = _part(module, set(groups[k]), first=(k == 0))
+            parts.append(part)
+            _append_packed_wrappers(part, [n for n in wrapped if n in groups[k]], called)
+            if k:
+                worker = threading.Thread(target=_compile_part, args=(api, part, opt_level, out, k), daemon=True)
+                worker.start()
+                workers.append(worker)
+            else:
+                _compile_part(api, part, opt_level, out, 0)
     finally:
-        for handle, context in translated:
-            api.dispose_module(handle)
-            api.context_dispose(context)
+        for worker in workers:
+            worker.join()
+        for part in parts:
+            part.erase()
     for i, result in enumerate(out):
         if isinstance(result, Exception):
             raise result

@@ -370,6 +370,18 @@ def parse(module: str | ir.Module, context: ir.Context | None = None) -> ir.Modu
         return ir.Module.parse(module)
 
 
+def copy(module: ir.Module) -> ir.Module:
+    """A copy of ``module`` in its context (its attributes and a clone of every op): what a text round trip gave,
+    without printing and parsing (5 ms of the tutorial MLP's build, 13 ms of the CNN's)."""
+    with module.context, module.operation.location:
+        new = ir.Module.create()
+    for name in list(module.operation.attributes):
+        new.operation.attributes[name] = module.operation.attributes[name]
+    for op in module.body.operations:
+        new.body.append(op.operation.clone())
+    return new
+
+
 def lower(
     module: str | ir.Module,
     to_stage: str = "llvm",
@@ -381,14 +393,14 @@ def lower(
     >>> lower(TEXT, "bufferized")  # doctest: +SKIP
     'module {\\n  func.func @main(%arg0: memref<4xf32>, %arg1: memref<4xf32>) {...'
     """
-    with_module = parse(module) if isinstance(module, str) else ir.Module.parse(str(module), module.context)
+    with_module = parse(module) if isinstance(module, str) else copy(module)
     with with_module.context, ir.Location.unknown(with_module.context):
         return str(lower_module(with_module, to_stage, options, from_stage))
 
 
 def lower_stages(module: str | ir.Module, options: PipelineOptions | None = None) -> dict[str, str]:
     """The text of every stage, from the input ("linalg") to "llvm", in order."""
-    mod = parse(module) if isinstance(module, str) else ir.Module.parse(str(module), module.context)
+    mod = parse(module) if isinstance(module, str) else copy(module)
     texts = {"linalg": str(mod)}
     with mod.context, ir.Location.unknown(mod.context):
         lower_module(mod, "llvm", options, on_stage=lambda name, m: texts.__setitem__(name, str(m)))

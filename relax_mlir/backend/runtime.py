@@ -399,11 +399,11 @@ def compile_module(
 
     from . import native
     from .library import LinkError
-    from .pipeline import lower_module, parse, public_funcs
+    from .pipeline import copy, lower_module, parse, public_funcs
 
     given = _normalize(signatures)
     keep_freed_memory()
-    module = parse(source) if isinstance(source, str) else ir.Module.parse(str(source), source.context)
+    module = parse(source) if isinstance(source, str) else copy(source)
     with module.context, ir.Location.unknown(module.context):
         funcs = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in public_funcs(module)}
         funcs.pop(ERROR_ADDRESS_FN, None)  # the runtime's own accessor, not a user function
