@@ -283,3 +283,18 @@ class Module:
     text = format_module(module(values, base_state), digest_arrays_from=DIGEST_ARRAYS_FROM)
     assert text.count("R.const_digest(") == 2 and "0.57" not in text
     assert "0.57" in module(values, base_state).script()  # the script itself still writes every value
+
+
+def test_a_changed_source_file_changes_the_compiler_fingerprint():
+    """A source counts by its size and modification time (as Python's bytecode cache tells a changed source):
+    rewriting one file of the package gives every entry a new key."""
+    path = Path(disk_cache.__file__).resolve().parent / "signature.py"
+    before = disk_cache.compiler_fingerprint.__wrapped__()
+    assert disk_cache.compiler_fingerprint.__wrapped__() == before  # nothing random in it
+    st = os.stat(path)
+    try:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+        assert disk_cache.compiler_fingerprint.__wrapped__() != before
+    finally:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert disk_cache.compiler_fingerprint.__wrapped__() == before

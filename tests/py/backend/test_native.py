@@ -3,6 +3,8 @@ in threads and linked into one library, and must compute exactly what the interp
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -206,3 +208,21 @@ def test_a_public_function_is_compiled_inside_its_wrapper(fresh, tmp_path):
     assert len(got) == 60
     for i, g in enumerate(got):
         np.testing.assert_array_equal(g, values * np.float32(i))
+
+
+def test_a_link_gold_fails_is_done_again_with_the_default_linker(fresh, tmp_path):
+    """GNU gold links when installed (faster); where it fails, the driver's default linker links the same library
+    and gold is not tried again in this process."""
+    from relax_mlir.backend import library
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ld.gold").write_text("#!/bin/sh\necho 'ld.gold: simulated failure' >&2\nexit 1\n")
+    (fake / "ld.gold").chmod(0o755)
+    fresh.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    fresh.setattr(library, "_USE_GOLD", [True])
+    fresh.setenv("RELAX_MLIR_NATIVE", "1")
+    ex = rm.compile(from_source(MODULE))
+    assert isinstance(ex.compiled.engine, native.NativeEngine) and library._USE_GOLD == [False]
+    np.testing.assert_allclose(np.asarray(rm.VirtualMachine(ex)["dense"](X, W)),
+                               np.asarray(interpret(from_source(MODULE), "dense", X, W)), rtol=2e-6, atol=1e-6)
