@@ -23,6 +23,9 @@ of 1.47 when they were merged too). Measured on a 2-core Intel Xeon, cold compil
 a nest -> merged: the tutorial MLP's training module 0.528 -> 0.481 s (53 kernels -> 28), the CNN's 1.272 ->
 1.262 s.
 
+Kernels equal but for their names are merged (``merge_identical_kernels``): the forward pass a training step and
+``predict`` both compute, the same update of every parameter of a shape.
+
 The constants a loop uses are copied into its kernel (loop bounds stay constants, so LLVM still sees trip
 counts); everything else it uses (buffers, sizes) becomes a parameter. Kernels are ``no_inline`` (LLVM would
 inline a function called once straight back). Measured on the CNN's training module (Intel Xeon, AVX-512):
