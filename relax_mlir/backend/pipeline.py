@@ -37,6 +37,7 @@ from .fusion_limit import limit_fusion_depth
 from . import loop_hints
 from .outline import mark_no_inline, outline_kernels
 from .multi_use import merge_multi_use_producers
+from .parallel_inits import read_fills_directly
 from .recompute import recompute_cheap_producers
 from .options import STAGES, PipelineOptions
 from .schedule import schedule_module, vectorize_pools
@@ -120,6 +121,7 @@ def _fuse(module: ir.Module, options: PipelineOptions) -> ir.Module:
         vectorize_pools(module, threads=options.num_threads)
         recompute_cheap_producers(module)  # a bias addition read by ReLU and by ReLU's gradient: fused into both
         limit_fusion_depth(module)  # at most MAX_FUSED elementwise ops a loop (a 2000-op chain took 18 s)
+        read_fills_directly(module)  # an elementwise op reading its zeros: fused wrongly by MLIR 22 (parallel_inits.py)
         run_passes(module, FUSE_PIPELINE, options)
         if merge_multi_use_producers(module):  # Adam's new moments: computed in the parameter's update, returned
             run_passes(module, FUSE_PIPELINE, options)

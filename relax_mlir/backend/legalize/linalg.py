@@ -15,8 +15,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, linalg
 
-from .core import (DYN, Size, amap, cast_elements, compute_type, convert, dim, elem, filled, generic, is_float,
-                   map_elementwise, reshape, sizes_of, sprod, tensor_type)
+from .core import (DYN, Size, amap, cast_elements, compute_type, convert, dim, elem, empty, filled, generic,
+                   is_float, map_elementwise, reshape, sizes_of, sprod, tensor_type)
 
 
 def _batch_sizes(a: ir.Value, b: ir.Value, nb: int) -> list[Size]:
@@ -134,14 +134,15 @@ def einsum(lc, op):
             for x, t in zip(xs, spec.inputs)]
     out_elt = elem(lc.result_type)
     acc_t = compute_type(out_elt)
-    acc = filled([size(c) for c in spec.output], acc_t, 0)
+    # nothing summed: each element is its product alone (0 + -0.0 would be +0.0; NumPy keeps -0.0)
+    acc = (filled if summed else empty)([size(c) for c in spec.output], acc_t, *([0] if summed else []))
     add, mul = (arith.addf, arith.mulf) if is_float(acc_t) else (arith.addi, arith.muli)
 
     def body(*args):
         prod = convert(args[0], acc_t)
         for v in args[1:-1]:
             prod = mul(prod, convert(v, acc_t))
-        return add(args[-1], prod)
+        return add(args[-1], prod) if summed else prod
 
     iterators = ["parallel"] * len(spec.output) + ["reduction"] * len(summed)
     res = generic(xs, [acc], maps + [amap(len(labels), list(range(len(spec.output))))], iterators, body)[0]
