@@ -456,7 +456,12 @@ class Function(Expr):
         from .printer import format_function
 
         _check_flag("script", "show_meta", show_meta)
-        return format_function(self, name or self.attrs.get("global_symbol") or self.name_hint or "main")
+        if name is not None and not _is_name(name):
+            raise ValueError(f"Function.script: {name!r} is not a Python identifier (the text format writes it as "
+                             "the function's def name)")
+        # a global_symbol that is no identifier ("my func") stays in R.func_attr; the def takes the next name
+        name = name or next((n for n in (self.attrs.get("global_symbol"), self.name_hint) if _is_name(n)), "main")
+        return format_function(self, name)
 
     def show(self, *, black_format: bool = False, show_meta: bool = False) -> None:
         """Print :meth:`script` (TVM's ``black_format`` is accepted; the layout already is black's)."""
@@ -467,3 +472,10 @@ class Function(Expr):
 
     def __str__(self) -> str:
         return self.script()
+
+
+def _is_name(name: object) -> bool:
+    """Whether ``name`` can be a function's name in the text format (a Python identifier, not a keyword)."""
+    import keyword
+
+    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._source import caller_env, source_of
+from ._source import caller_env, caller_line, source_of
 
 
 def ir_module(cls):
@@ -11,7 +11,7 @@ def ir_module(cls):
 
     if not isinstance(cls, type):
         raise TypeError(f"@I.ir_module decorates a class, got {type(cls).__name__}")
-    text, filename, offset, margin = source_of(cls)
+    text, filename, offset, margin = source_of(cls, caller_line(depth=2))
     return Parser(text, filename, offset, caller_env(depth=2), evaluate=True, col_offset=margin).parse()
 
 

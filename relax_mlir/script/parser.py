@@ -80,6 +80,8 @@ class Parser:
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
             raise self.error(node, message) from None
+        except ArithmeticError as exc:  # R.arange(0, 10, 1e-320): inf elements
+            raise self.error(node, f"{type(exc).__name__}: {exc}") from None
         except RecursionError:
             raise self.error(node, "the expression nests too deeply") from None
 
@@ -190,15 +192,18 @@ class Parser:
         pure, private = self.decorator(node)
         sizes = _Sizes()
         params = []
+        if node.args.vararg or node.args.kwarg or node.args.kwonlyargs or node.args.defaults \
+                or node.args.posonlyargs:
+            raise self.error(node, f"function {name}: only plain positional parameters are supported")
         for arg in node.args.args:
+            if any(p.name_hint == arg.arg for p in params):
+                raise self.error(arg, f"function {name}: duplicate parameter {arg.arg!r}")
             if arg.annotation is None:
                 raise self.error(arg, f"parameter {arg.arg!r} of {name} needs a struct info annotation, "
                                       'e.g. R.Tensor((2, 3), "float32")')
             var = Var(arg.arg, self.struct_info(arg.annotation, sizes), span=self.span(arg))
             scope.vars[arg.arg] = var
             params.append(var)
-        if node.args.vararg or node.args.kwarg or node.args.kwonlyargs or node.args.defaults:
-            raise self.error(node, f"function {name}: only plain positional parameters are supported")
         attrs, blocks, result = self.body(node, scope, sizes)
         ret = self.struct_info(node.returns, sizes) if node.returns is not None else result.struct_info
         if node.returns is not None and result.struct_info is not None and \
@@ -413,11 +418,61 @@ class Parser:
             return self.guard(node, lambda: const(node.value))  # 10**40 is beyond every dtype: a ParseError
         if isinstance(node, ast.Call) and (not self.evaluate or _is_relax_call(node)):
             return self.call(node, scope, sizes)
+        if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare)) and self.names_relax(node, scope):
+            return self.operator(node, scope, sizes)
+        if self.evaluate and self.names_relax(node, scope):
+            # evaluated as Python, a Relax variable's name would be read from the defining scope instead
+            raise self.error(node, f"unsupported expression {_kind(node)} on a Relax variable; expected a call of "
+                                   "an R. op (R.add, R.permute_dims, ...)")
         if self.evaluate:
             value = self.python_value(node)
             return self.guard(node, lambda: _to_expr(value, _kind(node)))
         raise self.error(node, f"unsupported expression {_kind(node)}; expected a variable, a tuple, t[i], "
                                "or a call of an R. op or cls. function")
+
+    @staticmethod
+    def names_relax(node: ast.AST, scope: _Scope) -> bool:
+        """Whether ``node`` reads a Relax variable of the function (which shadows a Python name of the same name)."""
+        return any(isinstance(n, ast.Name) and (n.id in scope.vars or n.id in scope.block_locals)
+                   for n in ast.walk(node))
+
+    def operator(self, node: ast.AST, scope: _Scope, sizes: "_Sizes") -> Expr:
+        """``x * 2``, ``-x``, ``a < b`` on Relax values: the op TVM's Relax expressions overload the operator with
+        (``R.multiply``, ``R.negative``, ``R.less``); a Python number on one side is a constant of the other side's
+        dtype (refused when the number does not fit it: ``x * 1.5`` on an int tensor)."""
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.UAdd):
+                return self.expr(node.operand, scope, sizes)
+            if not isinstance(node.op, ast.USub):
+                raise self.error(node, f"operator {type(node.op).__name__} is not defined on Relax values; "
+                                       "write the R. op (R.logical_not, R.bitwise_not)")
+            x = self.leaf(node.operand, scope, sizes)
+            return self.guard(node, lambda: self.apply_op("negative", [x], node))
+        if isinstance(node, ast.Compare):
+            if len(node.ops) != 1:
+                raise self.error(node, "a chained comparison of Relax values; write one comparison a line")
+            name, left, right = _COMPARISONS.get(type(node.ops[0])), node.left, node.comparators[0]
+            operator = type(node.ops[0]).__name__
+        else:
+            name, left, right = _ARITHMETIC.get(type(node.op)), node.left, node.right
+            operator = type(node.op).__name__
+        if name is None:
+            raise self.error(node, f"operator {operator} is not defined on Relax values; write the R. op "
+                                   "(R.equal, R.floor_mod, R.matmul, ...)")
+        number_a, number_b = _number(left), _number(right)
+        if number_a is not None:  # (the Relax side first: its dtype is the number's)
+            b = self.leaf(right, scope, sizes)
+            a = self.guard(left, lambda: _const_like(number_a, b))
+        else:
+            a = self.leaf(left, scope, sizes)
+            b = self.guard(right, lambda: _const_like(number_b, a)) if number_b is not None \
+                else self.leaf(right, scope, sizes)
+        return self.guard(node, lambda: self.apply_op(name, [a, b], node))
+
+    def apply_op(self, name: str, args: list, node: ast.AST) -> Call:
+        op = get_op(name)
+        tensors, attrs = op.bind_arguments(args, {})
+        return Call(op, tensors, attrs, op.infer_struct_info(tensors, attrs), span=self.span(node))
 
     def python_value(self, node: ast.AST) -> Any:
         """Decorator mode: ``node`` evaluated as Python in the scope the decorated code was defined in."""
@@ -594,11 +649,24 @@ class Parser:
     # -- literals (attributes) ----------------------------------------------------------------------
     def literal(self, node: ast.AST, sizes: Optional["_Sizes"] = None) -> Any:
         """Evaluate an attribute value: numbers, strings, None, tuples, lists, dicts, names of Python
-        values, ``float("inf")``, ``R.const([...], dtype)`` (an array) and struct info."""
+        values, ``float("inf")``, ``R.const([...], dtype)`` (an array) and struct info; a value of another kind
+        (``b"xx"``, ``1j``, ``...``, a Python object) is a ParseError here, not a module the printer cannot
+        write."""
+        value = self._literal(node, sizes)
+        bad = _unwritable(value)
+        if bad is not None:
+            raise self.error(node, f"attribute value of type {bad} is not supported; expected a number, a string, "
+                                   "None, a tuple, list or dict of them, an array or a struct info")
+        return value
+
+    def _literal(self, node: ast.AST, sizes: Optional["_Sizes"] = None) -> Any:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, (ast.Tuple, ast.List)):
             return tuple(self.literal(e, sizes) for e in node.elts)
+        if sizes is not None and isinstance(node, (ast.Name, ast.BinOp)) and any(
+                isinstance(n, ast.Name) and n.id in sizes.declared for n in ast.walk(node)):
+            return self.dim(node, sizes)  # a size the function declared (``n = T.int64()``), whatever Python's n is
         if isinstance(node, ast.Dict):
             if any(k is None for k in node.keys):
                 raise self.error(node, "dict unpacking is not supported in attributes")
@@ -742,6 +810,11 @@ def _decorator_name(dec: ast.AST) -> Optional[str]:
 _FUNCTION_DECORATORS = ("R.function", "relax.function")
 _MODULE_DECORATORS = ("I.ir_module", "ir.ir_module", "tvm.script.ir_module")
 
+#: The ops TVM's Relax expressions overload Python's operators with.
+_ARITHMETIC = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide",
+               ast.FloorDiv: "floor_divide", ast.Pow: "power"}
+_COMPARISONS = {ast.Lt: "less", ast.LtE: "less_equal", ast.Gt: "greater", ast.GtE: "greater_equal"}
+
 _SPECIAL = {
     "const": _sp_const, "shape": _sp_shape, "prim_value": _sp_prim_value, "str": _sp_str, "tuple": _sp_tuple,
     "call_packed": _sp_call_packed,
@@ -785,6 +858,18 @@ def _is_relax_call(node: ast.Call) -> bool:
     return name.split(".", 1)[0] in ("R", "relax", "cls", "T")
 
 
+def _unwritable(value: Any) -> Optional[str]:
+    """The type name of the first part of an attribute value the text format cannot write, or None."""
+    if value is None or isinstance(value, (str, bool, int, float, np.integer, np.floating, np.ndarray, sym.SymDim,
+                                           StructInfo)):
+        return None
+    if isinstance(value, (tuple, list)):
+        return next((bad for bad in map(_unwritable, value) if bad is not None), None)
+    if isinstance(value, dict):
+        return next((bad for bad in map(_unwritable, [*value.keys(), *value.values()]) if bad is not None), None)
+    return type(value).__name__
+
+
 def _python_literal(value: Any) -> Any:
     """A value evaluated in the defining scope, as the parser's literals are: NumPy scalars as Python numbers,
     lists as tuples; arrays stay arrays (``R.const`` takes them)."""
@@ -822,6 +907,23 @@ def _fmt(sinfo) -> str:
     from ..ir.printer import format_struct_info
 
     return format_struct_info(sinfo)
+
+
+def _number(node: ast.AST) -> Optional[float]:
+    """The Python number ``node`` writes (``2``, ``-0.5``), or None."""
+    negative = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+    value = getattr(node.operand if negative else node, "value", None)
+    if not isinstance(node.operand if negative else node, ast.Constant) or isinstance(value, bool) \
+            or not isinstance(value, (int, float)):
+        return None
+    return -value if negative else value
+
+
+def _const_like(number: float, partner: Expr) -> Expr:
+    """``number`` as a constant of ``partner``'s dtype (a tensor's), else of its own (``R.const``'s default)."""
+    sinfo = partner.struct_info
+    dtype = sinfo.dtype if isinstance(sinfo, TensorStructInfo) and sinfo.dtype else None
+    return const(number, dtype) if dtype else const(number)
 
 
 def _to_expr(value, name: str) -> Expr:

@@ -14,7 +14,8 @@ import sys
 
 from ..ir import sym
 
-_ASSIGNMENT = re.compile(r"\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=\s*(?:[A-Za-z_]\w*\.)*int(?:64|32)\s*\(")
+#: ``n = T.int64()`` alone on its line (a comment may follow): ``n = T.int64(); m = T.int64()`` named both ``n``.
+_ASSIGNMENT = re.compile(r"\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=\s*(?:[A-Za-z_]\w*\.)*int(?:64|32)\s*\([^()]*\)\s*(?:#.*)?$")
 
 
 def _declared(kind: str) -> sym.SymDim:

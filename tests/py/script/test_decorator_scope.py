@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import relax_mlir as rm
+from relax_mlir.ir import assert_structural_equal
 from relax_mlir.script import ParseError, from_source
 from relax_mlir.script import ir as I
 from relax_mlir.script import relax as R
@@ -94,3 +97,73 @@ def test_an_array_of_no_relax_dtype_is_a_parse_error_at_its_constant(array):
             def main(x: R.Tensor((2,), "float32")):
                 c = R.add(x, R.const(array))
                 return c
+
+
+def test_operators_on_relax_values_are_tvms_ops_not_python_names():
+    x = np.zeros((2, 3), "float32")  # noqa: F841 - a Python name the parameter shadows (was read: a constant 0)
+
+    @I.ir_module
+    class Module:
+        @R.function
+        def main(x: R.Tensor((2, 3), "float32"), k: R.Tensor((3,), "int32")):
+            a = x * 2
+            b = 1 - a / 4
+            c = -R.matmul(x, R.permute_dims(x)) ** 2
+            d = a <= b
+            e = k // 2
+            return (a, b, c, d, e)
+
+    k = np.array([5, -5, 0], "int32")
+    a, b, c, d, e = _run(Module, X, k)
+    np.testing.assert_array_equal(a, X * 2)
+    np.testing.assert_allclose(b, 1 - X * 2 / 4, rtol=1e-6)
+    np.testing.assert_allclose(c, -(X @ X.T) ** 2, rtol=1e-6)
+    np.testing.assert_array_equal(d, X * 2 <= 1 - X * 2 / 4)
+    np.testing.assert_array_equal(e, k // 2)
+    assert e.dtype == np.int32  # the number takes the tensor's dtype
+    assert_structural_equal(from_source(Module.script()), Module)
+
+
+@pytest.mark.parametrize("expr, message", [
+    ("x % 2", "operator Mod is not defined on Relax values"),
+    ("x == x", "operator Eq is not defined on Relax values"),
+    ("0 < x < 1", "a chained comparison"),
+    ("k * 1.5", "1.5 is not representable in int32"),
+    ("x.shape", "unsupported expression"),
+])
+def test_operators_tvm_does_not_define_are_parse_errors(expr, message):
+    text = ('@R.function\ndef main(x: R.Tensor((2,), "float32"), k: R.Tensor((2,), "int32")):\n'
+            f"    y = {expr}\n    return y\n")
+    with pytest.raises(ParseError, match=re.escape(message)):
+        from_source(text)
+
+
+def test_two_modules_of_one_name_in_a_file_are_each_read_from_their_own_class(tmp_path):
+    path = tmp_path / "two_modules.py"
+    path.write_text('''
+from relax_mlir.script import ir as I, relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2,), "float32")):
+        y = R.add(x, x)
+        return y
+
+FIRST = Module
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2,), "float32")):
+        y = R.multiply(x, x)
+        return y
+''')
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("two_modules", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = np.array([3.0, 4.0], "float32")
+    np.testing.assert_array_equal(_run(module.FIRST, x), x + x)
+    np.testing.assert_array_equal(_run(module.Module, x), x * x)

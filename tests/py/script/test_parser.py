@@ -10,6 +10,7 @@ import pytest
 from relax_mlir import op
 from relax_mlir.ir import (BlockBuilder, Constant, DataflowVar, IRModule, ObjectStructInfo, PrimValue, ShapeExpr,
                            TensorStructInfo, TupleStructInfo, Var)
+from relax_mlir.interpreter import interpret
 from relax_mlir.ir.sym import SizeVar
 from relax_mlir.script import ParseError, from_source
 from relax_mlir.script import ir as I
@@ -391,3 +392,68 @@ def test_a_size_declaration_in_python_needs_a_name():
 
     with pytest.raises(TypeError, match="named by the variable it is assigned to"):
         [T.int64()]
+
+
+def test_two_sizes_declared_on_one_python_line_are_refused():
+    from relax_mlir.script import tir as T
+
+    with pytest.raises(TypeError, match="on a line of its own"):
+        n = T.int64(); m = T.int64()  # noqa: E702 - the case: both were named n
+    k = T.int64()  # a comment may follow
+    assert k == SizeVar("k")
+
+
+def test_a_declared_size_inside_op_attributes_is_the_size():
+    n = 5  # noqa: F841 - Python's n, which the body's declaration overrides
+
+    @I.ir_module
+    class Mod:
+        @R.function
+        def f(x: R.Tensor(("n", 2), "float32")):
+            n = T.int64()
+            z = R.zeros((n, 2), "float32")
+            y = R.reshape(x, (n * 2,))
+            s = R.strided_slice(x, axes=[0], begin=[0], end=[n])
+            return (z, y, s)
+
+    from relax_mlir.script import tir as T  # noqa: F401 - the name the body's declaration reads
+    text = Mod.script()
+    for mod in (Mod, from_source(text)):
+        x = np.arange(6, dtype="float32").reshape(3, 2)
+        z, y, s = interpret(mod, "f", x)
+        assert z.shape == (3, 2) and y.tolist() == x.ravel().tolist() and s.tolist() == x.tolist()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("def main(x: R.Tensor((2,), 'float32'), x: R.Tensor((2,), 'float32')):", "duplicate parameter 'x'"),
+    ("def main(x: R.Tensor((2,), 'float32'), /):", "only plain positional parameters"),
+])
+def test_parameters_python_would_refuse_are_parse_errors(text, message):
+    with pytest.raises(ParseError, match=re.escape(message)):
+        from_source(f"@R.function\n{text}\n    return x\n")
+
+
+@pytest.mark.parametrize("value, at, kind", [('b"xx"', 23, "bytes"), ("1j", 23, "complex"), ("...", 23, "ellipsis"),
+                                             ('{"b": (1, 2j)}', 33, "complex")])
+def test_attribute_values_the_printer_cannot_write_are_parse_errors(value, at, kind):
+    text = f'@R.function\ndef main(x: R.Tensor((2,), "float32")):\n    R.func_attr({{"a": {value}}})\n    return x\n'
+    with pytest.raises(ParseError, match=f"<string>:3:{at}: attribute value of type {kind} is not supported"):
+        from_source(text)
+
+
+def test_a_global_symbol_that_is_no_name_stays_an_attribute():
+    text = '@R.function\ndef main(x: R.Tensor((2,), "float32")):\n    R.func_attr({"global_symbol": "my func"})\n' \
+           "    return x\n"
+    f = from_source(text)
+    printed = f.script()
+    assert "def main(" in printed and '"global_symbol": "my func"' in printed
+    assert_structural_equal(from_source(printed), f)
+    with pytest.raises(ValueError, match="'my func' is not a Python identifier"):
+        f.script("my func")
+
+
+@pytest.mark.parametrize("call", ["R.arange(0, 10, 1e-320)", 'R.arange(0, float("inf"), 1)'])
+def test_an_arange_of_no_finite_length_is_a_parse_error(call):
+    text = f"@R.function\ndef main(x: R.Tensor((2,), 'float32')):\n    y = {call}\n    return y\n"
+    with pytest.raises(ParseError, match="<string>:3:9: OverflowError"):
+        from_source(text)
