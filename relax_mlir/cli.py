@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -178,6 +179,8 @@ def import_model(path: str, shapes: Optional[dict] = None):
 
         if shapes:
             raise ValueError("--shape applies to ONNX models; a .pt2 program has its shapes")
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"{path}: a directory; expected a .pt2 file")
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: no such file")
         import zipfile
@@ -185,13 +188,39 @@ def import_model(path: str, shapes: Optional[dict] = None):
         if not zipfile.is_zipfile(path):  # (torch.export.load would log a traceback of its own first)
             raise ValueError(f"{path}: not an exported program torch.export.load can read (torch.export.save "
                              "writes a zip archive; this is not one)")
-        try:
-            program = torch.export.load(path)
-        except (zipfile.BadZipFile, RuntimeError, KeyError, EOFError) as exc:  # not what torch.export.save writes
-            raise ValueError(f"{path}: not an exported program torch.export.load can read ({type(exc).__name__}: "
-                             f"{exc})") from None
+        with _torch_export_log() as logged:  # a zip torch.export.save did not write: torch logs the first error
+            try:
+                program = torch.export.load(path)
+            except (zipfile.BadZipFile, RuntimeError, KeyError, EOFError, AssertionError) as exc:
+                if "warnings above" in str(exc):  # torch's pointer to what it logged: the logged error instead
+                    exc = next((r.exc_info[1] for r in logged if r.exc_info and r.exc_info[1] is not None), exc)
+                # (without miniz's advice, "the checkpoint file is corrupted": it is not a checkpoint at all)
+                detail = str(exc).split(" This is an internal miniz error", 1)[0].strip()
+                raise ValueError(f"{path}: not an exported program torch.export.load can read "
+                                 f"({type(exc).__name__}: {detail})") from None
         return from_exported_program(program)
     raise ValueError(f"{path}: expected a .onnx model or a .pt2 exported program (torch.export.save)")
+
+
+@contextlib.contextmanager
+def _torch_export_log():
+    """Hold back what ``torch.export.load`` logs while it runs (a file that is a zip but not an exported program:
+    a traceback of its own, before our one-line error) and give the records, whose first error is the cause."""
+    import logging
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger("torch.export")  # (torch gives it a stderr handler of its own)
+    saved = logger.handlers, logger.propagate
+    logger.handlers, logger.propagate = [Keep()], False
+    try:
+        yield records
+    finally:
+        logger.handlers, logger.propagate = saved
 
 
 def cmd_import(args: argparse.Namespace) -> int:

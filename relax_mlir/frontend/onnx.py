@@ -517,12 +517,17 @@ def _load(model):
 
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"{FRONTEND}: {path}: a directory; expected a .onnx file")
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{FRONTEND}: {path}: no such file")
         try:
             model = onnx.load(path)
         except Exception as exc:  # protobuf's DecodeError and kin: the file is not an ONNX model
             raise ValueError(f"{FRONTEND}: {path}: not an ONNX model ({type(exc).__name__}: {exc})") from None
+        if not model.HasField("graph"):  # protobuf reads an empty file (or a few stray bytes) as an empty model
+            what = "an empty file" if os.path.getsize(path) == 0 else "it has no graph"
+            raise ValueError(f"{FRONTEND}: {path}: not an ONNX model ({what})")
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"{FRONTEND}: expected an onnx.ModelProto or a path to a .onnx file, "
                         f"got {type(model).__name__}")

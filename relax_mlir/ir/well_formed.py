@@ -6,7 +6,8 @@ It reports every problem at once, each naming the function and the binding or pa
   block or used after its block; a variable defined twice (a parameter also bound counts);
 * calls: a call of a function the module does not have, or with the wrong number or kinds of arguments;
 * struct info (unless ``check_struct_info=False``): missing on a parameter, binding variable or call; a binding
-  variable whose struct info is not what its value's re-inference gives (a ``MatchCast`` variable: the cast's);
+  variable whose struct info does not describe what its value's re-inference gives (a base of it, such as
+  ``R.Tensor(ndim=2)`` or ``R.Object``, does, as in TVM; a ``MatchCast`` variable's must be the cast's);
   a return struct info that does not describe the body's result; an op call its op refuses;
 * size variables used before a parameter or a ``MatchCast`` defines them; a tuple index out of range.
 
@@ -194,7 +195,9 @@ class _Checker(ExprVisitor):
         self.visit_var_def(b.var)
         inferred = self.infer(b.value)
         if self.check_sinfo and b.var.struct_info is not None and inferred is not None:
-            if b.var.struct_info != inferred:
+            # As in TVM, an annotation may be a base of the value's struct info (R.Tensor(ndim=2), R.Object):
+            # it describes the value, less precisely. A narrower or an incompatible one does not.
+            if not is_base_of(b.var.struct_info, inferred):
                 self.report(f"struct info {format_struct_info(b.var.struct_info)} disagrees with its value's "
                             f"{format_struct_info(inferred)} ({_short(b.value)})")
             elif isinstance(b.value, Call) and b.value.struct_info not in (None, inferred):

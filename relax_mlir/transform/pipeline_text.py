@@ -24,8 +24,11 @@ class PipelineError(ValueError):
 def parse_pipeline(text: str) -> list[Pass]:
     """The passes ``text`` names, constructed with its options, in order."""
     items = _split(text)
-    if not items:
+    if not any(items):
         raise PipelineError("--passes: expected pass names, e.g. \"CanonicalizeBindings,DeadCodeElimination\"")
+    if "" in items:  # "A,,B" or "A,": a pass left out by mistake, not one to skip
+        raise PipelineError(f"--passes: entry {items.index('') + 1} of {text!r} is empty; expected a pass name "
+                            "between each pair of commas")
     return [_make(item) for item in items]
 
 
@@ -45,7 +48,7 @@ def _split(text: str) -> list[str]:
     if depth:
         raise PipelineError(f"--passes: unclosed parenthesis in {text!r}")
     items.append(text[start:].strip())
-    return [item for item in items if item]
+    return items
 
 
 def _make(item: str) -> Pass:
@@ -58,7 +61,13 @@ def _make(item: str) -> Pass:
     elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         name = node.func.id
         args = [_value(a, item) for a in node.args]
-        kwargs = {k.arg: _value(k.value, item) for k in node.keywords if k.arg is not None}
+        kwargs = {}
+        for k in node.keywords:  # (Python's parser leaves a repeated keyword to the compiler: checked here)
+            if k.arg is None:
+                raise PipelineError(f"--passes: in {item!r}, '**' is not an option; expected option=value")
+            if k.arg in kwargs:
+                raise PipelineError(f"--passes: in {item!r}, option {k.arg!r} is given twice")
+            kwargs[k.arg] = _value(k.value, item)
     else:
         raise PipelineError(f"--passes: cannot read {item!r}; expected Name or Name(option=value, ...)")
     cls = PASSES.get(name)

@@ -127,6 +127,29 @@ def test_not_a_model():
         from_onnx({})
 
 
+def test_a_file_that_is_not_a_model_is_named_so(tmp_path):
+    # protobuf reads an empty file, or a stray field, as an empty ModelProto: not a model "of opset None"
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    (tmp_path / "stray.onnx").write_bytes(b"\x08\x07")  # field 1 (ir_version) = 7, and nothing else
+    (tmp_path / "dir.onnx").mkdir()
+    with pytest.raises(ValueError, match=r"^from_onnx: .*empty.onnx: not an ONNX model \(an empty file\)$"):
+        from_onnx(str(tmp_path / "empty.onnx"))
+    with pytest.raises(ValueError, match=r"^from_onnx: .*stray.onnx: not an ONNX model \(it has no graph\)$"):
+        from_onnx(str(tmp_path / "stray.onnx"))
+    with pytest.raises(IsADirectoryError, match=r"^from_onnx: .*dir.onnx: a directory; expected a .onnx file$"):
+        from_onnx(str(tmp_path / "dir.onnx"))
+
+
+def test_cli_names_a_directory_given_as_the_model(tmp_path, capsys):
+    from relax_mlir.cli import main
+
+    for name in ("dir.onnx", "dir.pt2"):
+        (tmp_path / name).mkdir()
+        assert main(["import", str(tmp_path / name)]) == 1
+        err = capsys.readouterr().err
+        assert f"{name}: a directory; expected a .{name.split('.')[1]} file" in err and "no such file" not in err, err
+
+
 @pytest.mark.parametrize("nodes, inputs, out_shape", [
     # Flatten's negative axis counts from the rank ((2,3,4,5) at -1 is (24, 5); it gave (120, 1))
     ([helper.make_node("Flatten", ["x"], ["y"], axis=-1)], [_tensor("x", [2, 3, 4, 5])], [24, 5]),

@@ -125,6 +125,25 @@ def test_cli_imports_a_pt2_program(tmp_path, capsys):
     np.testing.assert_array_equal(saved["state/bn2_running_var"], states["bn2_running_var"])
 
 
+def test_cli_refuses_a_zip_that_is_not_a_program_in_one_line(tmp_path):
+    """A zip torch.export.load cannot read (a state dict from torch.save; the pre-2.7 layout, missing its files):
+    our one-line error and nothing else, not the traceback torch logs first nor its "older format" warning."""
+    import subprocess
+    import sys
+    import zipfile
+
+    torch.save({"w": torch.ones(2)}, str(tmp_path / "state.pt2"))
+    with zipfile.ZipFile(tmp_path / "old.pt2", "w") as z:
+        z.writestr("version", "8.0")
+    for name, cause in [("state.pt2", "RuntimeError: PytorchStreamReader failed locating file archive_format"),
+                        ("old.pt2", "AssertionError: serialized_exported_program is None")]:
+        done = subprocess.run([sys.executable, "-m", "relax_mlir.cli", "import", name], capture_output=True,
+                              text=True, cwd=tmp_path, timeout=300)
+        assert done.returncode == 1, done
+        assert done.stderr.splitlines() == [done.stderr.strip()], done.stderr
+        assert f"error: {name}: not an exported program torch.export.load can read ({cause}" in done.stderr
+
+
 def test_from_fx_is_from_exported_program_on_zero_inputs():
     from relax_mlir.frontend.torch import from_fx
     from relax_mlir.ir import structural_equal

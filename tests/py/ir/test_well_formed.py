@@ -9,8 +9,8 @@ import pytest
 
 from relax_mlir import op
 from relax_mlir.ir import (BindingBlock, BlockBuilder, Call, DataflowBlock, DataflowVar, Function, GlobalVar,
-                           IRModule, MatchCast, SeqExpr, ShapeExpr, ShapeStructInfo, TensorStructInfo, Tuple,
-                           TupleGetItem, TupleStructInfo, Var, VarBinding, const)
+                           IRModule, MatchCast, ObjectStructInfo, SeqExpr, ShapeExpr, ShapeStructInfo,
+                           TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, VarBinding, const)
 from relax_mlir.ir.sym import SizeVar
 from relax_mlir.ir.well_formed import WellFormedError, check_well_formed, well_formed
 
@@ -124,6 +124,26 @@ def test_binding_struct_info_disagrees_with_the_value():
     f = _func([x], [BindingBlock([VarBinding(a, op.exp(x))])], a, ret=T(4))
     _only(IRModule({"main": f}), r'^main, binding \'a\': struct info R.Tensor\(\(4,\), dtype="float32"\) disagrees '
                                  r'with its value\'s R.Tensor\(\(3,\), dtype="float32"\) \(R.exp\(x\)\)$')
+
+
+def test_binding_struct_info_may_be_a_base_of_the_value():
+    """TVM's rule: an annotation less specific than the value's struct info (ndim only, no shape, R.Object, a
+    tuple of such) describes the value; one more specific than the value's, or incompatible, does not."""
+    def module(x_sinfo, y_sinfo, value=op.add):
+        x = Var("x", x_sinfo)
+        y = Var("y", y_sinfo)
+        return IRModule({"main": _func([x], [BindingBlock([VarBinding(y, value(x, x))])], y)})
+
+    ndim2 = TensorStructInfo(ndim=2, dtype=F32)
+    assert well_formed(module(T(2, 3), ndim2))
+    assert well_formed(module(T(2, 3), TensorStructInfo(dtype=F32)))
+    assert well_formed(module(T(2, 3), ObjectStructInfo()))
+    pair = lambda a, b: Tuple([a, b])  # noqa: E731
+    assert well_formed(module(T(2, 3), TupleStructInfo([ndim2, ObjectStructInfo()]), pair))
+    _only(module(ndim2, T(2, 3)), r"binding 'y': struct info R.Tensor\(\(2, 3\).* disagrees with its value's "
+                                  r"R.Tensor\(dtype=\"float32\", ndim=2\)")  # narrower than the value
+    _only(module(T(2, 3), TensorStructInfo(ndim=3, dtype=F32)), r"binding 'y': .* disagrees")
+    _only(module(T(2, 3), TensorStructInfo(ndim=2, dtype="int32")), r"binding 'y': .* disagrees")
 
 
 def test_call_struct_info_is_reinferred_from_the_arguments():

@@ -25,6 +25,13 @@ def test_names_and_options_build_the_passes():
     ("Gradient(func_name=__import__('os').getcwd())", "is not a literal"),
     ("gradient.Gradient", "cannot read 'gradient.Gradient'"),
     ("DeadCodeElimination(entry_functions='main')", r"DeadCodeElimination: .*string 'main' \(write \['main'\]\)"),
+    # an option given twice, or a missing pass, is a mistake to name rather than a last value or an entry to skip
+    ("Gradient(func_name=nope, func_name=main)", r"in 'Gradient\(func_name=nope, func_name=main\)', option "
+                                                 r"'func_name' is given twice"),
+    ("Gradient(**{'func_name': 'main'})", r"'\*\*' is not an option"),
+    ("FoldConstant,,FoldConstant", r"entry 2 of 'FoldConstant,,FoldConstant' is empty"),
+    ("FoldConstant, ", r"entry 2 of 'FoldConstant, ' is empty"),
+    (" , ", "expected pass names"),
 ])
 def test_bad_pipelines_say_what_is_allowed(text, message):
     with pytest.raises(PipelineError, match=message):
