@@ -134,6 +134,8 @@ def _format_array(a: np.ndarray) -> str:
         body = _nested(a, lambda x: repr(bool(x)))
     else:
         body = _nested(a, lambda x: str(int(x)))
+    if 0 in a.shape[:-1]:  # nested lists say no size after a 0 ([] for (0, 3)): the shape is written out
+        return f'R.const({body}, "{dtype}", shape={tuple(a.shape)})'
     return f'R.const({body}, "{dtype}")'
 
 

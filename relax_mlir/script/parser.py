@@ -733,14 +733,26 @@ def _bind_args(p: Parser, node: ast.Call, names: list[str]) -> dict[str, ast.AST
 
 
 def _const_array(p: Parser, node: ast.Call) -> Constant:
-    bound = _bind_args(p, node, ["value", "dtype"])
+    """``R.const(value, dtype)``; ``shape=`` (written by the printer for an empty array whose nested lists cannot
+    say it: ``R.const([], "float32", shape=(0, 3))``) reshapes the value."""
+    bound = _bind_args(p, node, ["value", "dtype", "shape"])
     if "value" not in bound:
         raise p.error(node, "R.const(value, dtype) needs a value")
     value = p.literal(bound["value"])
     dtype = p.literal(bound["dtype"]) if "dtype" in bound else None
     if isinstance(value, np.ndarray):
-        return p.guard(node, lambda: Constant(value if dtype is None else value.astype(to_numpy(dtype))))
-    return p.guard(node, lambda: const(_nested_lists(value), dtype))
+        result = p.guard(node, lambda: Constant(value if dtype is None else value.astype(to_numpy(dtype))))
+    else:
+        result = p.guard(node, lambda: const(_nested_lists(value), dtype))
+    if "shape" not in bound:
+        return result
+    shape = p.literal(bound["shape"])
+    if not isinstance(shape, tuple) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                               for d in shape):
+        raise p.error(bound["shape"], f"R.const: shape must be a tuple of non-negative ints, got {shape!r}")
+    if int(np.prod(shape)) != result.data.size:
+        raise p.error(bound["shape"], f"R.const: shape {shape} does not hold the {result.data.size} value(s) given")
+    return p.guard(node, lambda: Constant(result.data.reshape(shape)))
 
 
 def _nested_lists(value):

@@ -9,7 +9,7 @@ import pytest
 
 from relax_mlir import op
 from relax_mlir.ir import (BlockBuilder, Constant, DataflowVar, IRModule, ObjectStructInfo, PrimValue, ShapeExpr,
-                           TensorStructInfo, TupleStructInfo, Var)
+                           TensorStructInfo, Tuple, TupleStructInfo, Var)
 from relax_mlir.interpreter import interpret
 from relax_mlir.ir.sym import SizeVar
 from relax_mlir.script import ParseError, from_source
@@ -456,4 +456,23 @@ def test_a_global_symbol_that_is_no_name_stays_an_attribute():
 def test_an_arange_of_no_finite_length_is_a_parse_error(call):
     text = f"@R.function\ndef main(x: R.Tensor((2,), 'float32')):\n    y = {call}\n    return y\n"
     with pytest.raises(ParseError, match="<string>:3:9: OverflowError"):
+        from_source(text)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (2, 0, 4), (0,), (3, 0)])
+def test_an_empty_constant_reads_back_with_its_shape(shape):
+    b = BlockBuilder()
+    x = Var("x", TensorStructInfo((2,), "float32"))
+    with b.function("main", [x]):
+        b.emit_func_output(Tuple([x, Constant(np.zeros(shape, "int32"))]))
+    mod = b.get()
+    back = roundtrip(mod)
+    assert back["main"].body.body.fields[1].data.shape == shape
+
+
+@pytest.mark.parametrize("shape, message", [("(0, -1)", "non-negative ints"), ("(2, 2)", "does not hold the 0"),
+                                            ('"x"', "must be a tuple")])
+def test_a_constant_shape_that_does_not_fit_is_a_parse_error(shape, message):
+    text = f'@R.function\ndef main():\n    z = R.const([], "float32", shape={shape})\n    return z\n'
+    with pytest.raises(ParseError, match=message):
         from_source(text)
