@@ -85,3 +85,26 @@ def test_tanh_and_erf_are_within_their_stated_error(fn):
     # measured: tanh 6.0 ulp / 3.6e-7, erf 7.1 ulp / 4.3e-7 at worst, both near +-1 (op/fast_math.py)
     assert _ulps(got, want).max() <= 8 and np.abs(got - want).max() < 5e-7
     assert np.isnan(_compiled(fn, 1).main(np.array([np.nan], np.float32))).all()
+
+
+@pytest.mark.parametrize("name", ["fast_tanh", "fast_erf"])
+def test_the_approximations_stay_within_minus_one_and_one_in_float64(name):
+    """Both functions are bounded by 1; in float64 the rational approximation of erf(10) was 1.0000000494."""
+    import math
+
+    import relax_mlir as rm
+    from relax_mlir.script import from_source
+
+    mod = from_source(f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((8,), "float64")):
+        y = R.{name}(x)
+        return y
+''')
+    x = np.array([-100.0, -10.0, -4.0, -3.5, 3.5, 4.0, 10.0, 100.0])
+    for got in (rm.interpret(mod, "main", x), rm.VirtualMachine(rm.compile(mod))["main"](x)):
+        assert np.all(np.abs(got) <= 1.0), got
+        exact = np.tanh(x) if name == "fast_tanh" else np.array([math.erf(v) for v in x])
+        np.testing.assert_allclose(got, exact, rtol=0, atol=5e-7)
