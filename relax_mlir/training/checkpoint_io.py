@@ -164,6 +164,9 @@ def check_arrays(ckpt: Checkpoint, expected: Mapping[str, tuple[tuple[int, ...],
         if a.shape != tuple(shape) or a.dtype != np.dtype(dtype):
             problems.append(f"{key} is {a.dtype} {a.shape}, expected {np.dtype(dtype)} {tuple(shape)}")
     problems += non_finite_problems({k: a for k, a in ckpt.arrays.items() if k in expected})
+    steps = ckpt.arrays.get("optim/0")  # every optimizer's state starts with its step count (optimizer.py)
+    if "optim/0" in expected and steps is not None and steps.shape == () and steps.dtype.kind == "i" and steps < 0:
+        problems.append(f"optim/0 (the optimizer's step count) is {int(steps)}, expected a count >= 0")
     if problems:
         raise CheckpointError(f"{where}: " + "; ".join(problems))
 

@@ -122,11 +122,14 @@ def _malformed(tmp_path, saved) -> dict[str, tuple[str, str]]:
                 r"nan.npz: param/w0 holds 1 NaN \(first at \[1, 2\]\), expected finite values$"),
         "inf": (_rewrite(tmp_path, arrays, "inf.npz", **{"optim/3": inf_opt}),
                 r"inf.npz: optim/3 holds 1 Inf \(first at \[0, 0\]\), expected finite values$"),
+        "negative steps": (_rewrite(tmp_path, arrays, "steps.npz", **{"optim/0": np.array(-7, np.int64)}),
+                           r"steps.npz: optim/0 \(the optimizer's step count\) is -7, expected a count >= 0$"),
     }
 
 
 CASES = ["missing", "directory", "empty", "truncated", "text", "npy", "foreign zip", "pickled", "foreign npz",
-         "format text", "format 2", "no step", "float step", "huge seed", "dtype", "shape", "optim missing", "nan", "inf"]
+         "format text", "format 2", "no step", "float step", "huge seed", "dtype", "shape", "optim missing", "nan", "inf",
+         "negative steps"]
 
 
 @pytest.mark.parametrize("case", CASES)
