@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 e9b45718cac3187b6f9e8d4b0ab901172d1d61b06a4cd748297061b6b391af90
+// registry sha256 9fe282d15a1a81e98335ec42133c2523961e4c1882d1fec4a9935fba4cd5b91b
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

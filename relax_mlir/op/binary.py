@@ -130,7 +130,8 @@ def _floor_mod(a, b):
 def _floor_mod_scalar(b, x, y):
     r = b.rem(x, y)  # the truncated remainder moves by y where it is non-zero and the signs differ
     differ = b.cmp("ne", b.cmp("lt", r, 0), b.cmp("lt", y, 0))
-    return b.select(b.and_(b.cmp("ne", r, 0), differ), b.add(r, y), r)
+    moved = b.select(b.and_(b.cmp("ne", r, 0), differ), b.add(r, y), r)
+    return b.select(b.cmp("eq", r, 0), b.copysign(r, y), moved)  # a zero takes y's sign, as in NumPy (rem gave x's)
 
 
 def _mod_grad(rounding: str, a, b, g):

@@ -26,6 +26,22 @@ def _check_fill(attrs: dict) -> None:
         fail(f"fill_value must be a number, got {value!r}")
 
 
+def _check_fits(value, dtype: str) -> None:
+    """Refuse a fill value ``dtype`` cannot hold, as ``R.const`` does: NaN, inf or a number outside an integer
+    dtype's range (NumPy and the compiled code would wrap or saturate it differently), a finite float that
+    overflows a float dtype. A fraction made an integer is truncated toward zero, as NumPy, PyTorch and TVM do."""
+    if isinstance(value, bool) or is_bool(dtype):
+        return
+    if is_int(dtype):
+        info = np.iinfo(to_numpy(dtype))
+        if (isinstance(value, float) and not math.isfinite(value)) or not info.min <= math.trunc(value) <= info.max:
+            fail(f"fill_value {value!r} is not representable in {dtype} (expected {info.min} <= value <= {info.max})")
+    elif dtype in ("float16", "bfloat16", "float32") and isinstance(value, (int, float)):
+        with np.errstate(over="ignore"):
+            if math.isfinite(float(value)) and not np.isfinite(np.float64(np.asarray(value, to_numpy(dtype)))):
+                fail(f"fill_value {value!r} overflows {dtype} (largest {float(np.finfo(to_numpy(dtype)).max):.4g})")
+
+
 def _fill_dtype(value) -> str:
     """The dtype ``full`` gives a fill value when none is named: that of ``R.const(value)``."""
     if isinstance(value, bool):
@@ -40,13 +56,13 @@ def _from_shape_canon(attrs: dict) -> dict:
     return _fill_canon(canonical_dtype(dict(attrs, shape=shape_attr(attrs["shape"]))))
 
 
-def _fill_canon(attrs: dict) -> dict:
+def _fill_canon(attrs: dict, value_dtype: bool = True) -> dict:
     """TVM passes the fill value as a scalar constant (``R.const(1.5, "float32")``): its number is the value, and
-    its dtype the default dtype."""
+    (``value_dtype``: full's, not full_like's, whose default is the input's) its dtype the default dtype."""
     value = attrs.get("fill_value")
     if isinstance(value, (np.ndarray, np.generic)) and np.ndim(value) == 0:
         attrs = dict(attrs, fill_value=np.asarray(value).item())
-        if attrs.get("dtype") is None:
+        if value_dtype and attrs.get("dtype") is None:
             attrs["dtype"] = str(np.asarray(value).dtype)
     return attrs
 
@@ -57,7 +73,10 @@ def _zeros_ones_canon(attrs: dict) -> dict:
 
 
 def _from_shape_infer(args, attrs):
+    if "fill_value" not in attrs:
+        return _T(attrs["shape"], attrs["dtype"])
     dtype = attrs["dtype"] or _fill_dtype(attrs["fill_value"])
+    _check_fits(attrs["fill_value"], dtype)
     return _T(attrs["shape"], dtype)
 
 
@@ -116,16 +135,24 @@ full = register(Op(
        Sample([], {"shape": (1,), "fill_value": True}),
        Sample([], {"shape": (2,), "fill_value": 0.5, "dtype": "float16"})],
     bad_samples=_constant_bad({"fill_value": 0})
-    + [BadSample([], {"shape": (2,), "fill_value": "one"}, r"fill_value must be a number, got 'one'")],
+    + [BadSample([], {"shape": (2,), "fill_value": "one"}, r"fill_value must be a number, got 'one'"),
+       BadSample([], {"shape": (2,), "fill_value": 300, "dtype": "int8"},
+                 r"fill_value 300 is not representable in int8 \(expected -128 <= value <= 127\)"),
+       BadSample([], {"shape": (2,), "fill_value": float("nan"), "dtype": "int32"}, r"fill_value nan is not repr"),
+       BadSample([], {"shape": (2,), "fill_value": 1e5, "dtype": "float16"}, r"100000.0 overflows float16")],
     doc="A tensor filled with ``fill_value``; ``dtype`` defaults to the fill value's (bool, int64 or "
-        "float32, as ``R.const``)."))
+        "float32, as ``R.const``). A value the dtype cannot hold is refused; a fraction made an integer is "
+        "truncated toward zero."))
 
 
 # -- zeros_like, ones_like, full_like -------------------------------------------------------------------
 
 def _like_infer(args, attrs):
     (x,) = args
-    return _T(x.shape, attrs["dtype"] or x.dtype, x.ndim if x.shape is None else -1)
+    dtype = attrs["dtype"] or x.dtype
+    if "fill_value" in attrs and dtype:
+        _check_fits(attrs["fill_value"], dtype)
+    return _T(x.shape, dtype, x.ndim if x.shape is None else -1)
 
 
 def _like_samples(extra: dict) -> list[Sample]:
@@ -159,11 +186,14 @@ ones_like = register(Op(
 full_like = register(Op(
     name="relax.full_like", unsigned="agnostic", lowering="shape:full_like",
     inputs=("x",), gradient=_value_independent, attrs={"fill_value": REQUIRED, "dtype": None},
-    infer=_like_infer, canonicalize=lambda attrs: _fill_canon(canonical_dtype(attrs)), check_attrs=_check_fill,
+    infer=_like_infer, canonicalize=lambda attrs: _fill_canon(canonical_dtype(attrs), False), check_attrs=_check_fill,
     reference=lambda x, fill_value, dtype: np.full(x.shape, fill_value, to_numpy(dtype) if dtype else x.dtype),
-    samples=_like_samples({"fill_value": 3}) + [Sample([_T((2, 2), "float16")], {"fill_value": -0.25})],
+    samples=_like_samples({"fill_value": 3}) + [Sample([_T((2, 2), "float16")], {"fill_value": -0.25}),
+                                                 Sample([_T((3,), "int8")], {"fill_value": 2.75})],
     bad_samples=_like_bad({"fill_value": 0})
-    + [BadSample([_T((2,), "float32")], {"fill_value": None}, r"fill_value must be a number, got None")],
+    + [BadSample([_T((2,), "float32")], {"fill_value": None}, r"fill_value must be a number, got None"),
+       BadSample([_T((2,), "uint8")], {"fill_value": -1}, r"fill_value -1 is not representable in uint8"),
+       BadSample([_T((2,), "float32")], {"fill_value": float("inf"), "dtype": "int64"}, r"inf is not repr")],
     doc="``fill_value`` everywhere, with the shape of ``x`` and its dtype unless ``dtype`` is given "
         "(as TVM, the dtype of ``x``, not of the fill value)."))
 

@@ -1,5 +1,6 @@
 """Sorting: ``sort``, ``argsort`` and ``topk`` (TVM's names, attributes and defaults). The order is stable: equal
-elements keep their order of position (with ``descending``/``largest`` too), so the indices are deterministic.
+elements keep their order of position (with ``descending``/``largest`` too), so the indices are deterministic. NaN
+counts as the largest value, as in PyTorch: last ascending, first descending (``topk`` picks it first).
 
 ``argsort`` is lowered (``backend/legalize/sort.py``); ``sort`` and ``topk`` are composites of it:
 ``gather_elements(x, argsort(x))``, the first ``k`` of the order for topk.
@@ -27,11 +28,14 @@ _BIG = 2**31 - 1  # strided_slice's "to the end"
 
 
 def order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
-    """The stable sorting permutation along ``axis`` (ties in order of position, also descending)."""
+    """The stable sorting permutation along ``axis`` (ties in order of position, also descending). NaN counts as
+    the largest value: last ascending, first descending (PyTorch's order; ``argsort(-x)`` put it last)."""
     if x.dtype.kind in "biu":  # integers as they are (int64 and uint64 beyond 2**53 tie as float64); ~x reverses
         return np.argsort(~x if descending else x, axis=axis, kind="stable")  # their order and keeps the ties
     key = x.astype(np.float64)
-    return np.argsort(-key if descending else key, axis=axis, kind="stable")
+    if not descending:
+        return np.argsort(key, axis=axis, kind="stable")
+    return np.lexsort((-key, ~np.isnan(key)), axis=axis)  # NaN first (the last key leads), each key stable
 
 
 def _sort_infer(args, attrs):

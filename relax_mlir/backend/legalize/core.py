@@ -162,9 +162,10 @@ def highest(t: ir.Type) -> ir.Value:
 
 
 def convert(v: ir.Value, to: ir.Type) -> ir.Value:
-    """NumPy's ``astype`` on a scalar: float<->float, int->float, float->int (toward zero), int->int
-    (sign-extend or wrap), anything->bool (``!= 0``), bool->number (0 or 1), index<->int; an integer of the op
-    being lowered is read (and written) unsigned where its attributes say so (``signedness_of``)."""
+    """NumPy's ``astype`` on a scalar: float<->float, int->float, float->int (toward zero; NaN and values out of
+    range as NumPy on x86, ``_float_to_int``), int->int (sign-extend or wrap), anything->bool (``!= 0``),
+    bool->number (0 or 1), index<->int; an integer of the op being lowered is read (and written) unsigned where its
+    attributes say so (``signedness_of``)."""
     src, to = v.type, elem(to)
     if src == to:
         return v
@@ -191,11 +192,25 @@ def convert(v: ir.Value, to: ir.Type) -> ir.Value:
         return arith.uitofp(to, v) if is_bool(src) or from_unsigned else arith.sitofp(to, v)
     if is_float(src):
         if to_unsigned and to.width < 64:  # as NumPy on x86: through int64, then wrapped to the width
-            return arith.trunci(to, arith.fptosi(ir.IntegerType.get_signless(64), v))
-        return arith.fptoui(to, v) if to_unsigned else arith.fptosi(to, v)
+            return arith.trunci(to, _float_to_int(v, 64))
+        if to_unsigned:
+            return arith.fptoui(to, v)
+        # as NumPy on x86: int8 and int16 through int32, then wrapped to the width (70000.0 as int8 is 112)
+        wide = _float_to_int(v, max(to.width, 32))
+        return wide if to.width >= 32 else arith.trunci(to, wide)
     if to.width > src.width:
         return arith.extui(to, v) if is_bool(src) or from_unsigned else arith.extsi(to, v)
     return arith.trunci(to, v)
+
+
+def _float_to_int(v: ir.Value, width: int) -> ir.Value:
+    """``v`` toward zero as a signed ``width``-bit integer, the smallest one where ``v`` is NaN or outside the range:
+    x86's "integer indefinite", which NumPy gives. (LLVM's fptosi of such a value is poison: a vectorized loop and
+    its scalar remainder gave different answers.)"""
+    t, bound = ir.IntegerType.get_signless(width), float(1 << (width - 1))
+    inside = arith.andi(arith.cmpf(arith.CmpFPredicate.OGE, v, scalar(-bound, v.type)),
+                        arith.cmpf(arith.CmpFPredicate.OLT, v, scalar(bound, v.type)))
+    return arith.select(inside, arith.fptosi(t, v), scalar(-(1 << (width - 1)), t))
 
 
 # --- sizes ---------------------------------------------------------------------------------------------------

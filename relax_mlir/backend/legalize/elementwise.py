@@ -85,6 +85,11 @@ class ScalarBuilder:
     def abs(self, x: ir.Value) -> ir.Value:
         return self._by_type("abs", math.absf, (lambda v: v) if unsigned_in() else math.absi, x)
 
+    def copysign(self, a: Operand, b: Operand) -> ir.Value:
+        """``|a|`` with the sign of ``b``: a float's sign bit (``-0.0`` too), an integer's ``b < 0``."""
+        return self._by_type("copysign", math.copysign,
+                             lambda x, y: self.select(self.cmp("lt", y, 0), self.neg(self.abs(x)), self.abs(x)), a, b)
+
     # float functions
     def _math(self, name: str, x: ir.Value) -> ir.Value:
         return self._by_type(name, getattr(math, name), None, x)

@@ -167,6 +167,20 @@ def window_out(size: Size, before: int, after: int, kernel: Size, stride: int, d
     return sadd(q, 1)
 
 
+def refuse_large_window(lc, size: Size, pads: int, kernel: Size, dilation: int, axis: str) -> None:
+    """A window larger than the padded input has no output (the registry refuses it for static sizes; the loops
+    would give an empty result, or in ceil mode windows of padding): for a size known only at run time the call
+    raises ValueError after."""
+    span, padded = sadd(smul(ssub(kernel, 1), dilation), 1), sadd(size, pads)
+    if isinstance(span, int) and isinstance(padded, int):
+        return
+    padded = as_index(padded)
+    report_if(lc.op, arith.cmpi(arith.CmpIPredicate.sgt, as_index(span), padded), arith.index_cast(
+        ir.IntegerType.get_signless(64), padded), as_index(0),
+        f"{SHAPE_CHECK_PREFIX}{where(lc.op)}: {lc.record.name}: the {axis} window (extent {{extent}}) is "
+        "larger than the padded input ({value})", as_index(span))
+
+
 def _extra(out: Size, size: Size, pads: int, kernel: Size, stride: int, dilation: int) -> Size:
     """Padding past the right edge that the last (ceil-mode) window needs."""
     need = sadd(smul(ssub(out, 1), stride), sadd(smul(ssub(kernel, 1), dilation), 1))
@@ -181,6 +195,8 @@ def conv2d(lc, op):
     acc_t = compute_type(out_t)
     n, c, h, w = sizes_of(data)
     o, i, kh, kw = sizes_of(weight)
+    refuse_large_window(lc, h, pt + pb, kh, dilations[0], "height")
+    refuse_large_window(lc, w, pl + pr, kw, dilations[1], "width")
     oh = window_out(h, pt, pb, kh, strides[0], dilations[0], False)
     ow = window_out(w, pl, pr, kw, strides[1], dilations[1], False)
     x = pad(data, [0, 0, pt, pl], [0, 0, pb, pr], 0.0)
@@ -199,11 +215,14 @@ def conv2d(lc, op):
     return res
 
 
-def _pool_geometry(lc, x: ir.Value):
+def _pool_geometry(lc, x: ir.Value, check: bool = False):
     a = lc.attrs
     (pt, pl, pb, pr), (kh, kw) = a["padding"], a["pool_size"]
     (sh, sw), (dh, dw), ceil = a["strides"], a["dilation"], a["ceil_mode"]
     n, c, h, w = sizes_of(x)
+    if check:  # the forward op's (its gradient's lowering reads the same sizes)
+        refuse_large_window(lc, h, pt + pb, kh, dh, "height")
+        refuse_large_window(lc, w, pl + pr, kw, dw, "width")
     oh = window_out(h, pt, pb, kh, sh, dh, ceil)
     ow = window_out(w, pl, pr, kw, sw, dw, ceil)
     high = [0, 0, sadd(pb, _extra(oh, h, pt + pb, kh, sh, dh)), sadd(pr, _extra(ow, w, pl + pr, kw, sw, dw))]
@@ -259,7 +278,7 @@ def _tiled_max_pool(x: ir.Value, kernel: tuple[int, int], sizes: Sequence[Size])
 def max_pool2d(lc, op):
     x = lc.inputs[0]
     t = elem(x)
-    sizes, low, high = _pool_geometry(lc, x)
+    sizes, low, high = _pool_geometry(lc, x, check=True)
     if is_float(t) and tiles_exactly(lc, x, sizes):
         return _tiled_max_pool(x, tuple(lc.attrs["pool_size"]), sizes)
     lo = float("-inf") if is_float(t) else -(1 << (t.width - 1))
@@ -288,7 +307,7 @@ def avg_pool2d(lc, op):
     a = lc.attrs
     t = elem(x)
     ct = compute_type(t)
-    sizes, low, high = _pool_geometry(lc, x)
+    sizes, low, high = _pool_geometry(lc, x, check=True)
     padded = pad(x, low, high, 0.0)
     window = empty(list(a["pool_size"]), t)
     total = linalg.pooling_nchw_sum(padded, window, outs=[filled(sizes, ct, 0)],

@@ -6,7 +6,8 @@ composites of it):
 2. ``indices[r] = sum_i (rank[i] == r ? i : 0)`` (exactly one ``i`` has rank ``r``).
 
 Quadratic in the length of the axis, and free of data-dependent control flow: nothing is read by a computed
-index, so no runtime check is needed. NaN sorts last, ascending or descending (NumPy's order).
+index, so no runtime check is needed. NaN counts as the largest value: last ascending, first descending
+(PyTorch's order, and NumPy's ascending one).
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ def _ranks(lc, x: ir.Value, axis: int, descending: bool) -> ir.Value:
 
     def body(xi, xj, acc):
         i, j = loop_index(axis), loop_index(r)
-        nan_i, nan_j = b.cmp("ne", xi, xi), b.cmp("ne", xj, xj)  # NaN goes last either way, as NumPy's
-        earlier = arith.ori(b.cmp("gt" if descending else "lt", xj, xi),
-                            arith.andi(nan_i, arith.xori(nan_j, scalar(1, nan_j.type))))
+        nan_i, nan_j = b.cmp("ne", xi, xi), b.cmp("ne", xj, xj)
+        # NaN is the largest: last ascending, first descending (PyTorch's order; NumPy's ascending one)
+        nan_before = arith.andi(nan_j, arith.xori(nan_i, scalar(1, nan_i.type))) if descending else \
+            arith.andi(nan_i, arith.xori(nan_j, scalar(1, nan_j.type)))
+        earlier = arith.ori(b.cmp("gt" if descending else "lt", xj, xi), nan_before)
         same = arith.ori(b.cmp("eq", xj, xi), arith.andi(nan_i, nan_j))
         tie = arith.andi(same, arith.cmpi(arith.CmpIPredicate.ult, j, i))
         return arith.addi(acc, arith.extui(i64, arith.ori(earlier, tie)))

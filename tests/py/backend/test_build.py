@@ -4,6 +4,8 @@ calls between functions, the errors for bad arguments, the compile cache, ``Lega
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 import pytest
 
@@ -333,6 +335,25 @@ def test_half_float_conversions_need_no_compiler_rt(src, dst):
     mod = _single(relax_op.astype, TensorStructInfo((6,), src), dst)
     a = np.array([-3, 0, 1, 2.5, 7, 1e4]).astype(to_numpy(src))
     np.testing.assert_array_equal(rm.VirtualMachine(rm.compile(mod))["main"](a), rm.interpret(mod, "main", a))
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="NumPy's out-of-range casts are x86's")
+@pytest.mark.parametrize("dst", ["int8", "int16", "int32", "int64"])
+@pytest.mark.parametrize("src", ["float32", "float64"])
+def test_float_to_int_out_of_range_is_numpy_s_whatever_the_length(src, dst):
+    """NumPy on x86: int8/int16 through int32, then wrapped (70000.0 as int8 is 112); NaN, inf and values outside
+    int32 (int64) give its smallest value. LLVM's fptosi of those is poison: a vectorized loop saturated (127) where
+    its scalar remainder wrapped, so the answer for one element depended on the array's length."""
+    mod = _single(relax_op.astype, TensorStructInfo(("n",), src), dst)
+    fn = rm.VirtualMachine(rm.compile(mod))["main"]
+    values = [70000.0, -70000.0, 200.5, -128.9, 127.9, 2.2e9, -3e9, 1e10, 2.0**31, -2.0**31, 2.0**63, -2.0**63,
+              1e19, -1e19, np.nan, np.inf, -np.inf, 0.0]
+    for n in (4, 22, 32, 67):
+        for v in values:
+            x = np.full(n, v, src)
+            with np.errstate(invalid="ignore"):
+                want = x.astype(dst)
+            np.testing.assert_array_equal(fn(x), want, err_msg=f"{v} as {dst}, {n} elements")
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])

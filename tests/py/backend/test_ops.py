@@ -94,6 +94,26 @@ def test_sign_of_signed_zeros_and_nan_is_numpy_s():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_floor_mod_of_an_exact_multiple_is_a_zero_with_the_divisor_s_sign(dtype):
+    """NumPy's ``remainder`` (the reference): a zero remainder is ``copysign(0, b)``; compiled it was ``fmod``'s zero,
+    with the dividend's sign (PyTorch's)."""
+    from relax_mlir.ir import TensorStructInfo, Var
+    from relax_mlir.ir.block_builder import BlockBuilder
+
+    a = np.array([-3.5, -1.0, 0.0, -0.0, 2.0, 6.0, -3.0, 3.0, -0.0, 5.0, -2.5, np.nan], dtype)
+    b = np.array([0.5, 0.5, -1.0, 1.0, -1.0, -1.5, np.inf, -np.inf, -np.inf, 2.0, 2.0, 1.0], dtype)
+    x, y = Var("x", TensorStructInfo(a.shape, dtype)), Var("y", TensorStructInfo(b.shape, dtype))
+    bb = BlockBuilder()
+    with bb.function("f", [x, y]):
+        bb.emit_func_output(bb.emit(relax_op.floor_mod(x, y)))
+    got = relax_mlir.VirtualMachine(relax_mlir.compile(bb.get()))["f"](a, b)
+    with np.errstate(invalid="ignore"):
+        want = np.remainder(a, b)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 @pytest.mark.parametrize("exponent", ["scalar", "one", "full"])
 def test_power_of_a_half_at_infinities_and_signed_zeros_is_the_reference_s(dtype, exponent):
     """``x ** 0.5`` with a broadcast exponent is NumPy's (and PyTorch's) square root: ``(-inf) ** 0.5`` is NaN and

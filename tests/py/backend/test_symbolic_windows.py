@@ -49,7 +49,9 @@ def test_compiled_forward_and_gradients_equal_pytorch_at_several_sizes():
     mod = transform.Gradient("f")(from_source(SOURCE))
     vm = relax_mlir.VirtualMachine(relax_mlir.compile(mod))
     rng = np.random.default_rng(0)
-    for h, w in [(8, 8), (9, 13), (16, 5), (11, 4)]:
+    # (at w = 4 the 2-wide average-pooling window meets a 1-wide input: refused, as the interpreter does; PyTorch's
+    # ceil mode pools it)
+    for h, w in [(8, 8), (9, 13), (16, 5), (11, 10)]:
         x = rng.standard_normal((2, 3, h, w)).astype("float32")
         k = rng.standard_normal((4, 3, 3, 3)).astype("float32")
         tx, tk = torch.tensor(x, requires_grad=True), torch.tensor(k, requires_grad=True)
@@ -79,3 +81,35 @@ class Module:
     # 4 rows where its struct info says k = 6, is reported.
     with pytest.raises(ValueError, match="result .result.: dimension 0 is 4, expected k"):
         vm["f"](x, np.zeros(6, "float32"))
+
+
+@pytest.mark.parametrize("call, extent", [("R.nn.conv2d(x, k)", 5), ("R.nn.conv2d(x, k, dilation=[2, 1])", 9),
+                                          ("R.nn.max_pool2d(x, pool_size=[5, 5], strides=[5, 5], ceil_mode=True)", 5),
+                                          ("R.nn.avg_pool2d(x, pool_size=[5, 5], strides=[5, 5], ceil_mode=True)", 5)])
+def test_a_window_larger_than_the_symbolic_input_is_refused_at_run_time(call, extent):
+    """A 5-row window (9 dilated by 2) does not fit 4 rows: no output (the static-shape inference refuses it; the
+    loops gave an empty conv2d and, in ceil mode, pooled windows lying mostly in the padding). It fits 9 rows."""
+    mod = from_source(f'''
+@I.ir_module
+class Module:
+    @R.function
+    def f(x: R.Tensor((1, 2, "h", "w"), "float32"), k: R.Tensor((3, 2, 5, 5), "float32")) -> R.Tensor((), "float32"):
+        with R.dataflow():
+            c = {call}
+            s = R.sum(c)
+            R.output(s)
+        return s
+''')
+    vm = relax_mlir.VirtualMachine(relax_mlir.compile(mod))
+    k = np.ones((3, 2, 5, 5), "float32")
+    with pytest.raises(ValueError, match=rf"^f: binding 'c': relax\.nn\.\w+: the height window \(extent {extent}\) is "
+                                         r"larger than the padded input \(4\)$"):
+        vm["f"](np.ones((1, 2, 4, 9), "float32"), k)
+    x = np.ones((1, 2, 9, 9), "float32")
+    if "conv2d" in call:  # PyTorch refuses the 4 rows too
+        with pytest.raises(RuntimeError, match="Kernel size can't be greater than actual input size"):
+            torch.nn.functional.conv2d(torch.ones(1, 2, 4, 9), torch.from_numpy(k), dilation=(extent // 4, 1))
+        want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(k), dilation=(extent // 4, 1)).sum()
+    else:
+        want = getattr(torch.nn.functional, call[5:15])(torch.from_numpy(x), 5, 5, ceil_mode=True).sum()
+    np.testing.assert_allclose(vm["f"](x, k), want.item(), rtol=1e-6)

@@ -144,12 +144,24 @@ def test_one_hot_takes_tvms_prim_values():
 
 
 @pytest.mark.parametrize("descending", [False, True])
-def test_argsort_is_stable_and_puts_nan_last(descending):
-    x = np.array([[3.0, np.nan, 1.0, 3.0, -2.0, np.nan, 1.0]], np.float32)
-    _, run = _one_op(lambda a: op.argsort(a, descending=descending, dtype="int64"), T((1, 7), "float32"))
-    want = [[0, 3, 2, 6, 4, 1, 5]] if descending else [[4, 2, 6, 0, 3, 1, 5]]
+def test_argsort_is_stable_and_nan_is_the_largest(descending):
+    """NaN last ascending, first descending: PyTorch's order (``torch.sort(..., stable=True)``; by hand below)."""
+    x = np.array([[3.0, np.nan, 1.0, 3.0, -2.0, np.nan, 1.0, np.inf]], np.float32)
+    _, run = _one_op(lambda a: op.argsort(a, descending=descending, dtype="int64"), T((1, 8), "float32"))
+    want = [[1, 5, 7, 0, 3, 2, 6, 4]] if descending else [[4, 2, 6, 0, 3, 7, 1, 5]]
     for got in run(x):
         np.testing.assert_array_equal(got, want)
+
+
+def test_topk_and_a_descending_sort_take_nan_first():
+    x = np.array([[1.0, np.nan, 3.0, 2.0], [np.nan, 0.0, np.nan, 5.0]], np.float32)
+    _, run = _one_op(lambda a: op.sort(a, axis=1, descending=True), T((2, 4), "float32"))
+    for got in run(x):
+        np.testing.assert_array_equal(got, [[np.nan, 3, 2, 1], [np.nan, np.nan, 5, 0]])
+    _, run = _one_op(lambda a: op.topk(a, k=2, axis=1), T((2, 4), "float32"))
+    for values, indices in run(x):
+        np.testing.assert_array_equal(values, [[np.nan, 3], [np.nan, np.nan]])
+        np.testing.assert_array_equal(indices, [[1, 2], [0, 2]])
 
 
 def test_topk_both_outputs_and_its_gradient_scatter_back():
@@ -167,3 +179,34 @@ def test_topk_both_outputs_and_its_gradient_scatter_back():
         bb.emit_func_output(loss)
     _, (grad,) = relax_mlir.VirtualMachine(relax_mlir.compile(Gradient("main")(bb.get())))["main_adjoint"](x)
     np.testing.assert_array_equal(grad, [[0, 10, 0, 100, 1]])
+
+
+@pytest.mark.parametrize("fill", [np.array(2.5, np.float32), 2.5, np.array(-2.75)])
+def test_full_like_takes_the_dtype_of_x_not_of_the_fill_value(fill):
+    # TVM's full_like and torch.full_like: x's dtype; for a fill given as R.const(2.5, "float32") (the text format
+    # passes it as a 0-d array, R.const's data) too, as for a bare 2.5. The fraction is truncated toward zero.
+    torch = pytest.importorskip("torch")
+    mod, run = _one_op(lambda x: op.full_like(x, fill), T((3,), "int8"))
+    assert mod["main"].ret_struct_info == T((3,), "int8")
+    want = torch.full_like(torch.zeros(3, dtype=torch.int8), float(fill)).numpy()
+    for got in run(np.zeros(3, np.int8)):
+        assert got.dtype == np.int8
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("like", [False, True])
+@pytest.mark.parametrize("fill, dtype", [(np.int64(300), "int8"), (np.float32(1e10), "int32"), (-1, "uint8"),
+                                         (np.float32("nan"), "int32"), (float("inf"), "int64"), (1e5, "float16")])
+def test_full_refuses_a_fill_value_its_dtype_cannot_hold(fill, dtype, like):
+    # PyTorch refuses these too (NumPy the -1 as uint8, which PyTorch wraps); interpreted, NumPy wrapped or
+    # saturated them, and the compiled code gave other values (300 as int8 was 44) or crashed on NaN.
+    torch = pytest.importorskip("torch")
+    if dtype == "uint8":
+        with pytest.raises(OverflowError, match="out of bounds for uint8"):
+            np.full((2,), fill, dtype)
+    else:
+        with pytest.raises(RuntimeError, match="value cannot be converted to type .* without overflow"):
+            torch.full((2,), fill.item() if isinstance(fill, np.generic) else fill, dtype=getattr(torch, dtype))
+    with pytest.raises(ValueError, match=rf"^relax\.full(_like)?: fill_value .* (is not representable in|overflows) "
+                                         rf"{dtype}"):
+        op.full_like(Var("x", T((2,), dtype)), fill) if like else op.full((2,), fill, dtype)
