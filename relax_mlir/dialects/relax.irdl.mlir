@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 9fe282d15a1a81e98335ec42133c2523961e4c1882d1fec4a9935fba4cd5b91b
+// registry sha256 be177b4d40735c21b40ff72cf91d97053c1a0ff1308a8967f272764929d439db
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

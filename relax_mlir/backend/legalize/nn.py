@@ -167,15 +167,17 @@ def window_out(size: Size, before: int, after: int, kernel: Size, stride: int, d
     return sadd(q, 1)
 
 
-def refuse_large_window(lc, size: Size, pads: int, kernel: Size, dilation: int, axis: str) -> None:
+def refuse_large_window(lc, size: Size, pads: int, kernel: Size, dilation: int, axis: str, ceil_stride: int = 1) \
+        -> None:
     """A window larger than the padded input has no output (the registry refuses it for static sizes; the loops
-    would give an empty result, or in ceil mode windows of padding): for a size known only at run time the call
-    raises ValueError after."""
+    would give an empty result): for a size known only at run time the call raises ValueError after. In ceil mode
+    (``ceil_stride``: the stride) a window may hang past the padded input by less than a stride, as in PyTorch."""
     span, padded = sadd(smul(ssub(kernel, 1), dilation), 1), sadd(size, pads)
     if isinstance(span, int) and isinstance(padded, int):
         return
     padded = as_index(padded)
-    report_if(lc.op, arith.cmpi(arith.CmpIPredicate.sgt, as_index(span), padded), arith.index_cast(
+    too_large = arith.cmpi(arith.CmpIPredicate.sgt, as_index(ssub(span, ceil_stride - 1)), padded)
+    report_if(lc.op, too_large, arith.index_cast(
         ir.IntegerType.get_signless(64), padded), as_index(0),
         f"{SHAPE_CHECK_PREFIX}{where(lc.op)}: {lc.record.name}: the {axis} window (extent {{extent}}) is "
         "larger than the padded input ({value})", as_index(span))
@@ -221,8 +223,8 @@ def _pool_geometry(lc, x: ir.Value, check: bool = False):
     (sh, sw), (dh, dw), ceil = a["strides"], a["dilation"], a["ceil_mode"]
     n, c, h, w = sizes_of(x)
     if check:  # the forward op's (its gradient's lowering reads the same sizes)
-        refuse_large_window(lc, h, pt + pb, kh, dh, "height")
-        refuse_large_window(lc, w, pl + pr, kw, dw, "width")
+        refuse_large_window(lc, h, pt + pb, kh, dh, "height", sh if ceil else 1)
+        refuse_large_window(lc, w, pl + pr, kw, dw, "width", sw if ceil else 1)
     oh = window_out(h, pt, pb, kh, sh, dh, ceil)
     ow = window_out(w, pl, pr, kw, sw, dw, ceil)
     high = [0, 0, sadd(pb, _extra(oh, h, pt + pb, kh, sh, dh)), sadd(pr, _extra(ow, w, pl + pr, kw, sw, dw))]

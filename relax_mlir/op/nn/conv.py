@@ -107,7 +107,7 @@ def _out_dim(size: Dim, before: int, after: int, kernel: Dim, stride: int, dilat
     span = dilation * (kernel - 1) + 1
     num = size + before + after - span
     if isinstance(num, int):
-        if num < 0:
+        if num < 0 and not (ceil and num > -stride):  # ceil mode: it may hang past by less than a stride (PyTorch)
             fail(f"the {where} window (extent {span}) is larger than the padded input ({size + before + after})")
         q = -(-num // stride) if ceil else num // stride
     else:

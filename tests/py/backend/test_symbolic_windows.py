@@ -49,9 +49,8 @@ def test_compiled_forward_and_gradients_equal_pytorch_at_several_sizes():
     mod = transform.Gradient("f")(from_source(SOURCE))
     vm = relax_mlir.VirtualMachine(relax_mlir.compile(mod))
     rng = np.random.default_rng(0)
-    # (at w = 4 the 2-wide average-pooling window meets a 1-wide input: refused, as the interpreter does; PyTorch's
-    # ceil mode pools it)
-    for h, w in [(8, 8), (9, 13), (16, 5), (11, 10)]:
+    # (at w = 4 the 2-wide ceil-mode average-pooling window meets a 1-wide input: one output, as in PyTorch)
+    for h, w in [(8, 8), (9, 13), (16, 5), (11, 4)]:
         x = rng.standard_normal((2, 3, h, w)).astype("float32")
         k = rng.standard_normal((4, 3, 3, 3)).astype("float32")
         tx, tk = torch.tensor(x, requires_grad=True), torch.tensor(k, requires_grad=True)
@@ -84,11 +83,12 @@ class Module:
 
 
 @pytest.mark.parametrize("call, extent", [("R.nn.conv2d(x, k)", 5), ("R.nn.conv2d(x, k, dilation=[2, 1])", 9),
-                                          ("R.nn.max_pool2d(x, pool_size=[5, 5], strides=[5, 5], ceil_mode=True)", 5),
-                                          ("R.nn.avg_pool2d(x, pool_size=[5, 5], strides=[5, 5], ceil_mode=True)", 5)])
+                                          ("R.nn.max_pool2d(x, pool_size=[7, 7], strides=[2, 2], ceil_mode=True)", 7),
+                                          ("R.nn.avg_pool2d(x, pool_size=[7, 7], strides=[2, 2], ceil_mode=True)", 7)])
 def test_a_window_larger_than_the_symbolic_input_is_refused_at_run_time(call, extent):
     """A 5-row window (9 dilated by 2) does not fit 4 rows: no output (the static-shape inference refuses it; the
-    loops gave an empty conv2d and, in ceil mode, pooled windows lying mostly in the padding). It fits 9 rows."""
+    loops gave an empty conv2d). In ceil mode a window may hang past the input by less than a stride (PyTorch's
+    rule): a 7-row one over 4 rows at stride 2 hangs by 3 and is refused too. Each fits 9 rows."""
     mod = from_source(f'''
 @I.ir_module
 class Module:
@@ -111,5 +111,27 @@ class Module:
             torch.nn.functional.conv2d(torch.ones(1, 2, 4, 9), torch.from_numpy(k), dilation=(extent // 4, 1))
         want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(k), dilation=(extent // 4, 1)).sum()
     else:
-        want = getattr(torch.nn.functional, call[5:15])(torch.from_numpy(x), 5, 5, ceil_mode=True).sum()
+        with pytest.raises(RuntimeError, match="Output size is too small"):
+            getattr(torch.nn.functional, call[5:15])(torch.ones(1, 2, 4, 9), 7, 2, ceil_mode=True)
+        want = getattr(torch.nn.functional, call[5:15])(torch.from_numpy(x), 7, 2, ceil_mode=True).sum()
     np.testing.assert_allclose(vm["f"](x, k), want.item(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("pool", ["max_pool2d", "avg_pool2d"])
+@pytest.mark.parametrize("width, kernel, stride", [(1, 2, 2), (3, 5, 3), (4, 5, 5), (5, 2, 2)])
+def test_a_ceil_mode_window_may_hang_past_the_input_by_less_than_a_stride(pool, width, kernel, stride):
+    """PyTorch's (and TVM's) ceil mode: a 2-wide window over one column gives one output, statically and for a size
+    known at run time, interpreted and compiled."""
+    x = (np.arange(width, dtype="float32") + 1).reshape(1, 1, 1, width)
+    want = getattr(torch.nn.functional, pool)(torch.from_numpy(x), (1, kernel), (1, stride), ceil_mode=True).numpy()
+    for w in (width, '"w"'):
+        mod = from_source(f'''
+@I.ir_module
+class Module:
+    @R.function
+    def f(x: R.Tensor((1, 1, 1, {w}), "float32")):
+        y = R.nn.{pool}(x, pool_size=[1, {kernel}], strides=[1, {stride}], ceil_mode=True)
+        return y
+''')
+        for got in (relax_mlir.interpret(mod, "f", x), relax_mlir.VirtualMachine(relax_mlir.compile(mod))["f"](x)):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
