@@ -49,13 +49,16 @@ def conform(a: Any, dtype: np.dtype) -> tuple[np.ndarray | None, str]:
         return None, (f"expected an array of {dtype.name}, got a numpy.ma.MaskedArray (compiled code would read the "
                       "masked values too: pass a.filled(value) or a.compressed())")
     if isinstance(a, np.ndarray) and _is_exact(a, dtype):
+        if dtype.kind == "b" and a.size and a.view(np.uint8).max() > 1:  # bytes other than 0/1 (np.frombuffer
+            return a.view(np.uint8) != 0, ""  # of a 0/255 mask): True to NumPy, and compiled code reads one bit
         return a, ""
     if not isinstance(a, np.ndarray):
         kind = type(a).__name__
         try:
             a = np.asarray(a)
-        except ValueError as exc:  # a ragged list
-            return None, f"expected an array of {dtype.name}, got a {kind} NumPy cannot convert ({exc})"
+        except Exception as exc:  # a ragged list; a tensor that requires grad; an __array__ that fails
+            return None, (f"expected an array of {dtype.name}, got a {kind} NumPy cannot convert "
+                          f"({type(exc).__name__}: {exc})")
         if a.dtype.kind not in _NUMERIC:
             return None, f"expected an array of {dtype.name}, got a {kind} of {a.dtype}"
     if a.dtype.newbyteorder("=") == dtype and a.dtype != dtype:  # only the byte order differs
@@ -84,7 +87,8 @@ def conform(a: Any, dtype: np.dtype) -> tuple[np.ndarray | None, str]:
             if problem:
                 return None, problem
         return converted, ""
-    return np.array(a, dtype=dtype, order="C", copy=True), ""  # non-contiguous, Fortran-ordered or misaligned
+    copy = np.array(a, dtype=dtype, order="C", copy=True)  # non-contiguous, Fortran-ordered or misaligned
+    return (copy.view(np.uint8) != 0 if dtype.kind == "b" and copy.size else copy), ""  # (bool: bytes 0 or 1)
 
 
 def _inexact_integers(a: np.ndarray, converted: np.ndarray, dtype: np.dtype) -> str:

@@ -22,6 +22,7 @@ MLIR's bindings costs 0.15 s, a third of a warm ``relax-mlir train``).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import re
 import tempfile
@@ -34,7 +35,7 @@ import numpy as np
 from ..ir.expr import Call, Function
 from ..ir.module import IRModule
 from ..ir.structural_equal import structural_equal, structural_hash
-from ..ir.struct_info import StructInfo, TupleStructInfo
+from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..ir.sym import SymDim
 from ..ir.visitor import post_order_visit
 from ..op.registry import Op
@@ -45,7 +46,7 @@ from .library import LinkError, LoadedModule, link_module, pack_library, write_a
 from .nesting import Tree, callable_for
 from .options import STAGES, PipelineOptions
 from .runtime import compile_module
-from .signature import FunctionSignature, TensorSpec, flatten_struct_info
+from .signature import FunctionSignature, TensorSpec, flatten_struct_info, is_symbol
 from .signature_json import signature_to_json
 
 if TYPE_CHECKING:
@@ -207,9 +208,49 @@ def signature_of(name: str, fn: Function) -> FunctionSignature:
                              "allocate its results (annotate the return struct info)")
         results.append(TensorSpec(tuple(_dim_text(d, name, rname) for d in s.shape), _np_dtype(s.dtype), rname))
     try:
-        return FunctionSignature(name, tuple(params), tuple(results))
+        sig = FunctionSignature(name, tuple(params), tuple(results))
     except ValueError as exc:
         raise ValueError(f"{exc} (a result size must be computable from the parameters' sizes)") from None
+    return dataclasses.replace(sig, scratch=_scratch(fn, sig))
+
+
+def _scratch(fn: Function, sig: FunctionSignature) -> tuple[TensorSpec, ...]:
+    """The tensors ``fn`` binds whose sizes its parameters' sizes give, one per shape and element size, unless
+    no larger than a parameter or a result of the same shape (``FunctionSignature.scratch``)."""
+    from ..ir.expr import Var, VarBinding
+    from ..ir.visitor import post_order_visit
+
+    bound = {d for p in sig.params for d in p.shape if is_symbol(d)}
+    known = {(tuple(t.shape), t.dtype.itemsize) for t in sig.params + sig.results}
+    found: dict[tuple, TensorSpec] = {}
+
+    def visit(e) -> None:
+        if not isinstance(e, Function):
+            return
+        for block in e.body.blocks:
+            for b in block.bindings:
+                if not isinstance(b, VarBinding) or not isinstance(b.var, Var) \
+                        or not isinstance(b.var.struct_info, (TensorStructInfo, TupleStructInfo)):
+                    continue
+                try:
+                    tensors = flatten_struct_info(b.var.struct_info, b.var.name_hint, name_of)
+                except ValueError:  # a tuple holding a shape or an object
+                    continue
+                for tname, t in tensors:
+                    if t.shape is None or t.dtype in (None, "", "void"):
+                        continue
+                    try:
+                        shape = tuple(_dim_text(d, name_of, tname) for d in t.shape)
+                        spec = TensorSpec(shape, _np_dtype(t.dtype), tname)
+                    except (ValueError, TypeError):
+                        continue
+                    key = (shape, spec.dtype.itemsize)
+                    if key not in known and key not in found and spec.symbols() <= bound:
+                        found[key] = spec
+
+    name_of = sig.name
+    post_order_visit(fn, visit)
+    return tuple(found.values())
 
 
 def _np_dtype(dtype: str) -> np.dtype:

@@ -136,7 +136,10 @@ class CallPlan:
         self.n_params = len(params)
         # A parameter whose shape has an expression ("2 * n") is checked once every size is bound: the general
         # route does that, and such signatures are rare.
-        self.usable = all(isinstance(d, int) or is_symbol(d) for p in params for d in p.shape)
+        # A bool parameter is checked by the general route: a bool array's bytes may be other than 0 and 1
+        # (np.frombuffer of a 0/255 mask), which NumPy reads as True and compiled code would not.
+        self.usable = all(isinstance(d, int) or is_symbol(d) for p in params for d in p.shape) and \
+            not any(p.dtype.kind == "b" for p in params)
         self.writers = [_writer(p, b, buf) for p, b in zip(params, bases)]
         self.all_static = all(isinstance(d, int) for p in params for d in p.shape)
         self.static_params = [(p.dtype, tuple(p.shape) if self.all_static else None, b, p.dtype.alignment - 1)
@@ -209,8 +212,8 @@ class CallPlan:
         """``out=`` arrays that are exact (class, dtype, shape, C-contiguous, aligned, writeable) and share no
         memory with the inputs or each other, their descriptors written; else None."""
         outs = [out] if out.__class__ is _ND else out
-        if isinstance(outs, _ND) or len(outs) != len(self.result_bases):
-            return None
+        if not isinstance(outs, (list, tuple)) or len(outs) != len(self.result_bases):
+            return None  # (the general route says what is wrong)
         buf = self.buf
         spans = [(buf[b + 1], buf[b + 1] + a.nbytes) for a, b in zip(args, self.param_bases) if a.nbytes]
         for o, base, dtype, static, evaluate in zip(outs, self.result_bases, self.result_dtypes,

@@ -4,7 +4,8 @@ MLIR's ``ExecutionEngine`` compiles a module as one unit, on one core, holding P
 (kernels already outlined, ``outline.py``) is split into as many parts as there are cores, functions balanced by
 size; each part is translated to LLVM IR (``mlirTranslateModuleToLLVMIR``), optimised (``LLVMRunPasses``,
 ``default<O2>``) and turned into an object file (``LLVMTargetMachineEmitToMemoryBuffer``) in a thread of its own
-(ctypes releases the GIL), started as soon as the part is cut out of the module; the system linker makes one shared library of the objects, which is loaded from memory.
+(ctypes releases the GIL), started as soon as the part is cut out of the module; the system linker makes one
+shared library of the objects, which is loaded from memory.
 The same library is what the on-disk cache stores and ``export_library`` writes: a compiled module runs the same
 code in the process that compiled it as in any process that loads it.
 

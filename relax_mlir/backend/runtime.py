@@ -36,7 +36,8 @@ from .arguments import ArgumentError, conform, out_problem
 from .callpath import CallPlan, _native, data_address, write_layout
 from .heap import keep_freed_memory
 from .error_slot import ERROR_ADDRESS_FN, check_messages, find_slot, slot_lock, take_error
-from .signature import FunctionSignature, TensorSpec, is_symbol, shape_evaluator, signature_from_func
+from .signature import (FunctionSignature, TensorSpec, is_symbol, memory_limit, scratch_bytes, shape_evaluator,
+                        signature_from_func)
 
 if TYPE_CHECKING:  # MLIR is imported where used: the call path runs without it
     from mlir import ir
@@ -140,6 +141,14 @@ class CompiledFunction:
             write_layout(self._buf, base, [d if isinstance(d, int) else 0 for d in spec.shape])
         self._plan = CallPlan(signature, self._bases, self._buf)
         self._fast = self._plan.usable
+        # The function's own tensors against the memory there is (compiled code does not check its allocations):
+        # static sizes once, here; sizes the arguments bind at every call, through the general route.
+        self._scratch = scratch_bytes(signature.scratch) if signature.scratch else None
+        self._too_large: Optional[str] = None
+        if self._scratch is not None and all(isinstance(d, int) for t in signature.scratch for d in t.shape):
+            self._too_large, self._scratch = self._memory_problem({}), None
+        if self._too_large or self._scratch is not None:
+            self._fast = False
 
     def __repr__(self) -> str:
         sig = self.signature
@@ -165,7 +174,7 @@ class CompiledFunction:
         (the answer is then True). None when something does not fit or the native module is absent: nothing was
         called, and the caller takes the checked route."""
         plan = self._plan
-        if not plan.native_scan:
+        if not plan.native_scan or not self._fast:
             return None
         with self._lock:
             finite = _native.call_into(plan.native, args, plan.buf_address, out, self._address,
@@ -181,6 +190,9 @@ class CompiledFunction:
 
     def _call_general(self, args: Sequence[Any], out: Any) -> Any:
         args, env = self._check_params(args)
+        problem = self._too_large or (self._memory_problem(env) if self._scratch is not None else None)
+        if problem:
+            raise MemoryError(problem)
         outs = self._outputs(env, out, args)
         arrays = list(args) + outs
         with self._lock:
@@ -192,6 +204,16 @@ class CompiledFunction:
             if self._error_slot is not None and self._error_slot[0]:
                 self._raise_check()
         return self._pack(outs)
+
+    def _memory_problem(self, env: dict[str, int]) -> Optional[str]:
+        """What is wrong when one of the function's own tensors needs more memory than an allocation can get."""
+        need, name = scratch_bytes(self.signature.scratch)(env) if self._scratch is None else self._scratch(env)
+        limit = memory_limit()
+        if need <= limit:
+            return None
+        sizes = f" with {', '.join(f'{k} = {v}' for k, v in env.items())}" if env else ""
+        return (f"{self.signature.name}: its tensor {name!r} would take {need / 2**30:.1f} GiB{sizes}, more than "
+                f"one allocation can get here ({limit / 2**30:.1f} GiB of memory and swap); nothing was run")
 
     def _raise_check(self) -> None:
         """Raise the violation a runtime check recorded (``error_slot.py``); called with the lock held, right
@@ -250,6 +272,9 @@ class CompiledFunction:
                     raise ArgumentError(f"{self.signature.name}: result {spec.name!r} would have the negative "
                                         f"shape {_shape_text(shape)} ({_shape_text(spec.shape)} with {env})")
             return [np.empty(shape, spec.dtype) for shape, spec in zip(shapes, self.signature.results)]
+        if not isinstance(out, (np.ndarray, list, tuple)):
+            raise ArgumentError(f"{self.signature.name}: out= takes an array or a list or tuple of {len(shapes)} "
+                                f"array(s), one a result in order, got {type(out).__name__}")
         outs = [out] if isinstance(out, np.ndarray) else list(out)
         if len(outs) != len(shapes):
             raise ArgumentError(f"{self.signature.name}: out= needs {len(shapes)} arrays, got {len(outs)}")
@@ -280,6 +305,8 @@ def _overlaps(sig: FunctionSignature, args: Sequence[np.ndarray], outs: Sequence
     named = [(f"parameter {p.name!r}", a) for p, a in zip(sig.params, args)]
     errors = []
     for i, (o, spec) in enumerate(zip(outs, sig.results)):
+        if not isinstance(o, np.ndarray):  # (refused as it is)
+            continue
         lo, hi = span(o)
         for label, other in named:
             olo, ohi = span(other)

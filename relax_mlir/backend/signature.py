@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
+import os
 import re
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -164,13 +166,18 @@ class FunctionSignature:
     name: str
     params: tuple[TensorSpec, ...]
     results: tuple[TensorSpec, ...]
+    #: The function's own tensors (bindings) that may be larger than a parameter or a result, with sizes the
+    #: parameters bind: checked against the memory there is before a call (``scratch_bytes``), since compiled
+    #: code does not check its allocations (an intermediate of 360 GB made malloc return NULL: a segfault).
+    scratch: tuple[TensorSpec, ...] = ()
 
     def __post_init__(self) -> None:
         params = tuple(p if p.name else dataclasses.replace(p, name=f"arg{i}") for i, p in enumerate(self.params))
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "results", tuple(self.results))
+        object.__setattr__(self, "scratch", tuple(self.scratch))
         bound = {d for p in params for d in p.shape if is_symbol(d)}
-        for where, specs in (("parameter", params), ("result", self.results)):
+        for where, specs in (("parameter", params), ("result", self.results), ("tensor", self.scratch)):
             for i, spec in enumerate(specs):
                 free = spec.symbols() - bound
                 if free:
@@ -257,6 +264,47 @@ def shape_evaluator(dims: tuple[Dim, ...]) -> Callable[[Mapping[str, int]], tupl
         else:
             parts.append(ShapeExpr(d))
     return lambda env: tuple(p(env) for p in parts)
+
+
+def scratch_bytes(specs: Sequence[TensorSpec]) -> Callable[[Mapping[str, int]], tuple[int, str]]:
+    """A function from bound symbols to the largest byte size among ``specs`` and that tensor's name."""
+    sized = [(shape_evaluator(spec.shape), spec.dtype.itemsize, spec.name) for spec in specs]
+
+    def largest(env: Mapping[str, int]) -> tuple[int, str]:
+        best, name = 0, ""
+        for shape_of, itemsize, label in sized:
+            n = itemsize
+            for d in shape_of(env):
+                n *= max(d, 0)
+            if n > best:
+                best, name = n, label
+        return best, name
+
+    return largest
+
+
+@functools.lru_cache(maxsize=1)
+def memory_limit() -> int:
+    """The most one allocation can get here: physical memory and swap (Linux refuses a larger one), or the
+    address-space limit (``ulimit -v``) if smaller."""
+    limit = 1 << 62
+    try:
+        limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("SwapTotal:"):
+                    limit += int(line.split()[1]) * 1024
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            limit = min(limit, soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    return limit
 
 
 # --- what crosses a function boundary ------------------------------------------------------------------------

@@ -21,8 +21,11 @@ def _spec_to_json(spec: TensorSpec) -> dict[str, Any]:
 
 def signature_to_json(sig: FunctionSignature) -> dict[str, Any]:
     """The signature as plain dicts, lists, strs and ints."""
-    return {"name": sig.name, "params": [_spec_to_json(p) for p in sig.params],
+    data = {"name": sig.name, "params": [_spec_to_json(p) for p in sig.params],
             "results": [_spec_to_json(r) for r in sig.results]}
+    if sig.scratch:  # (libraries written before it have none: their calls are not checked)
+        data["scratch"] = [_spec_to_json(t) for t in sig.scratch]
+    return data
 
 
 def _spec_from_json(data: Any, where: str) -> TensorSpec:
@@ -40,9 +43,9 @@ def signature_from_json(data: Any) -> FunctionSignature:
         raise ValueError(f"signature: expected a dict with a 'name', got {type(data).__name__}")
     name = data["name"]
     specs = {}
-    for field in ("params", "results"):
-        items = data.get(field)
+    for field in ("params", "results", "scratch"):
+        items = data.get(field, [] if field == "scratch" else None)
         if not isinstance(items, list):
             raise ValueError(f"signature {name!r}: {field!r} must be a list, got {type(items).__name__}")
         specs[field] = tuple(_spec_from_json(x, f"signature {name!r}: {field}[{i}]") for i, x in enumerate(items))
-    return FunctionSignature(name, specs["params"], specs["results"])
+    return FunctionSignature(name, specs["params"], specs["results"], specs["scratch"])
