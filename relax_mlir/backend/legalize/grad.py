@@ -24,6 +24,7 @@ from .nn import (_pool_geometry, _window_count, class_target_message, class_weig
 from ..schedule.pooling import POOL_TAG, beats, first_max
 from .checks import linear_position, report_if, where
 from .shape import _shape_text, _slice_bounds, checked_indices, extract_slice, insert_slice
+from .size_checks import assumed_equal, unless_sizes
 
 def _add(t: ir.Type):
     return arith.addf if is_float(t) else arith.addi
@@ -81,11 +82,22 @@ def strided_slice_backward(lc, op):
         ax %= rank
         offsets[ax], lens[ax] = _slice_bounds(b, e, s, sizes[ax])
         strides[ax] = s
-    zero = filled(sizes, t, 0)
     if any(isinstance(n, int) and n == 0 for n in lens):
-        return zero
+        return filled(sizes, t, 0)
+    # The gradient is inserted with its own sizes (or read over the slice's): they are the slice's, which
+    # inference assumed of symbolic ones; a larger gradient would be written past the result.
+    mismatch = assumed_equal(op, [
+        (dim(g, ax), lens[ax], ax, f"{where(op)}: relax.grad.strided_slice_backward: dimension {{position}} of "
+         "output_grad is {value}, where the slice has {extent}") for ax in range(rank)])
+    return unless_sizes(mismatch, tensor_type(sizes, t), sizes,
+                        lambda: _slice_backward(g, sizes, offsets, lens, strides))
+
+
+def _slice_backward(g: ir.Value, sizes: list, offsets: list, lens: list, strides: list) -> ir.Value:
+    """``g`` written into zeros of ``sizes`` at ``offsets`` every ``strides`` (``lens`` elements along each axis)."""
+    t, rank = elem(g), len(sizes)
     if all(s > 0 for s in strides):
-        return insert_strided(g, zero, offsets, strides)
+        return insert_strided(g, filled(sizes, t, 0), offsets, strides)
 
     def body(_out):  # a negative stride: out[p] = g[(p - start) / stride] where that is exact and in range
         coords, valid = [], None
@@ -185,14 +197,30 @@ def _pool_backward(lc, g: ir.Value, data: ir.Value, contribution) -> ir.Value:
     return cast_elements(res, t)
 
 
+def _output_grad_checked(lc, g: ir.Value, data: ir.Value, out_sizes: list, build) -> ir.Value:
+    """``build()``, run only when ``g`` has the forward op's output sizes ``out_sizes`` (which inference assumed of
+    symbolic ones): the gradient is read at the positions of the data's windows, over the data's batch and
+    channels, and (max) the window argmax at the gradient's positions."""
+    mismatch = assumed_equal(lc.op, [
+        (dim(g, ax), out_sizes[ax], ax, f"{where(lc.op)}: {lc.record.name}: dimension {{position}} of output_grad "
+         "is {value}, where the forward op's output has {extent}") for ax in range(4)])
+    return unless_sizes(mismatch, tensor_type(sizes_of(data), elem(data)), sizes_of(data), build)
+
+
 def max_pool2d_backward(lc, op):
     g, data = lc.inputs
     a = lc.attrs
+    geometry = _pool_geometry(lc, data)
+    if tiles_exactly(lc, data, geometry[0]):
+        return _tiled_pool_backward(g, data, a["pool_size"])
+    return _output_grad_checked(lc, g, data, geometry[0], lambda: _max_pool_backward(lc, g, data, geometry))
+
+
+def _max_pool_backward(lc, g: ir.Value, data: ir.Value, geometry: tuple) -> ir.Value:
+    a = lc.attrs
     t, ct = elem(data), compute_type(elem(data))
     (kh, kw), (sh, sw), (dh, dw) = a["pool_size"], a["strides"], a["dilation"]
-    sizes, low, high = _pool_geometry(lc, data)
-    if tiles_exactly(lc, data, sizes):
-        return _tiled_pool_backward(g, data, (kh, kw))
+    sizes, low, high = geometry
     padded = pad(data, low, high, float("-inf"))
     i64 = ir.IntegerType.get_signless(64)
     d = [ir.AffineDimExpr.get(k) for k in range(6)]
@@ -219,6 +247,10 @@ def max_pool2d_backward(lc, op):
 
 def avg_pool2d_backward(lc, op):
     g, data = lc.inputs
+    return _output_grad_checked(lc, g, data, _pool_geometry(lc, data)[0], lambda: _avg_pool_backward(lc, g, data))
+
+
+def _avg_pool_backward(lc, g: ir.Value, data: ir.Value) -> ir.Value:
     a = lc.attrs
     ct = compute_type(elem(data))
     (pt, pl, pb, pr), (kh, kw), include = a["padding"], a["pool_size"], a["count_include_pad"]

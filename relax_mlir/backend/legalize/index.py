@@ -10,10 +10,11 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, scf, tensor
 
-from .checks import flat_position, guarded_extract, report_if
+from .checks import flat_position, guarded_extract, report_if, where
 from .core import amap, as_index, convert, dim, elem, empty, generic, identity, index, loop_index, scalar, sizes_of
 from .elementwise import ScalarBuilder
 from .shape import checked_indices, index_message, take_index
+from .size_checks import assumed_equal, unless_sizes
 
 
 def gather_elements(lc, op):
@@ -90,5 +91,11 @@ def scatter_elements(lc, op):
             scf.YieldOp([loops(depth + 1, pos + [loop.induction_variable], loop.inner_iter_args[0])])
         return loop.results[0]
 
-    return loops(0, [], data)
+    # The loops run over the indices' positions and read the updates there: their sizes, which inference assumed
+    # equal, are checked first (smaller updates would be read past their buffer).
+    mismatch = assumed_equal(op, [
+        (dim(upd, a), sizes[a], a, f"{where(op)}: relax.scatter_elements: dimension {{position}} of the updates is "
+         "{value}, where the indices have {extent} (the updates must have the indices' shape)")
+        for a in range(rank)])
+    return unless_sizes(mismatch, data.type, sizes_of(data), lambda: loops(0, [], data))
 

@@ -27,6 +27,7 @@ from .reduce import mean_and_variance
 from .checks import guarded_extract, linear_position, report_if, where
 from ..error_slot import SHAPE_CHECK_PREFIX
 from .shape import extract_slice
+from .size_checks import assumed_equal, unless_sizes
 from ..schedule.pooling import POOL_TAG
 
 
@@ -122,18 +123,30 @@ def nll_loss(lc, op):
         p = convert(guarded_extract(pred, coords, bad), ct)
         return arith.negf(arith.mulf(p, w)), w
 
-    if reduction == "none":
-        return _map([targets], [identity(k)], sizes_of(targets), out_t, lambda t: convert(picked(t)[0], out_t))
-    loss, wsum = filled([], ct, 0), filled([], ct, 0)
+    def build() -> ir.Value:
+        if reduction == "none":
+            return _map([targets], [identity(k)], sizes_of(targets), out_t, lambda t: convert(picked(t)[0], out_t))
+        loss, wsum = filled([], ct, 0), filled([], ct, 0)
 
-    def body(t, lo, wo):
-        value, w = picked(t)
-        return arith.addf(lo, value), arith.addf(wo, w)
+        def body(t, lo, wo):
+            value, w = picked(t)
+            return arith.addf(lo, value), arith.addf(wo, w)
 
-    total, weight = generic([targets], [loss, wsum], [identity(k), amap(k, []), amap(k, [])], ["reduction"] * k, body)
-    if reduction == "sum":
-        return map_elementwise([total], lc.result_type, lambda v: convert(v, out_t), [])
-    return map_elementwise([total, weight], lc.result_type, lambda v, w: convert(arith.divf(v, w), out_t), [])
+        total, weight = generic([targets], [loss, wsum], [identity(k), amap(k, []), amap(k, [])], ["reduction"] * k,
+                                body)
+        if reduction == "sum":
+            return map_elementwise([total], lc.result_type, lambda v: convert(v, out_t), [])
+        return map_elementwise([total, weight], lc.result_type, lambda v, w: convert(arith.divf(v, w), out_t), [])
+
+    # The loops run over the targets and read the predictions at the same positions: their sizes (the
+    # predictions' without the class axis), which inference assumed equal, are checked first.
+    mismatch = assumed_equal(op, [
+        (dim(targets, a), dim(pred, a if a < class_axis else a + 1), a,
+         f"{where(op)}: relax.nn.nll_loss: dimension {{position}} of the targets is {{value}}, where the predictions "
+         "have {extent} (the targets must have the predictions' shape without the class axis)")
+        for a in range(k)])
+    out_sizes = sizes_of(targets) if reduction == "none" else []
+    return unless_sizes(mismatch, tensor_type(out_sizes, out_t), out_sizes, build)
 
 
 # --- convolution and pooling --------------------------------------------------------------------------------------

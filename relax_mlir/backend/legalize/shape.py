@@ -18,6 +18,7 @@ from .core import (DYN, Size, as_index, convert, dim, elem, empty, filled, gener
                    smax, smin, smul, sprod, ssub, tensor_type, amap)
 from . import core
 from .checks import guarded_extract, report_if, where
+from .size_checks import assumed_equal, unless_sizes
 
 
 def _mixed(values: Sequence[Size]) -> tuple[list[ir.Value], list[int]]:
@@ -89,14 +90,24 @@ def concat(lc, op):
         total = sadd(total, dim(x, axis))
     sizes = sizes_of(inputs[0])
     sizes[axis] = total
-    out = empty(sizes, elem(inputs[0]))
-    offset: Size = 0
-    for x in inputs:
-        offsets = [0] * len(sizes)
-        offsets[axis] = offset
-        out = insert_slice(x, out, offsets)
-        offset = sadd(offset, dim(x, axis))
-    return out
+    # Every input's other dims are the first's (inference assumed symbolic ones equal): each is inserted with its
+    # own sizes, so a larger one would be written past the result and a smaller one leave part of it unwritten.
+    mismatch = assumed_equal(op, [
+        (dim(x, a), sizes[a], a, f"{where(op)}: relax.concat: dimension {{position}} of input {i} is {{value}}, "
+         f"where input 0 has {{extent}} (all but the concatenation axis {axis} must match)")
+        for i, x in enumerate(inputs[1:], 1) for a in range(len(sizes)) if a != axis])
+
+    def build() -> ir.Value:
+        out = empty(sizes, elem(inputs[0]))
+        offset: Size = 0
+        for x in inputs:
+            offsets = [0] * len(sizes)
+            offsets[axis] = offset
+            out = insert_slice(x, out, offsets)
+            offset = sadd(offset, dim(x, axis))
+        return out
+
+    return unless_sizes(mismatch, tensor_type(sizes, elem(inputs[0])), sizes, build)
 
 
 def split(lc, op):

@@ -14,17 +14,23 @@ so the op never runs on inconsistent sizes (its ``outs`` stand in; the call rais
 with itself once canonicalization and CSE have run and fold away; :func:`drop_proven` then removes those whose
 two sizes are the same size variable of the function's parameters (the runtime binds each once, checking every
 parameter: ``relax_mlir.arg_sizes``, written by the export). What is left is a real run-time check.
+
+Lowerings that read or write one operand by another's sizes without indexing maps (``concat``'s ``insert_slice``
+of each input into a result sized from the first, ``scatter_elements``' and ``nll_loss``' ``tensor.extract`` in
+loops over another operand) compare those sizes themselves: :func:`assumed_equal`, then :func:`unless_sizes`
+around the code that would leave a buffer. Their comparisons are tagged the same way, and dropped the same way.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional, Sequence
 
 from mlir import ir
 from mlir.dialects import arith, scf, tensor
 
 from ..error_slot import SHAPE_CHECK_PREFIX
 from .checks import report_if, where
+from .core import Size, as_index, cast_to, empty
 
 TAG = "relax_mlir.size_check"
 #: Function attribute written by the export: per parameter, its dims as text (``["n", "4"]``).
@@ -146,6 +152,40 @@ def _unless(op: ir.Operation, mismatch: ir.Value, target: ir.RankedTensorType, s
         yield_op = scf.YieldOp([op.results[0]])
     op.move_before(yield_op.operation)
     return 1
+
+
+def assumed_equal(op: ir.Operation, checks: Sequence[tuple[Size, Size, int, str]]) -> Optional[ir.Value]:
+    """For a lowering that reads or writes one operand by another's sizes (``tensor.extract``, ``insert_slice``:
+    no indexing maps :func:`insert_size_checks` could compare): at the current insertion point, each ``(got,
+    want, position, message)`` of sizes (ints or index values) that may differ is compared and a difference
+    reported into the error slot (``{value}`` is ``got``, ``{extent}`` is ``want``). Returns whether any differs
+    (for :func:`unless_sizes`), None when all are static (inference compared those). The comparisons are tagged
+    as the guards' are, so :func:`drop_proven` removes those of the same size variable."""
+    i64 = ir.IntegerType.get_signless(64)
+    mismatch: Optional[ir.Value] = None
+    for got, want, position, message in checks:
+        if isinstance(got, int) and isinstance(want, int):
+            continue
+        got, want = as_index(got), as_index(want)
+        bad = arith.cmpi(arith.CmpIPredicate.ne, got, want)
+        bad.owner.attributes[TAG] = ir.UnitAttr.get()
+        report_if(op, bad, arith.index_cast(i64, got), as_index(position), f"{SHAPE_CHECK_PREFIX}{message}", want)
+        mismatch = bad if mismatch is None else arith.ori(mismatch, bad)
+    return mismatch
+
+
+def unless_sizes(mismatch: Optional[ir.Value], target: ir.RankedTensorType, sizes: Sequence[Size],
+                 build: Callable[[], ir.Value]) -> ir.Value:
+    """``build()`` (a value of type ``target``), built in ``scf.if %mismatch {empty of sizes} else {build()}``: on
+    a mismatch :func:`assumed_equal` reported, the op's code, which would leave a buffer, does not run."""
+    if mismatch is None:
+        return build()
+    choose = scf.IfOp(mismatch, [target], has_else=True)
+    with ir.InsertionPoint(choose.then_block):
+        scf.YieldOp([cast_to(empty(sizes, target.element_type), target)])
+    with ir.InsertionPoint(choose.else_block):
+        scf.YieldOp([cast_to(build(), target)])
+    return choose.results[0]
 
 
 def _narrowed_axes(op: ir.Operation) -> list[int]:
