@@ -6,7 +6,7 @@ import ast
 import inspect
 import linecache
 import textwrap
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 
 def source_of(obj, where: Optional[tuple[str, int]] = None) -> tuple[str, str, int, int]:
@@ -44,34 +44,27 @@ def _class_lines(cls: type, filename: str, line: int) -> Optional[tuple[list[str
     return None
 
 
-def caller_line(depth: int = 2) -> tuple[str, int]:
-    """The file and line the frame ``depth`` levels up is executing (where a decorator is applied)."""
+def _read_frame(depth: int, read: Callable[[Any], Any]) -> Any:
+    """``read`` of the frame ``depth`` levels above the function calling this one."""
     frame = inspect.currentframe()
     try:
-        for _ in range(depth):
+        for _ in range(depth + 1):
             frame = frame.f_back
-        return frame.f_code.co_filename, frame.f_lineno
+        return read(frame)
     finally:
         del frame
+
+
+def caller_line(depth: int = 2) -> tuple[str, int]:
+    """The file and line the frame ``depth`` levels up is executing (where a decorator is applied)."""
+    return _read_frame(depth, lambda frame: (frame.f_code.co_filename, frame.f_lineno))
 
 
 def caller_env(depth: int = 2) -> dict[str, Any]:
     """Globals and locals of the frame ``depth`` levels up (where a decorator was applied)."""
-    frame = inspect.currentframe()
-    try:
-        for _ in range(depth):
-            frame = frame.f_back
-        return {**frame.f_globals, **frame.f_locals}
-    finally:
-        del frame
+    return _read_frame(depth, lambda frame: {**frame.f_globals, **frame.f_locals})
 
 
 def in_class_body(depth: int = 2) -> bool:
     """True when the frame ``depth`` levels up is executing a class body."""
-    frame = inspect.currentframe()
-    try:
-        for _ in range(depth):
-            frame = frame.f_back
-        return "__module__" in frame.f_locals and "__qualname__" in frame.f_locals
-    finally:
-        del frame
+    return _read_frame(depth, lambda frame: "__module__" in frame.f_locals and "__qualname__" in frame.f_locals)
