@@ -125,6 +125,17 @@ def _binary(fn: Callable) -> Callable:
     return lambda node, xs: fn(xs[0], xs[1])
 
 
+def _variadic(fn: Callable) -> Callable:
+    """``Max``, ``Min``, ``Sum``, ``Mean``-like ops of one or more inputs, folded left (one input: itself; the
+    converter read only the first two, dropping the rest)."""
+    def convert(node, xs):
+        result = xs[0]
+        for x in xs[1:]:
+            result = fn(result, x)
+        return result
+    return convert
+
+
 def _pow(node, xs):
     """ONNX's ``Pow`` allows an exponent of another type than the base (``x ** int64(2)``): it is cast to the base's."""
     base, exponent = xs
@@ -174,8 +185,6 @@ def _pool(fn: Callable, **extra: Callable) -> Callable:
         if len(node.proto.output) > 1:
             raise node.fail("the Indices output of MaxPool is not supported")
         attrs = _spatial(node, xs, 2)
-        if fn is op.nn.avg_pool2d:
-            attrs.pop("dilation")
         more = {k: f(node.attrs) for k, f in extra.items()}
         return fn(xs[0], pool_size=tuple(node.attrs["kernel_shape"]), ceil_mode=bool(node.attrs.get("ceil_mode", 0)),
                   **attrs, **more)
@@ -184,6 +193,9 @@ def _pool(fn: Callable, **extra: Callable) -> Callable:
 
 def _batch_norm(node, xs):
     x, scale, bias, mean, var = xs
+    if node.attrs.get("training_mode", 0):  # the batch's statistics: what SetupTrainer makes of the inference form
+        raise node.fail("training_mode=1 is not supported: export the model in inference mode (model.eval()); "
+                        "training through relax_mlir.training uses the batch's statistics")
     momentum = float(node.attrs.get("momentum", 0.9))
     bn = op.nn.batch_norm(x, scale, bias, mean, var, axis=1, epsilon=float(node.attrs.get("epsilon", 1e-5)),
                           momentum=1.0 - momentum)
@@ -391,10 +403,16 @@ def _resize(node, xs):
         raise node.fail(f"mode={node.attrs.get('mode', 'nearest')} with {mode}: only nearest resizing that repeats "
                         f"pixels is supported ({', '.join(map(str, sorted(_REPEATING)))})")
     shape = _shape(x)
+    axes = [a % len(shape) for a in node.attrs.get("axes", range(len(shape)))]  # opset 18: the axes given
     if len(xs) > 3 and xs[3] is not None:
-        sizes = _ints(node, xs[3], "sizes")
+        given = _ints(node, xs[3], "sizes")
     else:
-        sizes = [round(d * float(s)) for d, s in zip(shape, np.ravel(_need(node, xs[2], "scales")))]
+        given = [round(shape[a] * float(s)) for a, s in zip(axes, np.ravel(_need(node, xs[2], "scales")))]
+    if len(given) != len(axes):
+        raise node.fail(f"{len(given)} sizes or scales for {len(axes)} axes")
+    sizes = list(shape)
+    for a, n in zip(axes, given):
+        sizes[a] = n
     for axis, (d, n) in enumerate(zip(shape, sizes)):
         if n % d:
             raise node.fail(f"resizing axis {axis} from {d} to {n}: only whole scale factors are supported")
@@ -452,7 +470,7 @@ def _gelu(node, xs):
 
 CONVERTERS: dict[str, Callable] = {
     "Add": _binary(op.add), "Sub": _binary(op.subtract), "Mul": _binary(op.multiply), "Div": _binary(op.divide),
-    "Pow": _pow, "Max": _binary(op.maximum),
+    "Pow": _pow, "Max": _variadic(op.maximum),
     "Greater": _binary(op.greater), "Less": _binary(op.less), "GreaterOrEqual": _binary(op.greater_equal),
     "LessOrEqual": _binary(op.less_equal), "Not": _unary(op.logical_not), "And": _binary(op.logical_and),
     "Or": _binary(op.logical_or), "Xor": _binary(op.logical_xor), "Clip": _clip,
@@ -469,7 +487,7 @@ CONVERTERS: dict[str, Callable] = {
         list(xs), subscripts=node.attrs["equation"].replace(" ", "")),
     "ReduceL2": lambda node, xs: op.sqrt(_reduce(op.sum)(node, [op.multiply(xs[0], xs[0])] + list(xs[1:]))),
     "ReduceL1": lambda node, xs: _reduce(op.sum)(node, [op.abs(xs[0])] + list(xs[1:])),
-    "Min": _binary(op.minimum), "Equal": _binary(op.equal),
+    "Min": _variadic(op.minimum), "Equal": _binary(op.equal),
     "Where": lambda node, xs: op.where(*xs), "MatMul": _binary(op.matmul), "Gemm": _gemm, "Mod": _mod,
     "Relu": _unary(op.nn.relu), "Sigmoid": _unary(op.sigmoid), "Tanh": _unary(op.tanh), "Exp": _unary(op.exp),
     "Log": _unary(op.log), "Sqrt": _unary(op.sqrt), "Erf": _unary(op.erf), "Neg": _unary(op.negative),

@@ -257,3 +257,50 @@ def test_conv_transpose_matches_pytorch():
     expected = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=2, padding=1,
                                                     output_padding=1).numpy()
     np.testing.assert_allclose(relax_mlir.interpret(mod, "main", x, *params.values()), expected, rtol=1e-5, atol=1e-5)
+
+
+def _one_node_model(node, inputs: dict, initializers=(), opset: int = 19):
+    from onnx import numpy_helper
+
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in inputs.items()],
+        [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(v, k) for k, v in initializers])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+_RNG = np.random.default_rng(7)
+_A, _B, _C = (_RNG.standard_normal(5).astype(np.float32) for _ in range(3))
+_IMG = np.arange(50, dtype=np.float32).reshape(1, 2, 5, 5)
+
+
+@pytest.mark.parametrize("case", ["max of three", "min of one", "resize axes", "resize sizes axes",
+                                  "dilated average pool"])
+def test_a_bug_hunts_onnx_nodes_match_the_reference_evaluator(case):
+    """Max/Min read only their first two inputs (and crashed on one); Resize's opset-18 axes were ignored (the
+    scales went to the leading axes); AveragePool's dilations were dropped."""
+    node, inputs, inits = {
+        "max of three": (helper.make_node("Max", ["a", "b", "c"], ["y"]), {"a": _A, "b": _B, "c": _C}, ()),
+        "min of one": (helper.make_node("Min", ["a"], ["y"]), {"a": _A}, ()),
+        "resize axes": (helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest", axes=[2, 3]),
+                        {"x": _IMG}, [("scales", np.array([2.0, 3.0], np.float32))]),
+        "resize sizes axes": (helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest", axes=[3]),
+                              {"x": _IMG}, [("sizes", np.array([10], np.int64))]),
+        "dilated average pool": (helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[2, 2]),
+                                 {"x": _IMG}, ()),
+    }[case]
+    model = _one_node_model(node, inputs, inits)
+    want = ReferenceEvaluator(model).run(None, inputs)[0]
+    mod, params, _ = from_onnx(model, keep_params_in_input=False)
+    args = list(inputs.values())
+    for got in (relax_mlir.interpret(mod, "main", *args), relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](*args)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_batch_normalization_in_training_mode_is_refused():
+    stats = [("s", np.ones(2, np.float32)), ("b", np.zeros(2, np.float32)), ("m", np.zeros(2, np.float32)),
+             ("v", np.ones(2, np.float32))]
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], training_mode=1)
+    with pytest.raises(OnnxImportError, match=r"node y \(BatchNormalization\): training_mode=1 is not supported"):
+        from_onnx(_one_node_model(node, {"x": np.zeros((3, 2), np.float32)}, stats, opset=18))
