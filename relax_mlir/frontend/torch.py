@@ -32,9 +32,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..ir import Var
+from .. import op
+from ..ir.dtype import to_numpy
 from ..ir.expr import Expr, const
 from .common import ImportedModel, Names, Updates, build_main, check_supported, emit_updates, tensor_var
-from .torch_converters import CONVERTERS, FRONTEND, TorchImportError, node_error, static_shape, torch_dtype
+from .torch_converters import (CONVERTERS, FRONTEND, TorchImportError, _result_dtype, node_error, static_shape,
+                               torch_dtype)
 
 __all__ = ["from_exported_program", "from_fx", "CONVERTERS", "TorchImportError"]
 
@@ -165,7 +168,7 @@ def _convert(bb, ep, graph: _Signature) -> tuple[list[Expr], list[Expr]]:
             env[node.name] = _getitem(node, env)
             continue
         args, kwargs = _resolve(node.args, env), _resolve(node.kwargs, env)
-        result = CONVERTERS[str(node.target)](node, args, kwargs)
+        result = _promoted_convert(bb, node, args, kwargs)
         if isinstance(result, Updates):
             env[node.name] = emit_updates(bb, result, node.name, graph.states, new_state)
         elif result is None:
@@ -197,6 +200,65 @@ def _getitem(node, env):
         raise node_error(node, f"result {index} of {source.name} ({source.target}) is used, but the importer does not "
                           "produce it (for example max-pool indices or batch-norm saved statistics)")
     return value
+
+
+#: The order of dtype kinds in PyTorch's type promotion: a bool operand of an int result, an int one of a float.
+_KINDS = {"b": 0, "u": 1, "i": 1, "f": 2}
+
+
+def _promoted_convert(bb, node, args, kwargs):
+    """A node's conversion, its tensor operands first brought to the dtype PyTorch recorded for its result where
+    they are of a lower kind or narrower and the converter did not (``int32.sum()`` is int64 in PyTorch, an int
+    tensor clamped to float bounds float32, ``torch.cat`` of float32 and int64 float32, a bool tensor summed
+    int64: Relax's ops take one dtype and keep it); an op's refusal of what remains names the node."""
+    convert = CONVERTERS[str(node.target)]
+    want = _result_dtype(node)
+    try:
+        result = convert(node, args, kwargs)
+    except TorchImportError:
+        raise
+    except (ValueError, TypeError) as exc:
+        promoted = _promote(bb, node, (args, kwargs), want)
+        if promoted is not None:
+            try:
+                return convert(node, *promoted)
+            except (ValueError, TypeError):
+                pass
+        raise node_error(node, str(exc)) from None
+    sinfo = getattr(result, "struct_info", None)
+    if want and isinstance(result, Expr) and getattr(sinfo, "dtype", want) not in (want, None, ""):
+        promoted = _promote(bb, node, (args, kwargs), want)
+        if promoted is not None:
+            return convert(node, *promoted)
+    return result
+
+
+def _promote(bb, node, value, want):
+    """``value`` (a node's args and kwargs) with each tensor of a lower dtype than ``want`` cast to it (a bool
+    stays bool under a float result: ``where``'s condition), or None when none is."""
+    if not want or np.dtype(to_numpy(want)).kind not in _KINDS:
+        return None
+    target = np.dtype(to_numpy(want))
+    cast = [False]
+
+    def walk(v):
+        if isinstance(v, (list, tuple)):
+            return type(v)(walk(x) for x in v)
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        dtype = getattr(getattr(v, "struct_info", None), "dtype", None)
+        if not isinstance(v, Expr) or not dtype or dtype == want:
+            return v
+        kind = np.dtype(to_numpy(dtype))
+        lower = _KINDS.get(kind.kind, 9) < _KINDS[target.kind] or (
+            kind.kind == target.kind and kind.itemsize < target.itemsize)
+        if not lower or (kind.kind == "b" and target.kind == "f"):
+            return v
+        cast[0] = True
+        return bb.emit(op.astype(v, want), f"{node.name}_{want}")
+
+    out = walk(value)
+    return out if cast[0] else None
 
 
 def _resolve(value, env):

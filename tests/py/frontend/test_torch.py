@@ -285,3 +285,36 @@ def test_more_aten_ops_compute_what_pytorch_computes(case):
         for g, e in zip(got, expected):
             assert g.dtype == e.dtype and g.shape == e.shape, (case, g.dtype, e.dtype, g.shape, e.shape)
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+class _Promotions(torch.nn.Module):
+    """PyTorch's type promotion where Relax's ops keep one dtype (a bug hunt's cases)."""
+
+    def forward(self, x, i32, i64, f):
+        return (i32.sum(), i32.cumsum(0), i64.clamp(min=0.5, max=2.5), torch.cat([f, i64], 0),
+                torch.where(f > 0, f, i64), (f > 0).sum(), (i32 > 0).sum(dim=0))
+
+
+def test_type_promotion_follows_the_dtypes_pytorch_recorded():
+    """int32 sums (and cumulative sums) are int64 in PyTorch: they overflowed int32; an int tensor clamped to float
+    bounds is float32 (the bounds were truncated); cat and where of float32 and int64, and bool sums, were refused
+    by op inference with a bare ValueError."""
+    args = (torch.zeros(1), torch.tensor([2**30, 2**30, 2**30], dtype=torch.int32), torch.tensor([-3, 2, 5]),
+            torch.tensor([0.5, -1.5, 2.0]))
+    want = _Promotions()(*args)
+    mod, _, _ = from_exported_program(torch.export.export(_Promotions(), args))
+    arrays = [a.numpy() for a in args]
+    for got in (relax_mlir.interpret(mod, "main", *arrays),
+                relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](*arrays)):
+        for g, w in zip(got, want):
+            assert g.dtype == w.numpy().dtype
+            np.testing.assert_array_equal(g, w.numpy())
+
+
+def test_an_op_refusing_its_operands_names_the_node():
+    class Bad(torch.nn.Module):
+        def forward(self, x):
+            return torch.floor(x)  # of an int tensor: itself in PyTorch; Relax's floor takes floats
+
+    with pytest.raises(TorchImportError, match=r"node floor \(aten.floor.default\): relax.floor"):
+        from_exported_program(torch.export.export(Bad(), (torch.ones(2, 2, dtype=torch.int64),)))
