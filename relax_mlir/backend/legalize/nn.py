@@ -10,7 +10,8 @@ not attached to the records: select them with ``LegalizeOps({"relax.nn.layer_nor
   average divides by the number of window positions on the input (and padding, with ``count_include_pad``),
   counted per output position in the dividing ``linalg.generic``;
 * nll_loss: a ``linalg.generic`` over the targets that reads ``predictions[n, t, ...]`` and ``weights[t]`` with
-  ``tensor.extract`` (out-of-range targets are clamped, not reported: the compiled code cannot raise).
+  ``tensor.extract`` (an out-of-range target is read clamped and reported: the call raises IndexError after;
+  targets of another batch than the predictions' are a size check).
 """
 
 from __future__ import annotations
