@@ -7,7 +7,8 @@
 
 Initializers: the float ones are parameters (``keep_params_in_input=True``), except those a
 ``BatchNormalization`` reads as its running mean and variance, which are states (``main`` returns
-``(output, new states...)``); integer initializers (shapes, indices) are constants. Each ONNX op is one entry of
+``(output, new states...)``), and those read as values while importing (a ``Clip`` bound, ``Resize`` scales:
+``_VALUE_INPUTS``); integer initializers (shapes, indices) are constants. Each ONNX op is one entry of
 ``CONVERTERS``; every op missing there is reported at once before anything is built.
 
 Shape arithmetic (``Shape``, ``Gather``, ``Concat``, ``Mod`` ... on shapes, as PyTorch's exporter writes it) is
@@ -508,6 +509,9 @@ CONVERTERS: dict[str, Callable] = {
 
 # Inputs these ops read as running statistics: they are states, updated by the op.
 _STATE_INPUTS = {"BatchNormalization": (3, 4)}
+#: Float inputs read as values while importing (a Clip bound, Resize's roi and scales, Pad's value, Dropout's
+#: ratio): an initializer there is a constant, not a parameter (as one, it was refused as computed at run time).
+_VALUE_INPUTS = {"Clip": (1, 2), "Resize": (1, 2), "Pad": (2,), "Dropout": (1,)}
 
 
 def from_onnx(model, keep_params_in_input: bool = True, shape_dict: Optional[Mapping[str, Sequence[int]]] = None,
@@ -571,6 +575,7 @@ class _Signature:
         self.arrays: dict[Var, np.ndarray] = {}
         self.inputs, self.params, self.states = [], [], []
         stateful = {n.proto.input[i] for n in nodes for i in _STATE_INPUTS.get(n.op_type, ()) if i < len(n.proto.input)}
+        valued = {n.proto.input[i] for n in nodes for i in _VALUE_INPUTS.get(n.op_type, ()) if i < len(n.proto.input)}
         names = Names()
         initializers = {t.name: numpy_helper.to_array(t).copy() for t in graph.initializer}
         inputs = [v.name for v in graph.input if v.name not in initializers]
@@ -582,7 +587,7 @@ class _Signature:
             if value.name not in initializers:
                 self.inputs.append(self._input(value, names, shape_dict))
         for name, array in initializers.items():
-            if keep_params and array.dtype.kind == "f":
+            if keep_params and array.dtype.kind == "f" and name not in valued:
                 var = tensor_var(names(name), array.shape, str(array.dtype))
                 (self.states if name in stateful else self.params).append(var)
                 self.arrays[var] = array

@@ -304,3 +304,23 @@ def test_batch_normalization_in_training_mode_is_refused():
     node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], training_mode=1)
     with pytest.raises(OnnxImportError, match=r"node y \(BatchNormalization\): training_mode=1 is not supported"):
         from_onnx(_one_node_model(node, {"x": np.zeros((3, 2), np.float32)}, stats, opset=18))
+
+
+@pytest.mark.parametrize("case", ["clip bounds", "resize scales", "pad value"])
+def test_float_initializers_read_as_values_are_constants_with_params_kept_as_inputs(case):
+    """Under ``keep_params_in_input=True`` (the default) every float initializer was a parameter, so a Clip bound
+    or Resize's scales stored as one were refused as computed at run time."""
+    x = np.arange(8, dtype=np.float32).reshape(1, 2, 2, 2) - 3
+    node, inits = {
+        "clip bounds": (helper.make_node("Clip", ["x", "lo", "hi"], ["y"]),
+                        [("lo", np.array(-1.0, np.float32)), ("hi", np.array(2.5, np.float32))]),
+        "resize scales": (helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest"),
+                          [("scales", np.array([1, 1, 2, 3], np.float32))]),
+        "pad value": (helper.make_node("Pad", ["x", "pads", "v"], ["y"]),
+                      [("pads", np.array([0, 0, 1, 0, 0, 0, 0, 2], np.int64)), ("v", np.array(7.5, np.float32))]),
+    }[case]
+    model = _one_node_model(node, {"x": x}, inits, opset=18)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    mod, params, _ = from_onnx(model)
+    assert not params
+    np.testing.assert_array_equal(relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](x), want)
