@@ -27,7 +27,7 @@ Shapes are the example inputs' (static); ``torch.export.Dim`` dynamic sizes are 
 from __future__ import annotations
 
 import operator
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -120,6 +120,7 @@ class _Signature:
         mutated = {s.target for s in ep.graph_signature.output_specs if s.kind.name == "BUFFER_MUTATION"}
         nodes = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
         names = Names()
+        tied: dict[tuple, Var] = {}  # a parameter's memory -> its Var
         for spec in ep.graph_signature.input_specs:
             node = nodes[spec.arg.name]
             if spec.kind == InputKind.USER_INPUT:
@@ -133,11 +134,18 @@ class _Signature:
                 continue
             if spec.kind not in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
                 raise TorchImportError(f"{FRONTEND}: input {node.name} of kind {spec.kind.name} is not supported")
-            array = _numpy(ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target])
+            tensor = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+            array = _numpy(tensor)
             is_state = spec.kind == InputKind.BUFFER and (node.name in stateful or spec.target in mutated) \
                 and not spec.target.endswith(_DROPPED_BUFFERS)
+            key = _storage_key(tensor)
+            if keep_params_as_input and spec.kind == InputKind.PARAMETER and key in tied:
+                self._bind(node, tied[key])  # a weight tied to an earlier one (PyTorch's named_parameters lists one)
+                continue
             if keep_params_as_input and (spec.kind == InputKind.PARAMETER or is_state):
                 var = tensor_var(names(spec.target), array.shape, str(array.dtype))
+                if spec.kind == InputKind.PARAMETER and key is not None:
+                    tied[key] = var
                 (self.params if spec.kind == InputKind.PARAMETER else self.states).append(var)
                 self.arrays[var] = array
                 self._bind(node, var)
@@ -151,6 +159,16 @@ class _Signature:
 
     def values(self, variables: Sequence[Var]) -> dict[str, np.ndarray]:
         return {v.name_hint: self.arrays[v] for v in variables}
+
+
+def _storage_key(tensor) -> Optional[tuple]:
+    """Where a tensor's values live (storage, offset, shape, strides, dtype): two parameters with one key are one
+    weight tied to another (an embedding shared with the output layer); None if it cannot tell."""
+    try:
+        return (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
+                tuple(tensor.stride()), str(tensor.dtype))
+    except (AttributeError, RuntimeError, TypeError):
+        return None
 
 
 def _numpy(tensor) -> np.ndarray:

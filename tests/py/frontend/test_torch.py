@@ -318,3 +318,34 @@ def test_an_op_refusing_its_operands_names_the_node():
 
     with pytest.raises(TorchImportError, match=r"node floor \(aten.floor.default\): relax.floor"):
         from_exported_program(torch.export.export(Bad(), (torch.ones(2, 2, dtype=torch.int64),)))
+
+
+def test_a_tied_weight_is_one_parameter_and_trains_as_in_pytorch():
+    """An embedding shared with the output layer: torch.export lists it under both names, the program reads one;
+    imported as two parameters, the other was never trained (PyTorch's named_parameters lists one)."""
+    from relax_mlir.ir import TensorStructInfo
+    from relax_mlir.training import SGD, CrossEntropyLoss, SetupTrainer, Trainer
+
+    torch.manual_seed(0)
+
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.e, self.h = torch.nn.Embedding(10, 6), torch.nn.Linear(6, 10, bias=False)
+            self.h.weight = self.e.weight
+
+        def forward(self, i):
+            return self.h(torch.tanh(self.e(i)).mean(1))
+
+    model = Tied()
+    i, y = torch.randint(0, 10, (4, 3)), torch.randint(0, 10, (4,))
+    mod, params, _ = from_exported_program(torch.export.export(copy.deepcopy(model), (i,)))
+    assert list(params) == ["e_weight"] and [n for n, _ in model.named_parameters()] == ["e.weight"]
+    trainer = Trainer(mod, len(params), SetupTrainer(CrossEntropyLoss("mean"), SGD(0.5),
+                      [mod["main"].ret_struct_info, TensorStructInfo((4,), "int64")])).build("cpu")
+    trainer.load_params(params)
+    trainer.update_params(i.numpy(), y.numpy())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    torch.nn.functional.cross_entropy(model(i), y).backward()
+    optimizer.step()
+    np.testing.assert_allclose(trainer.export_params()["e_weight"], model.e.weight.detach().numpy(), atol=1e-6)
