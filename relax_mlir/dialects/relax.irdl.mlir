@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 be177b4d40735c21b40ff72cf91d97053c1a0ff1308a8967f272764929d439db
+// registry sha256 6456468e591a19cfc4e54c325577c09995aa7e92c43e10d13af30d599e4ac477
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

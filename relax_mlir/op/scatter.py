@@ -118,6 +118,8 @@ _NP_REDUCE = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.ma
 
 
 def _scatter_ref(data, indices, updates, axis, reduction):
+    if np.shape(updates) != np.shape(indices):  # (symbolic sizes that differ at run time; compiled code refuses them)
+        raise ValueError(f"updates {fmt(np.shape(updates))} must have the shape of indices {fmt(np.shape(indices))}")
     axis %= data.ndim
     ind = take_indices(indices, data.shape[axis], "fast")
     out = data.copy()

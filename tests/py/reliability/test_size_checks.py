@@ -259,6 +259,15 @@ def test_scatter_elements_checks_its_updates_against_its_indices():
                                         "shape)"}
 
 
+def test_the_interpreter_refuses_more_updates_than_indices_as_compiled_code_does():
+    x, i, u = np.zeros((3, 3), np.float32), np.zeros((1, 3), np.int64), _f32((2, 3))
+    with pytest.raises(Exception, match=r"updates \(2, 3\) must have the shape of indices \(1, 3\)"):
+        rm.interpret(from_source(ASSUMED), "scatter", x, i, u)
+    assert _calls(("scatter", (x, i, u)))[0] == {
+        "ValueError": "scatter: binding 's': relax.scatter_elements: dimension 0 of the updates is 2, where the "
+                      "indices have 1 (the updates must have the indices' shape)"}
+
+
 def test_nll_loss_checks_its_targets_against_its_predictions():
     """The loop runs over the targets and reads the predictions at the same items: more targets than
     predictions read past them (a wrong loss, or a segfault)."""
