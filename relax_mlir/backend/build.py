@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
-from ..ir.expr import Call, Function
+from ..ir.expr import Call, Function, Var, VarBinding
 from ..ir.module import IRModule
 from ..ir.structural_equal import structural_equal, structural_hash
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
@@ -215,11 +215,9 @@ def signature_of(name: str, fn: Function) -> FunctionSignature:
 
 
 def _scratch(fn: Function, sig: FunctionSignature) -> tuple[TensorSpec, ...]:
-    """The tensors ``fn`` binds whose sizes its parameters' sizes give, one per shape and element size, unless
-    no larger than a parameter or a result of the same shape (``FunctionSignature.scratch``)."""
-    from ..ir.expr import Var, VarBinding
-    from ..ir.visitor import post_order_visit
-
+    """The tensors ``fn`` binds whose sizes its parameters' sizes give, one per shape and element size, except
+    those of a parameter's or a result's shape and element size (``FunctionSignature.scratch``)."""
+    name_of = sig.name
     bound = {d for p in sig.params for d in p.shape if is_symbol(d)}
     known = {(tuple(t.shape), t.dtype.itemsize) for t in sig.params + sig.results}
     found: dict[tuple, TensorSpec] = {}
@@ -248,7 +246,6 @@ def _scratch(fn: Function, sig: FunctionSignature) -> tuple[TensorSpec, ...]:
                     if key not in known and key not in found and spec.symbols() <= bound:
                         found[key] = spec
 
-    name_of = sig.name
     post_order_visit(fn, visit)
     return tuple(found.values())
 

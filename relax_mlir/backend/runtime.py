@@ -207,7 +207,7 @@ class CompiledFunction:
 
     def _memory_problem(self, env: dict[str, int]) -> Optional[str]:
         """What is wrong when one of the function's own tensors needs more memory than an allocation can get."""
-        need, name = scratch_bytes(self.signature.scratch)(env) if self._scratch is None else self._scratch(env)
+        need, name = self._scratch(env)
         limit = memory_limit()
         if need <= limit:
             return None

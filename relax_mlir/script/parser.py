@@ -469,9 +469,10 @@ class Parser:
                 else self.leaf(right, scope, sizes)
         return self.guard(node, lambda: self.apply_op(name, [a, b], node))
 
-    def apply_op(self, name: str, args: list, node: ast.AST) -> Call:
-        op = get_op(name)
-        tensors, attrs = op.bind_arguments(args, {})
+    def apply_op(self, op: "Op | str", args: list, node: ast.AST, kwargs: Optional[dict] = None) -> Call:
+        """The call of ``op`` on ``args`` (and ``kwargs``: tensors or attributes by name), its struct info inferred."""
+        op = get_op(op) if isinstance(op, str) else op
+        tensors, attrs = op.bind_arguments(args, kwargs or {})
         return Call(op, tensors, attrs, op.infer_struct_info(tensors, attrs), span=self.span(node))
 
     def python_value(self, node: ast.AST) -> Any:
@@ -543,11 +544,7 @@ class Parser:
             kwargs[kw.arg] = self.leaf(kw.value, scope, sizes) if kw.arg in op.inputs \
                 else self.literal(kw.value, sizes)
 
-        def build():
-            tensors, attrs = op.bind_arguments(args, kwargs)
-            call = Call(op, tensors, attrs, span=self.span(node))
-            return Call(op, tensors, attrs, op.infer_struct_info(tensors, attrs), span=call.span)
-        return self.guard(node, build)
+        return self.guard(node, lambda: self.apply_op(op, args, node, kwargs))
 
     def call_function(self, node: ast.Call, name: str, scope: _Scope, sizes: "_Sizes") -> Call:
         if not self.in_module:
