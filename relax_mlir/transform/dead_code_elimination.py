@@ -4,8 +4,12 @@
     lv2 = R.add(x, x)  ->   return lv2
     return lv2
 
-Relax ops are pure, so an unused binding can go. Functions not reachable from ``entry_functions`` (default:
-every function not declared ``@R.function(private=True)``) are removed, as TVM does.
+An unused binding goes when its value is pure, as in TVM: calls of Relax ops (all pure but those whose record
+says ``pure=False``), of pure module or local functions, tuples and projections. A binding with an effect stays
+even when nothing reads its variable, and so do the bindings it reads: an ``R.call_packed`` of a host function, a
+call of a function declared ``@R.function(pure=False)``, a call of a callback parameter (``R.Callable``, whose
+purity the signature does not say: LazySetOutput's ``fset_output`` is one). Functions not reachable from
+``entry_functions`` (default: every function not declared ``@R.function(private=True)``) are removed, as TVM does.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from ..ir.expr import Call, Function, GlobalVar, MatchCast, SeqExpr
+from ..ir.expr import Call, Expr, ExternFunc, Function, GlobalVar, MatchCast, SeqExpr, Tuple, TupleGetItem, Var
 from ..ir.module import IRModule
-from ..ir.struct_info import free_vars as struct_free_vars
+from ..ir.struct_info import PrimStructInfo, StructInfo, TupleStructInfo, free_vars as struct_free_vars
+from ..ir.sym import free_vars as dim_free_vars
 from .pass_infra import Pass, PassContext
 from .utils import free_vars, name_list_option, with_body
 
@@ -63,7 +68,7 @@ class DeadCodeElimination(Pass):
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         out = mod.copy()
         for name, func in mod.items():
-            out[name] = remove_unused_bindings(func)
+            out[name] = remove_unused_bindings(func, mod)
         if self.entry_functions is not None:
             for missing in set(self.entry_functions) - set(mod):
                 raise ValueError(f"DeadCodeElimination: entry function {missing!r} is not in the module")
@@ -80,29 +85,72 @@ class DeadCodeElimination(Pass):
 def size_defining_casts(func: Function) -> set:
     """The ``match_cast`` bindings that define a size variable (one no parameter defines): later struct info
     may mention it, so they stay even when their variable is unused."""
-    known = set().union(*(struct_free_vars(p.struct_info) for p in func.params)) if func.params else set()
+    known = set().union(*(sinfo_size_names(p.struct_info) for p in func.params))
     out = set()
     for block in func.blocks:
         for b in block.bindings:
             if isinstance(b, MatchCast):
-                new = struct_free_vars(b.struct_info) - known
+                new = sinfo_size_names(b.struct_info) - known
                 if new:
                     out.add(b.var)
                     known |= new
     return out
 
 
-def remove_unused_bindings(func: Function) -> Function:
-    """``func`` without the bindings nothing uses (the same object if there are none)."""
+def impure_bindings(func: Function, mod: Optional[IRModule] = None) -> set:
+    """The variables of ``func``'s bindings whose values have an effect beyond their result (see the module
+    docstring), so that running them matters even when nothing reads them. ``mod`` says whether a called module
+    function is pure; without it (or for a name it lacks) such a call counts as impure, which only keeps more."""
+    local = {b.var: b.value for block in func.blocks for b in block.bindings if isinstance(b.value, Function)}
+    return {b.var for block in func.blocks for b in block.bindings if has_effect(b.value, mod, local)}
+
+
+def has_effect(value: Expr, mod: Optional[IRModule], local: dict) -> bool:
+    """Whether evaluating ``value`` may do something besides computing it. ``local`` maps the variables bound to
+    local functions to those functions (their own ``pure`` flag decides a call of them). Defining a local
+    function does nothing; calling one, or anything else, is judged by its callee."""
+    if isinstance(value, Tuple):
+        return any(has_effect(f, mod, local) for f in value.fields)
+    if isinstance(value, TupleGetItem):
+        return has_effect(value.tuple_value, mod, local)
+    if not isinstance(value, Call):
+        return False
+    if any(has_effect(a, mod, local) for a in value.args):
+        return True
+    callee = value.op
+    if isinstance(callee, ExternFunc):
+        return True
+    if isinstance(callee, GlobalVar):
+        target = mod[callee.name_hint] if mod is not None and callee.name_hint in mod else None
+        return not (isinstance(target, Function) and target.is_pure)
+    if isinstance(callee, Var):  # a local function is judged by its flag; a callback parameter may do anything
+        target = local.get(callee)
+        return not (isinstance(target, Function) and target.is_pure)
+    return not getattr(callee, "pure", True)  # an op: its record says
+
+
+def sinfo_size_names(sinfo: Optional[StructInfo]) -> set[str]:
+    """The size variables ``sinfo`` mentions, a ``R.Prim(value="n")``'s included."""
+    if isinstance(sinfo, PrimStructInfo):
+        return dim_free_vars(sinfo.value)
+    if isinstance(sinfo, TupleStructInfo):
+        return set().union(*(sinfo_size_names(f) for f in sinfo.fields))
+    return struct_free_vars(sinfo) if sinfo is not None else set()
+
+
+def remove_unused_bindings(func: Function, mod: Optional[IRModule] = None) -> Function:
+    """``func`` without the pure bindings nothing uses (the same object if there are none); bindings with an
+    effect stay, with what they read (``mod`` tells the purity of called module functions)."""
     if not isinstance(func.body, SeqExpr):
         return func
-    used = set(free_vars(func.body.body)) | size_defining_casts(func)
+    keep_anyway = impure_bindings(func, mod) | size_defining_casts(func)
+    used = set(free_vars(func.body.body))
     keep_blocks = []
     changed = False
     for block in reversed(func.body.blocks):
         kept = []
         for b in reversed(block.bindings):
-            if b.var in used:
+            if b.var in used or b.var in keep_anyway:
                 kept.append(b)
                 used.update(free_vars(b.value))
             else:

@@ -1,6 +1,11 @@
-"""``TopologicalSort(order="depth-first", direction="from-inputs")``: reorder the bindings of each block.
+"""``TopologicalSort(order="depth-first", direction="from-inputs")``: reorder the bindings of each dataflow block.
 
-Within a block, a binding may move anywhere after the bindings it uses; the pass picks one such order:
+Only dataflow blocks are sorted, as TVM's pass does: the bindings of a plain block (the statements of an impure
+function, host calls, callbacks) run in the order written, which the pass keeps. Within a dataflow block, a binding
+may move anywhere after the bindings it depends on: those whose variables it reads, and the ``match_cast`` that
+defines a size variable it mentions (in its value, its attributes or its struct info: ``R.zeros(R.shape([n]))``
+after the cast that binds ``n``). Bindings with an effect (a host call, a callback; TVM refuses them in dataflow
+blocks, relax-mlir's parser does not) also keep their order among themselves. The pass picks one such order:
 
 * ``from-inputs``: start from what the block receives (parameters, earlier blocks); ``depth-first`` follows a
   new value's users as far as they can go before the next input's, ``breadth-first`` emits level by level.
@@ -17,7 +22,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from ..ir.expr import Function, SeqExpr
+from ..ir.expr import Call, DataflowBlock, Expr, Function, MatchCast, PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem
+from ..ir.sym import SymDim
+from .dead_code_elimination import has_effect, sinfo_size_names
 from .pass_infra import Pass
 from .utils import free_vars
 
@@ -27,7 +34,7 @@ DIRECTIONS = ("from-inputs", "from-outputs")
 
 @dataclass(frozen=True)
 class TopologicalSort(Pass):
-    """Reorder each block's bindings in a topological order (see the module docstring).
+    """Reorder each dataflow block's bindings in a topological order (see the module docstring).
 
     Example, applied as ``TopologicalSort(order="depth-first", direction="from-outputs")``::
 
@@ -35,10 +42,12 @@ class TopologicalSort(Pass):
         class Module:
             @R.function
             def main(x: R.Tensor((3,), "float32")):
-                a = R.exp(x)
-                b = R.negative(x)
-                c = R.log(a)
-                d = R.add(c, b)
+                with R.dataflow():
+                    a = R.exp(x)
+                    b = R.negative(x)
+                    c = R.log(a)
+                    d = R.add(c, b)
+                    R.output(d)
                 return d
 
     becomes::
@@ -47,10 +56,12 @@ class TopologicalSort(Pass):
         class Module:
             @R.function
             def main(x: R.Tensor((3,), dtype="float32")) -> R.Tensor((3,), dtype="float32"):
-                a: R.Tensor((3,), dtype="float32") = R.exp(x)
-                c: R.Tensor((3,), dtype="float32") = R.log(a)
-                b: R.Tensor((3,), dtype="float32") = R.negative(x)
-                d: R.Tensor((3,), dtype="float32") = R.add(c, b)
+                with R.dataflow():
+                    a: R.Tensor((3,), dtype="float32") = R.exp(x)
+                    c: R.Tensor((3,), dtype="float32") = R.log(a)
+                    b: R.Tensor((3,), dtype="float32") = R.negative(x)
+                    d: R.Tensor((3,), dtype="float32") = R.add(c, b)
+                    R.output(d)
                 return d
     """
 
@@ -69,12 +80,16 @@ class TopologicalSort(Pass):
         out = mod.copy()
         for name, func in mod.items():
             if isinstance(func, Function):
-                out[name] = self.transform_function(func)
+                out[name] = self.transform_function(func, mod)
         return out
 
-    def transform_function(self, func: Function) -> Function:
+    def transform_function(self, func: Function, mod=None) -> Function:
+        """``func`` with its dataflow blocks sorted; ``mod`` tells which called module functions are pure (without
+        it their calls keep their relative order, as impure ones)."""
         if not isinstance(func.body, SeqExpr):
             return func
+        local = {b.var: b.value for block in func.blocks for b in block.bindings if isinstance(b.value, Function)}
+        known = set().union(*(sinfo_size_names(p.struct_info) for p in func.params))  # sizes defined before a block
         blocks, changed = [], False
         later_uses: list[set] = []
         uses: set = set(free_vars(func.body.body))
@@ -84,17 +99,36 @@ class TopologicalSort(Pass):
                 uses.update(free_vars(b.value))
         later_uses.reverse()
         for block, after in zip(func.body.blocks, later_uses):
-            order = self._order(list(block.bindings), after)
-            changed |= any(a is not b for a, b in zip(order, block.bindings))
-            blocks.append(type(block)(order))
+            bindings = list(block.bindings)
+            if isinstance(block, DataflowBlock):
+                effects = [has_effect(b.value, mod, local) for b in bindings]
+                order = self._order(bindings, after, effects, known)
+                changed |= any(a is not b for a, b in zip(order, bindings))
+                block = type(block)(order)
+            for b in bindings:  # the sizes this block's casts define are known to the next blocks
+                if isinstance(b, MatchCast):
+                    known |= sinfo_size_names(b.struct_info)
+            blocks.append(block)
         if not changed:
             return func
         return Function(func.params, SeqExpr(blocks, func.body.body), func.ret_struct_info, func.attrs,
                         func.is_pure, span=func.span)
 
-    def _order(self, bindings: list, used_after: set) -> list:
+    def _order(self, bindings: list, used_after: set, effects: list[bool], known: set) -> list:
         index = {b.var: i for i, b in enumerate(bindings)}
         deps = [[index[v] for v in dict.fromkeys(free_vars(b.value)) if v in index] for b in bindings]
+        definer: dict[str, int] = {}  # size variable -> the cast of this block that defines it
+        last_effect = None
+        for i, b in enumerate(bindings):
+            deps[i] += [definer[n] for n in sorted(size_names(b)) if n in definer]
+            if isinstance(b, MatchCast):
+                for n in sinfo_size_names(b.struct_info) - known:
+                    definer.setdefault(n, i)
+            if effects[i]:  # effects run in the order written
+                if last_effect is not None:
+                    deps[i].append(last_effect)
+                last_effect = i
+        deps = [list(dict.fromkeys(ds)) for ds in deps]
         users: list[list[int]] = [[] for _ in bindings]
         for i, ds in enumerate(deps):
             for d in ds:
@@ -155,3 +189,37 @@ class TopologicalSort(Pass):
         for i in range(len(deps)):  # anything no output reaches keeps its place at the end
             emit(i)
         return out
+
+
+def size_names(b) -> set[str]:
+    """The size variables binding ``b`` mentions: in its variable's (and its cast's) struct info and anywhere in
+    its value (shapes, prim values, op attributes such as ``strided_slice``'s bounds, calls' struct info)."""
+    names = sinfo_size_names(b.var.struct_info)
+    if isinstance(b, MatchCast):
+        names |= sinfo_size_names(b.struct_info)
+    return names | _expr_size_names(b.value)
+
+
+def _expr_size_names(e: Expr) -> set[str]:
+    if isinstance(e, Tuple):
+        return set().union(*(_expr_size_names(f) for f in e.fields))
+    if isinstance(e, TupleGetItem):
+        return _expr_size_names(e.tuple_value)
+    if isinstance(e, (ShapeExpr, PrimValue)):
+        return sinfo_size_names(e.struct_info)
+    if isinstance(e, Call):
+        names = set().union(*(_expr_size_names(a) for a in e.args), _attr_size_names(list(e.attrs.values())))
+        return names | sinfo_size_names(e.struct_info)
+    if isinstance(e, Function):  # a local function may read a size of the enclosing one
+        inner = [p.struct_info for p in e.params] + [e.ret_struct_info]
+        names = set().union(*(sinfo_size_names(s) for s in inner))
+        return names.union(*(size_names(b) for block in e.blocks for b in block.bindings))
+    return set()
+
+
+def _attr_size_names(value) -> set[str]:
+    if isinstance(value, SymDim):
+        return value.free_vars()
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_attr_size_names(v) for v in value))
+    return set()
