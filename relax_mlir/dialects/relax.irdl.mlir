@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 6456468e591a19cfc4e54c325577c09995aa7e92c43e10d13af30d599e4ac477
+// registry sha256 9d27ec46a5718038a91850095a1f72ec9c6a99c144afa323fadcdb7e4b14ff8c
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

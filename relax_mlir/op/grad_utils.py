@@ -169,16 +169,18 @@ def tensor_rule(rule: Callable) -> Callable:
     return gradient
 
 
-def piece_bounds(sizes: Sequence[sym.Dim], what: str) -> list[tuple[int, int]]:
-    """Static ``(begin, end)`` slice bounds of consecutive pieces of the given sizes along one axis (the
-    split points of a concat's adjoint). A bound that is symbolic from the start may be static from the end
-    (``-k``, or ``2**31 - 1`` for the very end): one symbolic piece is fine, two are not expressible."""
+def piece_bounds(sizes: Sequence[sym.Dim]) -> list[tuple[sym.Dim, sym.Dim]]:
+    """``(begin, end)`` slice bounds of consecutive pieces of the given sizes along one axis (the split points of
+    a concat's adjoint). A bound is static when it can be: from the start, or from the end (``-k``, or
+    ``2**31 - 1`` for the very end) when only the pieces before it are symbolic. Otherwise it is the sum of the
+    sizes before it, a symbolic index from the start, which ``strided_slice`` takes as TVM's PrimExpr bounds
+    (the split point ``n`` of pieces of sizes ``n`` and ``m``)."""
     big = 2**31 - 1
     total = _sum_dims(sizes)
     bounds, start = [], 0
     for size in sizes:
         stop = start + size
-        bounds.append((_static_bound(start, total, big, what), _static_bound(stop, total, big, what)))
+        bounds.append((_bound(start, total, big), _bound(stop, total, big)))
         start = stop
     return bounds
 
@@ -190,14 +192,14 @@ def _sum_dims(dims: Sequence[sym.Dim]) -> sym.Dim:
     return out
 
 
-def _static_bound(offset: sym.Dim, total: sym.Dim, big: int, what: str) -> int:
+def _bound(offset: sym.Dim, total: sym.Dim, big: int) -> sym.Dim:
+    """``offset`` as a slice bound: static if it is, or is from the end; else the symbolic offset itself."""
     if isinstance(offset, int):
         return offset
     from_end = total - offset
     if isinstance(from_end, int):
         return big if from_end == 0 else -from_end
-    raise TypeError(f"{what}: the split point {sym.format_dim(offset)} of an axis of size "
-                    f"{sym.format_dim(total)} is symbolic from both ends; give the pieces static sizes")
+    return offset
 
 
 def through_decomposition(orig, call, grad) -> list:

@@ -281,7 +281,7 @@ def _concat_grad(orig, call, grad):
     if not gu.is_float_expr(orig):
         return [None]
     sizes = [sym.product(gu.shape_of(t)) if axis is None else gu.shape_of(t)[axis] for t in tensors]
-    bounds = gu.piece_bounds(sizes, "relax.concat gradient")
+    bounds = gu.piece_bounds(sizes)
     pieces = [grad if len(bounds) == 1 else strided_slice(grad, (axis or 0,), (b,), (e,)) for b, e in bounds]
     return [Tuple([gu.reshape_like(p, t) for p, t in zip(pieces, tensors)])]
 
