@@ -14,7 +14,8 @@ import tempfile
 
 def write_atomically(path: str, write, where: str, expected: str = "a file name") -> None:
     """Call ``write(f)`` on a binary file that replaces ``path`` only once whole (see the module docstring); a
-    writer killed at any moment leaves the old file, or none."""
+    writer killed at any moment leaves the old file, or none. An error creating the temporary file names ``path``,
+    the file the caller asked for."""
     path = os.fspath(path)
     if not path or path.endswith(("/", os.sep)) or os.path.basename(path) in ("", ".", ".."):
         raise IsADirectoryError(f"{where}: {path!r} names no file; expected {expected}")
@@ -29,7 +30,10 @@ def write_atomically(path: str, write, where: str, expected: str = "a file name"
                                     f"expected {expected}")
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"{where}: {path}: the directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-", dir=directory)  # unique per writer
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-", dir=directory)  # unique per writer
+    except OSError as exc:  # (it named the temporary file, which the caller never saw: the target instead)
+        raise OSError(exc.errno, f"{where}: {path}: cannot create a file in {directory} ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import os
 import sys
@@ -29,11 +30,13 @@ def _load(path: str):
     else:
         with open(path, "rb") as f:
             data = f.read()
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0  # UTF-8 with a BOM, as Python reads it
     try:
-        text = data.decode("utf-8")
+        text = data[bom:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise ValueError(f"{path}:{line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); the "
+        start = bom + exc.start  # (an offset in the file, the BOM included)
+        line = data[:start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text (byte {data[start]:#04x} at offset {start}); the "
                          "text format is UTF-8") from None
     return from_source(text, path)
 
@@ -94,7 +97,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     from . import compile as compile_module
     from .transform.utils import reachable
     from .ir import Function, IRModule, check_well_formed
+    from .training.config import check_output_path
 
+    check_output_path(args.output, "-o")  # as train's --save: before the module is read and compiled, not after
     mod = _load(args.file)
     if isinstance(mod, Function):
         mod = IRModule({"main": mod})
@@ -226,12 +231,11 @@ def _torch_export_log():
 def cmd_import(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .training.checkpoint_io import write_atomically
+    from ._files import write_atomically
+    from .training.config import check_output_path
 
-    for option, path, what in (("-o", args.output, "a file name (model.py)"), ("--params", args.params,
-                                                                                "a file name (.npz)")):
-        if path and os.path.isdir(path):  # said before the import, not after the module was printed
-            raise IsADirectoryError(f"{option} {path}: a directory; expected {what}")
+    check_output_path(args.output, "-o")  # both before the import (not --params after -o was written)
+    check_output_path(args.params, "--params")
     mod, params, states = import_model(args.model, dict(args.shape or []))
     text = mod.script()
     if args.output:

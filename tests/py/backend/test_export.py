@@ -190,7 +190,7 @@ def test_cli_export(tmp_path, capsys):
     assert not (tmp_path / "u.so").exists()
     # the output's own path in the message (it named a temporary file, made in the parent of a directory given)
     assert cli(["export", str(source), "-o", str(tmp_path), "-f", "take"]) == 1
-    assert f"export_library: {tmp_path} is a directory; expected a file name such as step.so" in capsys.readouterr().err
+    assert f"-o {tmp_path}: is a directory; expected a file name" in capsys.readouterr().err
     assert cli(["export", str(source), "-o", str(tmp_path / "none" / "t.so"), "-f", "take"]) == 1
     assert f"the directory {tmp_path / 'none'} does not exist" in capsys.readouterr().err
 

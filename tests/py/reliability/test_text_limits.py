@@ -162,7 +162,7 @@ def test_the_command_line_answers_bad_names_and_files_in_one_line(tmp_path):
                           (("opt", "good.py", "--passes", "Gradient(func_name=main, require_grads=[])"),
                            "require_grads is empty"),
                           (("import", "bad.pt2"), "bad.pt2: not an exported program torch.export.load can read"),
-                          (("import", "bad.pt2", "--params", "."), "--params .: a directory; expected a file name")]:
+                          (("import", "bad.pt2", "--params", "."), "--params .: is a directory; expected a file name")]:
         done = _cli(tmp_path, *args)
         assert done.returncode == 1, done
         assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
@@ -179,6 +179,26 @@ def test_the_demo_and_standard_input_answer_bad_input_in_one_line(tmp_path):
                           capture_output=True, cwd=tmp_path, timeout=300)
     assert done.returncode == 1
     assert b"<stdin>:1: not UTF-8 text (byte 0xff at offset 0)" in done.stderr, done.stderr
+
+
+def test_a_byte_order_mark_is_read_as_python_reads_it(tmp_path, monkeypatch, capsys):
+    """UTF-8 with a byte-order mark (as some editors save it; Python reads such source) was refused by every
+    command: "invalid non-printable character U+FEFF". An offset in an error still counts the mark's bytes."""
+    import io
+
+    from relax_mlir.cli import main
+
+    bom = b"\xef\xbb\xbf"
+    text = b'@R.function\ndef main(x: R.Tensor((2,), "float32")):\n    return x\n'
+    (tmp_path / "bom.py").write_bytes(bom + text)
+    assert main(["print", str(tmp_path / "bom.py")]) == 0
+    assert capsys.readouterr().out == from_source(text.decode()).script() + "\n"
+    assert main(["check", str(tmp_path / "bom.py")]) == 0 and "well formed" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(bom + text)))
+    assert main(["opt", "-", "--passes", "CanonicalizeBindings"]) == 0 and "def main" in capsys.readouterr().out
+    (tmp_path / "latin1.py").write_bytes(bom + text + b"# caf\xe9\n")
+    assert main(["print", str(tmp_path / "latin1.py")]) == 1
+    assert f"latin1.py:4: not UTF-8 text (byte 0xe9 at offset {len(bom + text) + 5})" in capsys.readouterr().err
 
 
 def test_nesting_beyond_the_recursion_limit_is_one_clear_error(tmp_path):
