@@ -15,7 +15,10 @@ its own first, so every binding's value is one op call (or tuple, tuple item, co
 from __future__ import annotations
 
 import contextlib
+import unicodedata
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+
+import numpy as np
 
 from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar,
                    MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
@@ -62,10 +65,10 @@ class BlockBuilder:
         if self._func is not None:
             raise BlockBuilderError(f"BlockBuilder.function({name!r}): already inside function "
                                     f"{self._func.name!r}; functions do not nest")
-        check_function_name(name, f"BlockBuilder.function({name!r})")
+        _check_name(name, f"BlockBuilder.function({name!r})")
         if isinstance(params, Var):
             params = [params]
-        self._func = _FunctionFrame(name, params, attrs or {}, pure)
+        self._func = _FunctionFrame(name, params, {k: freeze_attr(v) for k, v in (attrs or {}).items()}, pure)
         self._begin(dataflow=False)
         try:
             yield
@@ -252,6 +255,8 @@ class BlockBuilder:
     # -- the module ---------------------------------------------------------------------------------
     def add_func(self, func: Function, func_name: str) -> GlobalVar:
         """Add ``func`` under ``func_name`` (replacing a function of that name) and return its GlobalVar."""
+        name = func_name.name_hint if isinstance(func_name, GlobalVar) else func_name
+        _check_name(name, f"BlockBuilder.add_func(..., {name!r})")
         self._mod[func_name] = func
         return self._mod.get_global_var(func_name)
 
@@ -266,6 +271,33 @@ class BlockBuilder:
 
     def get_global_var(self, name: str) -> GlobalVar:
         return self._mod.get_global_var(name)
+
+
+def _check_name(name: str, where: str) -> None:
+    """A function's name must be an identifier the text format reads back as itself: Python reads identifiers in
+    NFKC form, so ``ﬁ`` would come back as ``fi`` (a module's functions are keyed by name: no renaming it)."""
+    check_function_name(name, where)
+    normal = unicodedata.normalize("NFKC", name)
+    if normal != name:
+        raise ValueError(f"{where}: a function's name must be in NFKC form, as Python reads identifiers (the text "
+                         f"format would read {name!r} back as {normal!r})")
+
+
+def freeze_attr(value: Any) -> Any:
+    """An attribute value in the form ops store theirs (``op.registry``): sequences as tuples, NumPy scalars as
+    Python numbers, nested too (dict keys included); so that a function's attributes print (``np.True_`` is no
+    bool the text writes) and read back as the same values."""
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze_attr(v) for v in value)
+    if isinstance(value, dict):
+        return {freeze_attr(k): freeze_attr(v) for k, v in value.items()}
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
 
 
 def call_return_struct_info(name: str, callee: FuncStructInfo, args: Sequence[Optional[StructInfo]]) -> StructInfo:

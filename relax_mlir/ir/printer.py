@@ -10,7 +10,10 @@
             return lv
 
 Symbolic dims are written as strings (``"n"``, ``"n * 784"``); attributes equal to their defaults are left out;
-variable names are made unique per function (``x``, ``x_1``) so the text parses back to an equal module.
+variable names are made unique per function (``x``, ``x_1``) so the text parses back to an equal module. Python
+reads identifiers in NFKC form (``𝑥`` is ``x``), so variable names are written in that form and made unique in it;
+a function's name is the module's key, which the printer cannot rename: one NFKC would change is refused
+(``check_global_name``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import hashlib
 import json
 import keyword
 import math
+import re
+import unicodedata
 from typing import Any, Optional
 
 import numpy as np
@@ -39,9 +44,24 @@ _INDENT = "    "
 _WIDTH = 110
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def quote(s: str) -> str:
-    """A double-quoted Python string literal."""
-    return json.dumps(s, ensure_ascii=False)
+    """A double-quoted Python string literal. A lone surrogate (a string decoded with ``errors="surrogateescape"``)
+    is written as its ``\\udcff`` escape: raw, it would make the text unencodable (not text the parser can read)."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(s, ensure_ascii=False))
+
+
+def check_global_name(name: str) -> str:
+    """``name`` as the text writes a function (``def name``, ``cls.name``), or a ValueError if Python would read it
+    as another name: identifiers are read in NFKC form (``ﬁ`` is ``fi``), and a function's name is the module's key,
+    which the printer cannot rename."""
+    normal = unicodedata.normalize("NFKC", name)
+    if normal != name:
+        raise ValueError(f"function name {name!r} cannot be written: Python reads the identifier as {normal!r} "
+                         "(NFKC normalisation); name the function in NFKC form")
+    return name
 
 
 def format_dim(d) -> str:
@@ -89,19 +109,19 @@ def format_literal(v: Any) -> str:
     """Attribute values: numbers (exactly), strings, None, tuples, dicts, dims, arrays."""
     if isinstance(v, str):
         return quote(v)
-    if v is None or isinstance(v, bool):
-        return repr(v)
+    if v is None:
+        return "None"
+    if isinstance(v, (bool, np.bool_)):  # (a NumPy bool, np.True_, is no Python bool)
+        return repr(bool(v))
     if isinstance(v, (int, np.integer)):
         return str(int(v))
     if isinstance(v, (float, np.floating)):
         return _format_float(float(v))
     if isinstance(v, SymDim):
         return quote(str(v))
-    if isinstance(v, tuple):
+    if isinstance(v, (tuple, list)):  # a list as a tuple: the parser reads both as tuples, as ops store them
         inner = ", ".join(format_literal(x) for x in v)
         return f"({inner},)" if len(v) == 1 else f"({inner})"
-    if isinstance(v, list):
-        return "[" + ", ".join(format_literal(x) for x in v) + "]"
     if isinstance(v, dict):
         return "{" + ", ".join(f"{format_literal(k)}: {format_literal(x)}" for k, x in v.items()) + "}"
     if isinstance(v, np.ndarray):
@@ -172,14 +192,17 @@ def _all_same_bits(a: np.ndarray) -> bool:
 
 
 class _Namer:
-    """Gives every variable of a function a unique, parseable name."""
+    """Gives every variable of a function a unique, parseable name: one Python reads back as itself, so in NFKC form
+    (Python reads ``𝑥`` as ``x``: written as it is, a variable ``𝑥`` beside a parameter ``x`` would become it)."""
 
     def __init__(self):
         self.names: dict[int, str] = {}
         self.used: set[str] = set()
 
     def define(self, var: Var) -> str:
-        base = var.name_hint if var.name_hint.isidentifier() and not keyword.iskeyword(var.name_hint) else "v"
+        base = unicodedata.normalize("NFKC", var.name_hint)
+        if not base.isidentifier() or keyword.iskeyword(base):
+            base = "v"
         if base in _RESERVED:
             base += "_"
         name, i = base, 0
@@ -205,7 +228,7 @@ class _Printer:
         if isinstance(e, Var):
             return self.namer.get(e)
         if isinstance(e, GlobalVar):
-            return f"cls.{e.name_hint}"
+            return f"cls.{check_global_name(e.name_hint)}"
         if isinstance(e, Constant):
             return _format_array(e.data)
         if isinstance(e, ShapeExpr):
@@ -230,7 +253,7 @@ class _Printer:
     def call(self, c: Call) -> str:
         args = [self.expr(a) for a in c.args]
         if isinstance(c.op, GlobalVar):
-            return f"cls.{c.op.name_hint}({', '.join(args)})"
+            return f"cls.{check_global_name(c.op.name_hint)}({', '.join(args)})"
         if isinstance(c.op, Var):  # a local function
             return f"{self.expr(c.op)}({', '.join(args)})"
         if isinstance(c.op, ExternFunc):
@@ -308,7 +331,7 @@ def _same(a, b) -> bool:
 
 def format_function(f: Function, name: str = "main") -> str:
     """A function on its own: ``@R.function`` followed by its definition."""
-    return "\n".join([HEADER, ""] + _Printer().function(f, name, ""))
+    return "\n".join([HEADER, ""] + _Printer().function(f, check_global_name(name), ""))
 
 
 def format_module(mod, name: str = "Module", digest_arrays_from: Optional[int] = None) -> str:
@@ -328,7 +351,7 @@ def _format_module(mod, name: str) -> str:
     for fname, func in mod.items():
         if len(lines) > 4:
             lines.append("")
-        lines += _Printer().function(func, fname, _INDENT)
+        lines += _Printer().function(func, check_global_name(fname), _INDENT)
     if len(lines) == 4:
         lines.append(f"{_INDENT}pass")
     return "\n".join(lines) + "\n"

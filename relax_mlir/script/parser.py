@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
+import re
 from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
@@ -28,6 +30,10 @@ from ..op.registry import Op, get_op
 
 class ParseError(ValueError):
     """Malformed text: the message starts with ``source:line:column``."""
+
+
+#: A lone surrogate: a str may hold one (decoded with errors="surrogateescape"), a text cannot (no UTF-8 for it).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _Scope:
@@ -92,6 +98,13 @@ class Parser:
             raise ParseError(f"{self.filename}:{before.count(chr(10)) + 1 + self.line_offset}:"
                              f"{len(before) - before.rfind(chr(10)) + self.col_offset}: a NUL character; the text "
                              "format is text")
+        surrogate = _SURROGATE.search(self.source)
+        if surrogate is not None:  # (a str decoded with errors="surrogateescape"): Python's parser cannot encode it
+            before = self.source[:surrogate.start()]
+            raise ParseError(f"{self.filename}:{before.count(chr(10)) + 1 + self.line_offset}:"
+                             f"{len(before) - before.rfind(chr(10)) + self.col_offset}: a lone surrogate "
+                             f"(U+{ord(surrogate.group()):04X}), which is no Unicode text (bytes that were not "
+                             "UTF-8?); in a string literal write it as an escape, \"\\udcff\"")
         try:
             tree = ast.parse(self.source, filename=self.filename)
         except SyntaxError as exc:
@@ -411,8 +424,8 @@ class Parser:
         if isinstance(node, ast.Subscript):
             base = self.leaf(node.value, scope, sizes)
             index = self.literal(node.slice)
-            if not isinstance(index, int):
-                raise self.error(node.slice, "a tuple index must be an integer")
+            if not isinstance(index, int) or isinstance(index, bool):  # (TVM's TupleGetItem takes an int, not True)
+                raise self.error(node.slice, f"a tuple index must be an integer, got {_kind(node.slice)}")
             return self.guard(node, lambda: TupleGetItem(base, index, span=self.span(node)))
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
             return self.guard(node, lambda: const(node.value))  # 10**40 is beyond every dtype: a ParseError
@@ -459,15 +472,31 @@ class Parser:
         if name is None:
             raise self.error(node, f"operator {operator} is not defined on Relax values; write the R. op "
                                    "(R.equal, R.floor_mod, R.matmul, ...)")
-        number_a, number_b = _number(left), _number(right)
-        if number_a is not None:  # (the Relax side first: its dtype is the number's)
-            b = self.leaf(right, scope, sizes)
-            a = self.guard(left, lambda: _const_like(number_a, b))
-        else:
-            a = self.leaf(left, scope, sizes)
-            b = self.guard(right, lambda: _const_like(number_b, a)) if number_b is not None \
-                else self.leaf(right, scope, sizes)
+        a, b = self.operand(left, scope, sizes), self.operand(right, scope, sizes)
+        if _is_number(a):  # a number takes the Relax side's dtype
+            a = self.guard(left, lambda: _const_like(a, b))
+        elif _is_number(b):  # (one side names a Relax variable, so it is not a number too)
+            b = self.guard(right, lambda: _const_like(b, a))
         return self.guard(node, lambda: self.apply_op(name, [a, b], node))
+
+    def operand(self, node: ast.AST, scope: _Scope, sizes: "_Sizes") -> "Expr | int | float":
+        """An operand of ``x * 2``: a Python number stays a number (to take the other side's dtype), else a leaf.
+        A number the scope gives is one as a literal is, as TVM's parser evaluates both alike: ``x * k`` with
+        ``k = 2`` defined in Python (or named by from_source's ``env``), and in decorator mode a Python expression
+        of no Relax variable (``x * (k + 1)``, ``x * float(k)``), evaluated once. NumPy scalars keep their dtype."""
+        number = _number(node)
+        if number is not None:
+            return number
+        if self.names_relax(node, scope):
+            return self.leaf(node, scope, sizes)
+        if isinstance(node, ast.Name):
+            value = self.env.get(node.id)
+            return value if _is_number(value) else self.leaf(node, scope, sizes)
+        if not self.evaluate or isinstance(node, (ast.Tuple, ast.List, ast.Subscript, ast.Constant)) or \
+                isinstance(node, ast.Call) and _is_relax_call(node):
+            return self.leaf(node, scope, sizes)
+        value = self.python_value(node)  # what expr() would evaluate, once
+        return value if _is_number(value) else self.guard(node, lambda: _to_expr(value, _kind(node)))
 
     def apply_op(self, op: "Op | str", args: list, node: ast.AST, kwargs: Optional[dict] = None) -> Call:
         """The call of ``op`` on ``args`` (and ``kwargs``: tensors or attributes by name), its struct info inferred."""
@@ -611,8 +640,7 @@ class Parser:
         value = None
         if "value" in bound:  # a symbolic size as R.prim_value reads it ("n", n + 1), else a literal
             given = bound["value"]
-            symbolic = not isinstance(given, ast.Constant) or isinstance(given.value, str)
-            value = self.dim(given, sizes) if symbolic else self.literal(given, sizes)
+            value = self.literal(given, sizes) if _is_prim_literal(given) else self.dim(given, sizes)
         return self.guard(node, lambda: PrimStructInfo(dtype, value))
 
     def sinfo_callable(self, node: ast.Call, sizes: "_Sizes") -> FuncStructInfo:
@@ -650,6 +678,10 @@ class Parser:
         (``b"xx"``, ``1j``, ``...``, a Python object) is a ParseError here, not a module the printer cannot
         write."""
         value = self._literal(node, sizes)
+        if isinstance(value, float) and math.isnan(value):
+            # One NaN object for every NaN read: struct info compares values with ``in``/``==``, which holds for NaN
+            # only by identity (``R.Prim(value=float("nan"))`` annotating an ``R.prim_value(float("nan"))``).
+            value = math.nan
         bad = _unwritable(value)
         if bad is not None:
             raise self.error(node, f"attribute value of type {bad} is not supported; expected a number, a string, "
@@ -740,6 +772,7 @@ def _const_array(p: Parser, node: ast.Call) -> Constant:
     if isinstance(value, np.ndarray):
         result = p.guard(node, lambda: Constant(value if dtype is None else value.astype(to_numpy(dtype))))
     else:
+        _check_elements(p, bound["value"], value)
         result = p.guard(node, lambda: const(_nested_lists(value), dtype))
     if "shape" not in bound:
         return result
@@ -750,6 +783,19 @@ def _const_array(p: Parser, node: ast.Call) -> Constant:
     if int(np.prod(shape)) != result.data.size:
         raise p.error(bound["shape"], f"R.const: shape {shape} does not hold the {result.data.size} value(s) given")
     return p.guard(node, lambda: Constant(result.data.reshape(shape)))
+
+
+def _check_elements(p: Parser, node: ast.AST, value, path: str = "") -> None:
+    """A ParseError at the first element of ``R.const``'s value that is no number (``None``, a string, a dict):
+    NumPy would read None as NaN in a float array, silently."""
+    if isinstance(value, tuple):
+        elts = node.elts if isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == len(value) else None
+        for i, v in enumerate(value):
+            _check_elements(p, elts[i] if elts else node, v, f"{path}[{i}]")
+    elif not isinstance(value, (bool, int, float, np.bool_, np.number, np.ndarray)):
+        where, shown = f"element {path} of " if path else "", repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise p.error(node, f"R.const: {where}the value is {shown}, not a number")
 
 
 def _nested_lists(value):
@@ -771,8 +817,7 @@ def _sp_prim_value(p: Parser, node, scope, sizes):
     bound = _bind_args(p, node, ["value", "dtype"])
     if "value" not in bound:
         raise p.error(node, "R.prim_value(value, dtype=...) takes a value: a number or a size variable")
-    value = p.dim(bound["value"], sizes) if not isinstance(bound.get("value"), ast.Constant) or \
-        isinstance(bound["value"].value, str) else p.literal(bound["value"])
+    value = p.literal(bound["value"]) if _is_prim_literal(bound["value"]) else p.dim(bound["value"], sizes)
     dtype = p.literal(bound["dtype"]) if "dtype" in bound else ("float64" if isinstance(value, float) else "int64")
     return p.guard(node, lambda: PrimValue(value, check_dtype(dtype, "R.prim_value")))
 
@@ -926,6 +971,25 @@ def _number(node: ast.AST) -> Optional[float]:
             or not isinstance(value, (int, float)):
         return None
     return -value if negative else value
+
+
+def _is_number(value: Any) -> bool:
+    """A Python number (not a bool, and not a NumPy scalar, whose dtype is its own)."""
+    return isinstance(value, (int, float)) and not isinstance(value, (bool, np.generic))
+
+
+def _is_prim_literal(node: ast.AST) -> bool:
+    """Whether ``R.prim_value``'s (or ``R.Prim``'s) value ``node`` is a literal, not a size (``"n"``, ``n + 1``): a
+    constant other than a string (``2``, ``True``), a signed number (``-1.5``) or ``float("nan")``,
+    ``-float("inf")``, as the printer writes them."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.Constant):
+        return not isinstance(node.value, str)
+    return isinstance(node, ast.Call) and _dotted(node.func) == "float" and len(node.args) == 1 and \
+        not node.keywords and isinstance(node.args[0], ast.Constant)
 
 
 def _const_like(number: float, partner: Expr) -> Expr:

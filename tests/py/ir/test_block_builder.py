@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from relax_mlir import op
 from relax_mlir.ir import (BlockBuilder, BlockBuilderError, Call, DataflowBlock, DataflowVar, Function, GlobalVar,
                            TensorStructInfo, TupleStructInfo, Var, const)
+from relax_mlir.interpreter import interpret
 from relax_mlir.ir.sym import SizeVar
+from relax_mlir.script import from_source
 from relax_mlir.testing import roundtrip
 
 
@@ -99,3 +102,42 @@ def test_misuse_is_reported():
     with pytest.raises(ValueError, match=r"relax.matmul: .*"):
         with bb.function("k", [x]):
             bb.emit(op.matmul(x, x))
+
+
+def test_a_function_name_python_reads_as_another_is_refused():
+    """Python reads identifiers in NFKC form: a function ``ﬁ`` was printed as ``def ﬁ`` and read back as ``fi``,
+    another module. The name is the module's key (no renaming it), so it is refused where it is given."""
+    x = _x()
+    bb = BlockBuilder()
+    with pytest.raises(ValueError, match=r"BlockBuilder.function\('ﬁ'\): a function's name must be in NFKC form, as "
+                                         r"Python reads identifiers \(the text format would read 'ﬁ' back as 'fi'\)"):
+        with bb.function("\ufb01", [x]):
+            pass
+    with bb.function("fi", [x]):
+        bb.emit_func_output(bb.emit(op.add(x, x)))
+    func = bb.get()["fi"]
+    with pytest.raises(ValueError, match=r"BlockBuilder.add_func\(..., '\U0001d453'\): .* back as 'f'"):
+        bb.add_func(func, "\U0001d453")
+    assert list(bb.get()) == ["fi"]
+
+
+def test_function_attributes_are_stored_as_ops_store_theirs():
+    """NumPy scalars (``np.True_`` from a comparison) became attributes the printer could not write, so script(),
+    show() and compile() failed; a list printed ``[1, 2]`` read back as ``(1, 2)``, so the text was no fixed point
+    (two compile-cache keys for one module). Attributes are frozen as the ops' are: tuples and Python numbers."""
+    x = _x((2,))
+    attrs = {"flag": np.float32(1) > 0, "n": np.int64(3), "scale": np.float32(0.5), "sizes": [1, np.int32(2)],
+             "table": {"k": [[1], (np.float64(2.5),)]}}
+    bb = BlockBuilder()
+    with bb.function("main", [x], attrs=attrs):
+        bb.emit_func_output(bb.emit(op.add(x, x)))
+    mod = bb.get()
+    stored = mod["main"].attrs
+    assert stored == {"flag": True, "n": 3, "scale": 0.5, "sizes": (1, 2), "table": {"k": ((1,), (2.5,))}}
+    assert [type(stored[k]) for k in ("flag", "n", "scale", "sizes")] == [bool, int, float, tuple]
+    text = mod.script()
+    assert 'R.func_attr({"flag": True, "n": 3, "scale": 0.5, "sizes": (1, 2), "table": {"k": ((1,), (2.5,))}})' in text
+    again = roundtrip(mod)  # structurally equal, and the same text printed again
+    assert from_source(text)["main"].attrs == stored
+    a = np.array([2.0, 3.0], np.float32)
+    np.testing.assert_array_equal(interpret(again, "main", a), interpret(mod, "main", a))

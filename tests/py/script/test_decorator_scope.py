@@ -124,6 +124,44 @@ def test_operators_on_relax_values_are_tvms_ops_not_python_names():
     assert_structural_equal(from_source(Module.script()), Module)
 
 
+def test_a_python_number_of_the_defining_scope_is_read_as_a_literal_number_is():
+    """``x * k`` with ``k = 2`` in Python is ``x * 2``, as TVM's parser evaluates both alike: the number takes the
+    tensor's dtype (it became an int64 constant first, refused beside a float64 tensor: "operands must have the
+    same dtype"). So do Python expressions of no Relax variable (``k + 1``, ``-k``), and a name from_source's
+    ``env`` gives."""
+    k, half = 2, 0.5
+
+    @I.ir_module
+    class Named:
+        @R.function
+        def main(x: R.Tensor((3,), "float64")):
+            a = x * k
+            b = k - a
+            c = a ** -k + x * (k + 1) / half
+            return (b, c)
+
+    @I.ir_module
+    class Literal:
+        @R.function
+        def main(x: R.Tensor((3,), "float64")):
+            a = x * 2
+            b = 2 - a
+            c = a ** -2 + x * 3 / 0.5
+            return (b, c)
+
+    assert_structural_equal(Named, Literal)
+    assert Named.script() == Literal.script()
+    x = np.array([1.0, 2.0, 4.0])
+    b, c = _run(Named, x)
+    assert b.dtype == c.dtype == np.float64
+    np.testing.assert_array_equal(b, 2 - x * 2)
+    np.testing.assert_allclose(c, (x * 2) ** -2.0 + x * 3 / 0.5, rtol=1e-15)
+    for got, want in zip(_run(Named, x), _run(Literal, x)):
+        np.testing.assert_array_equal(got, want)
+    text = '@R.function\ndef main(x: R.Tensor((3,), "float64")):\n    y = x * {}\n    return y\n'
+    assert_structural_equal(from_source(text.format("k"), env={"k": 2}), from_source(text.format("2")))
+
+
 @pytest.mark.parametrize("expr, message", [
     ("x % 2", "operator Mod is not defined on Relax values"),
     ("x == x", "operator Eq is not defined on Relax values"),

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
 import pytest
 
 from relax_mlir import op
-from relax_mlir.ir import (BlockBuilder, Constant, DataflowVar, IRModule, ObjectStructInfo, PrimValue, ShapeExpr,
-                           TensorStructInfo, Tuple, TupleStructInfo, Var)
+from relax_mlir.ir import (BlockBuilder, Constant, DataflowVar, Function, IRModule, ObjectStructInfo, PrimStructInfo,
+                           PrimValue, SeqExpr, ShapeExpr, TensorStructInfo, Tuple, TupleStructInfo, Var,
+                           structural_equal)
 from relax_mlir.interpreter import interpret
 from relax_mlir.ir.sym import SizeVar
 from relax_mlir.script import ParseError, from_source
@@ -203,6 +205,9 @@ ERRORS = [
     ("def f(x: R.Tensor((2,), \"float32\")):\n    y = R.add(x, x, x)\n    return y\n", 2,
      r"relax.add: too many arguments: got 3, takes at most 2 \(x1, x2\)"),  # (the third is no attribute)
     ("def f(x: R.Tensor((2,), \"float32\")):\n    y = cls.g(x)\n    return y\n", 2, r"need an @I.ir_module"),
+    # TVM's TupleGetItem takes an int: True was read as index 1 and printed back as t[True]
+    ("def f(t: R.Tuple(R.Tensor((2,), \"float32\"), R.Tensor((2,), \"float32\"))):\n    y = t[True]\n    return y\n",
+     2, r"a tuple index must be an integer, got `True`"),
     ("def f(x: R.Tensor((2,), \"floa32\")):\n    return x\n", 1, r"unknown dtype 'floa32'"),
     ("def f(x: R.Tensor((2,), \"float32\")):\n    y = R.exp(x\n    return y\n", 2, r"invalid syntax"),
     ("def f(x: R.Tensor((2,), \"float32\")) -> R.Tensor((2,), \"int32\"):\n    return x\n", 1,
@@ -476,3 +481,110 @@ def test_a_constant_shape_that_does_not_fit_is_a_parse_error(shape, message):
     text = f'@R.function\ndef main():\n    z = R.const([], "float32", shape={shape})\n    return z\n'
     with pytest.raises(ParseError, match=message):
         from_source(text)
+
+
+def _x_plus_y_squared(hint: str) -> IRModule:
+    """``x + y`` with ``y = x * x`` a variable named ``hint``."""
+    x = Var("x", TensorStructInfo((2,), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        y = bb.emit(op.multiply(x, x), name_hint=hint)
+        bb.emit_func_output(bb.emit(op.add(x, y)))
+    return bb.get()
+
+
+@pytest.mark.parametrize("hint, printed", [("\U0001d465", "x_1"), ("\u211b", "R_"), ("\uff49\uff46", "v")])
+def test_variable_names_python_reads_as_another_are_printed_as_it_reads_them(hint, printed):
+    """Python reads identifiers in NFKC form: a variable 𝑥 beside the parameter x was written as 𝑥 and read back as
+    x, so ``x + 𝑥`` became ``𝑥 + 𝑥`` (other values). Names are written in NFKC form and made unique in it (ℛ is R,
+    the namespace's name: R_; ｉｆ is the keyword if: v)."""
+    mod = _x_plus_y_squared(hint)
+    text = mod.script()
+    assert f"{printed}: R.Tensor" in text and f"R.add(x, {printed})" in text and hint not in text
+    again = roundtrip(mod)  # structurally equal, and printed again the same text
+    a = np.array([2.0, 3.0], np.float32)
+    np.testing.assert_array_equal(interpret(again, "main", a), a + a * a)
+    np.testing.assert_array_equal(interpret(mod, "main", a), a + a * a)
+
+
+def test_a_function_name_python_reads_as_another_is_not_printed():
+    """A function's name is the module's key, which the printer cannot rename: ``ﬁ`` (read back as ``fi``) is
+    refused with the name Python reads, not written as text that means another module."""
+    mod = IRModule({"\ufb01": _x_plus_y_squared("y")["main"]})
+    with pytest.raises(ValueError, match=r"function name 'ﬁ' cannot be written: Python reads the identifier as 'fi'"):
+        mod.script()
+
+
+def test_attribute_values_built_directly_print_in_the_form_they_read_back():
+    """A NumPy bool (``np.True_``) could not be printed ("cannot write attribute value of type bool"), and a list
+    printed ``[1, 2]`` read back as the tuple ``(1, 2)``, printed ``(1, 2)``: not a fixed point (two compile-cache
+    keys). Sequences are written as tuples, the form the parser and the ops store."""
+    x = Var("x", TensorStructInfo((2,), "float32"))
+    attrs = {"flag": np.float32(1) > 0, "n": np.int64(3), "sizes": [1, 2], "nested": {"k": [[1], (2,)]}}
+    mod = IRModule({"main": Function([x], SeqExpr([], x), x.struct_info, attrs)}, {"shape": [4, [5]]})
+    text = mod.script()
+    assert 'R.func_attr({"flag": True, "n": 3, "sizes": (1, 2), "nested": {"k": ((1,), (2,))}})' in text
+    assert 'I.module_attrs({"shape": (4, (5,))})' in text
+    again = roundtrip(mod)
+    assert again["main"].attrs == {"flag": True, "n": 3, "sizes": (1, 2), "nested": {"k": ((1,), (2,))}}
+    a = np.array([2.0, 3.0], np.float32)
+    np.testing.assert_array_equal(interpret(again, "main", a), interpret(mod, "main", a))
+
+
+# (math.nan: PrimStructInfo compares its value with ==, so two NaN objects differ; the parser reads every NaN as
+# math.nan, so that an R.Prim(value=float("nan")) annotation matches the R.prim_value(float("nan")) it annotates)
+@pytest.mark.parametrize("value, dtype", [(-1.5, "float32"), (math.nan, "float32"), (float("inf"), "float64"),
+                                          (float("-inf"), "float32"), (-2, "int64"), (1.5, "float32")])
+def test_prim_values_negative_or_not_finite_read_back(value, dtype):
+    """The printer writes ``R.prim_value(-1.5, "float32")``, ``R.prim_value(float("nan"), ...)`` and
+    ``R.Prim(value=float("inf"), ...)``; the parser read any value but a plain constant as a size expression and
+    refused them."""
+    x = Var("x", TensorStructInfo((2,), "float32"))
+    mod = IRModule({"main": Function([x], SeqExpr([], PrimValue(value, dtype)), PrimStructInfo(dtype, value))})
+    text = mod.script()
+    assert "R.prim_value(" in text and "R.Prim(value=" in text
+    again = roundtrip(mod)
+    assert again["main"].ret_struct_info == PrimStructInfo(dtype, value)
+    result = again["main"].body.body
+    assert isinstance(result, PrimValue) and result.dtype == dtype
+    assert result.value == value or math.isnan(value) and math.isnan(result.value)
+    if not math.isnan(value):  # (the interpreter checks a NaN result against R.Prim(value=nan) with ==: refused)
+        a = np.zeros(2, np.float32)
+        np.testing.assert_array_equal(interpret(again, "main", a), value)
+        np.testing.assert_array_equal(interpret(mod, "main", a), value)
+
+
+@pytest.mark.parametrize("value, at, message", [
+    ('[None, 1.0], "float32"', "None", r"element \[0\] of the value is None, not a number"),
+    ('None, "int32"', "None", r"the value is None, not a number"),
+    ('[[1, 2], [3, "a"]], "int32"', '"a"', r"element \[1\]\[1\] of the value is 'a', not a number"),
+    ('[1.0, {"k": 1}], "float32"', "{", r"element \[1\] of the value is \{'k': 1\}, not a number"),
+])
+def test_a_constant_element_that_is_no_number_is_a_parse_error_at_it(value, at, message):
+    """``R.const([None, 1.0], "float32")`` read None as NaN (NumPy's conversion), silently; with an int dtype it
+    was NumPy's raw message."""
+    line = f"    y = R.add(x, R.const({value}))"
+    text = f'@R.function\ndef main(x: R.Tensor((2,), "float32")):\n{line}\n    return y\n'
+    with pytest.raises(ParseError, match=rf"<string>:3:{line.index(at) + 1}: R.const: {message}"):
+        from_source(text)
+
+
+def test_a_lone_surrogate_is_a_parse_error_in_text_and_an_escape_in_printed_strings():
+    """A str may hold a lone surrogate (bytes decoded with errors="surrogateescape"), a text cannot: from_source
+    raised UnicodeEncodeError, and a module whose string attribute held one printed text that did not parse."""
+    text = '@R.function\ndef main(x: R.Tensor((2,), "float32")):\n    R.func_attr({"note": "\ud800"})\n    return x\n'
+    with pytest.raises(ParseError, match=r"<string>:3:27: a lone surrogate \(U\+D800\)"):
+        from_source(text)
+    note = b"caf\xff \xed\xa0\x80".decode("utf-8", "surrogateescape")
+    x = Var("x", TensorStructInfo((2,), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x], attrs={"note": note}):
+        bb.emit_func_output(bb.emit(op.add(x, x)))
+    mod = bb.get()
+    printed = mod.script()
+    assert '"caf\\udcff \\udced\\udca0\\udc80"' in printed
+    printed.encode("utf-8")  # text: every character has its UTF-8
+    again = roundtrip(mod)
+    assert again["main"].attrs["note"] == note and structural_equal(again, mod)
+    a = np.array([2.0, 3.0], np.float32)
+    np.testing.assert_array_equal(interpret(again, "main", a), a + a)
