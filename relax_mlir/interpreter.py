@@ -210,9 +210,9 @@ class _Frame:
         if isinstance(e, Constant):
             return e.data
         if isinstance(e, ShapeExpr):
-            return tuple(sym.evaluate(d, self.sizes) for d in e.values)
+            return tuple(self.size(d, f"the shape R.shape([{', '.join(map(str, e.values))}])") for d in e.values)
         if isinstance(e, PrimValue):
-            return sym.evaluate(e.value, self.sizes) if isinstance(e.value, SymDim) else e.value
+            return self.size(e.value, f"R.prim_value({e.value})") if isinstance(e.value, SymDim) else e.value
         if isinstance(e, StringImm):
             return e.value
         if isinstance(e, Tuple):
@@ -231,6 +231,15 @@ class _Frame:
         if isinstance(e, GlobalVar):
             return _Closure(self.interp.mod[e.name_hint], {}, e.name_hint)
         raise TypeError(f"interpret: unknown expression type {type(e).__name__}")
+
+    def size(self, d, where: str) -> int:
+        """The value of the size ``d`` in this call; an ``InterpreterError`` naming a size variable nothing
+        defined (no parameter's or match_cast's struct info binds it: the module is not well formed)."""
+        try:
+            return sym.evaluate(d, self.sizes)
+        except sym.UnboundSizeError as exc:
+            raise InterpreterError(f"{self.name}: {where} uses the size variable {exc.name!r}, which has no value "
+                                   "(no parameter's or match_cast's struct info defines it)") from None
 
     def bind(self, b) -> None:
         value = self.eval(b.value)
@@ -260,6 +269,11 @@ class _Frame:
         try:
             return _as_value(callee.reference(*args, **substitute_attrs(call.attrs, self.sizes)))
         except Exception as exc:  # name the op and the binding: a bare NumPy error says neither
+            unbound = sorted(_attr_vars(call.attrs) - self.sizes.keys())
+            if unbound:  # the reference got a symbolic attribute it cannot use: say which size lacks a value
+                raise InterpreterError(f"{self.name}: {callee.name}'s attributes use the size variable {unbound[0]!r}"
+                                       ", which has no value (no parameter's or match_cast's struct info defines it)"
+                                       ) from exc
             kind = InterpreterIndexError if isinstance(exc, IndexError) else InterpreterError
             raise kind(f"{self.name}: {callee.name} failed on "
                        f"{', '.join(_describe(a) for a in args)}: {exc}") from exc
@@ -309,6 +323,17 @@ def get_global_func(name: str, allow_missing: bool = False):
 def remove_global_func(name: str) -> None:
     """Forget the host function ``name`` (a KeyError if it is not registered)."""
     del _GLOBAL_FUNCS[name]
+
+
+def _attr_vars(value) -> set[str]:
+    """The size variables an op's attribute values (dims, nested in tuples and dicts) mention."""
+    if isinstance(value, SymDim):
+        return value.free_vars()
+    if isinstance(value, (tuple, list)):
+        return set().union(*map(_attr_vars, value))
+    if isinstance(value, dict):
+        return set().union(*map(_attr_vars, value.values()))
+    return set()
 
 
 def _as_value(v) -> Value:

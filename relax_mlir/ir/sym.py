@@ -8,9 +8,22 @@ windows with a stride floor-divide) while equality stays a comparison of normal 
 identified by name within a function, as in TVMScript text.
 
 A quotient is one factor of a monomial (a :class:`Quotient`, a ``str`` whose text is the parenthesized
-quotient, so monomials stay sorted tuples of strings). Its normal form has every coefficient of the numerator in
-``[0, divisor)``: ``(2 * n + 3) // 2`` is ``n + 1 + (1 // 2)`` = ``n + 1``, ``(n - 1) // 2 + 1`` is
-``(n + 1) // 2`` (exact for integer sizes: ``(d * a + b) // d = a + b // d``).
+quotient, so monomials stay sorted tuples of strings). :func:`floor_div` builds its normal form with identities
+that hold for every integer value of the variables (sizes are non-negative, but a difference such as ``n - 1`` need
+not be, so nothing assumes a sign), so that a quotient reached in any order, or printed and parsed back, is one
+form:
+
+- the numerator's coefficients lie in ``[0, divisor)``: ``(d * a + b) // d = a + b // d``, so ``(2 * n + 3) // 2``
+  is ``n + 1`` and ``(n - 1) // 2 + 1`` is ``(n + 1) // 2``;
+- the divisor is coprime to the numerator's non-constant coefficients: ``(g * a + c) // (g * e) = (a + c // g) // e``
+  (an integer ``g * a`` leaves ``c``'s remainder by ``g`` nothing to add), so ``(2 * n + 2) // 4`` and
+  ``(2 * n + 3) // 4`` are ``(n + 1) // 2``;
+- the numerator holds no quotient alone with coefficient 1: ``(x // b + r) // d = (x + b * r) // (b * d)`` for any
+  integer ``r``, so ``((n // 2) + 1) // 2`` is ``(n + 2) // 4`` and ``(n // 2) // 2`` is ``n // 4`` (of two such
+  quotients the first in text order is merged).
+
+It is no decision procedure: equal sizes written through other identities (``n // 2 + (n + 1) // 2`` is ``n``) keep
+different forms; every rewrite keeps the value.
 """
 
 from __future__ import annotations
@@ -80,11 +93,21 @@ class SymDim:
     __rmul__ = __mul__
 
     def __floordiv__(self, other: "Dim") -> "Dim":
-        """Exact division by an int or a monomial; raises ``ValueError`` when it is not exact."""
-        quotient = exact_div(self, other)
-        if quotient is None:
-            raise ValueError(f"cannot divide {self} by {other} exactly")
-        return quotient
+        """Floor division, as ``//`` in a dimension's text and TVM's ``floordiv`` (``n // 2`` for ``n = T.int64()``):
+        exact by an int or a monomial that divides every term, else by a positive int (see :func:`divide`)."""
+        return divide(self, other)
+
+    def __rfloordiv__(self, other: "Dim") -> "Dim":
+        return divide(other, self)
+
+    def __truediv__(self, other):
+        """Refused, as TVM refuses ``/`` on integer expressions: the division meant must be written."""
+        raise TypeError(f"a symbolic size is divided with // (floor division, TVM's floordiv), not /: "
+                        f"write {_operand(self)} // {_operand(other)}")
+
+    def __rtruediv__(self, other):
+        raise TypeError(f"a symbolic size is divided with // (floor division, TVM's floordiv), not /: "
+                        f"write {_operand(other)} // {_operand(self)}")
 
     # -- queries ------------------------------------------------------------------------------
     def free_vars(self) -> set[str]:
@@ -95,12 +118,20 @@ class SymDim:
         return out
 
     def evaluate(self, env: Mapping[str, int]) -> int:
+        """The size's value with ``env``'s values for its variables; an :class:`UnboundSizeError` naming the first
+        variable (in name order) that ``env`` lacks."""
         total = 0
-        for m, c in self.terms:
-            value = c
-            for v in m:
-                value *= evaluate(v.numerator, env) // v.divisor if isinstance(v, Quotient) else env[v]
-            total += value
+        try:
+            for m, c in self.terms:
+                value = c
+                for v in m:
+                    value *= evaluate(v.numerator, env) // v.divisor if isinstance(v, Quotient) else env[v]
+                total += value
+        except KeyError:
+            unbound = self.free_vars() - env.keys()
+            if not unbound:
+                raise
+            raise UnboundSizeError(min(unbound), self) from None
         return total
 
     def is_var(self) -> bool:
@@ -133,6 +164,20 @@ class SymDim:
 Dim = Union[int, SymDim]
 
 
+class UnboundSizeError(KeyError, ValueError):
+    """A size is evaluated without a value for one of its variables (an ill-formed module uses a size variable
+    no parameter or ``match_cast`` defines): a ``ValueError`` naming the variable, and a ``KeyError`` for the
+    callers that look the variable up."""
+
+    def __init__(self, name: str, size: "SymDim"):
+        super().__init__(name)
+        self.name, self.size = name, size
+
+    def __str__(self) -> str:
+        shown = "" if self.size.is_var() else f" (in the size {self.size})"
+        return f"the size variable {self.name!r}{shown} has no value"
+
+
 class Quotient(str):
     """The factor ``numerator // divisor`` of a monomial, in normal form (see the module docstring); its text is
     the parenthesized quotient, which orders, hashes, prints and parses back as the factor."""
@@ -152,39 +197,55 @@ class Quotient(str):
 
 def floor_div(a: Dim, divisor: int) -> Dim:
     """``a // divisor`` rounded toward minus infinity (TVM's ``floordiv``), for a positive int ``divisor``: an int
-    for an int, the exact quotient where there is one, else a polynomial plus one :class:`Quotient` factor."""
+    for an int, the exact quotient where there is one, else a polynomial plus one :class:`Quotient` factor in the
+    normal form of the module docstring."""
     if isinstance(divisor, bool) or not isinstance(divisor, int) or divisor <= 0:
         raise ValueError(f"a symbolic size is floor-divided only by a positive int, not {divisor!r}")
     if isinstance(a, int):
         return a // divisor
-    whole: dict[Monomial, int] = {}
-    rest: dict[Monomial, int] = {}
-    for m, c in _as_terms(a).items():
-        q, r = divmod(c, divisor)
-        whole[m] = q
-        rest[m] = r
-    remainder = SymDim._make(rest)
-    if isinstance(remainder, int):  # only a constant in [0, divisor) is left: it adds nothing
-        return SymDim._make(whole)
-    nested = _nested_quotient(remainder)
-    if nested is not None:  # (x // a + c) // b is (x + a * c) // (a * b)
-        inner, c = nested
-        return SymDim._make(whole) + floor_div(inner.numerator + inner.divisor * c, inner.divisor * divisor)
-    common = math.gcd(divisor, *(c for _, c in remainder.terms))
-    if common > 1:  # (2 * n + 2) // 4 is (n + 1) // 2
-        remainder, divisor = SymDim._make({m: c // common for m, c in remainder.terms}), divisor // common
-    return SymDim._make(whole) + SymDim((((Quotient(remainder, divisor),), 1),))
+    whole: Dim = 0
+    while True:  # each pass merges one nested quotient into its numerator, so the nesting depth bounds the passes
+        kept: dict[Monomial, int] = {}
+        rest: dict[Monomial, int] = {}
+        for m, c in _as_terms(a).items():
+            kept[m], rest[m] = divmod(c, divisor)
+        whole = whole + SymDim._make(kept)
+        constant = rest.pop((), 0)
+        if not any(rest.values()):  # only a constant in [0, divisor) is left: it adds nothing
+            return whole
+        common = math.gcd(divisor, *rest.values())  # < divisor: every coefficient is in [0, divisor), one is not 0
+        if common > 1:  # (2 * n + 3) // 4 is (n + 3 // 2) // 2, (n + 1) // 2
+            rest, divisor = {m: c // common for m, c in rest.items()}, divisor // common
+        rest[()] = constant // common
+        remainder = SymDim._make(rest)
+        inner = next((m[0] for m, c in remainder.terms if c == 1 and len(m) == 1 and isinstance(m[0], Quotient)),
+                     None)
+        if inner is None:
+            return whole + SymDim((((Quotient(remainder, divisor),), 1),))
+        # (x // b + r) // d is (x + b * r) // (b * d): x + b * r = b * (x // b + r) + x % b, with 0 <= x % b < b
+        r = remainder - SymDim((((inner,), 1),))
+        a, divisor = inner.numerator + inner.divisor * r, inner.divisor * divisor
 
 
-def _nested_quotient(d: SymDim) -> tuple[Quotient, int] | None:
-    """``(q, c)`` when ``d`` is one quotient ``q`` plus a constant ``c``."""
-    terms = dict(d.terms)
-    c = terms.pop((), 0)
-    if len(terms) == 1:
-        (m, coef), = terms.items()
-        if coef == 1 and len(m) == 1 and isinstance(m[0], Quotient):
-            return m[0], c
-    return None
+def divide(a: Dim, b: Dim, text: str | None = None) -> Dim:
+    """``a // b`` for dimensions (``//`` in a dimension's text, on a :class:`SymDim`): the exact quotient when
+    ``b`` is an int or a monomial dividing every term of ``a``, else the floor quotient by a positive int; a
+    ``ValueError`` for anything else (a symbolic divisor that does not divide, zero, a negative int), naming
+    ``text``, the division as written."""
+    quotient = exact_div(a, b)
+    if quotient is not None:
+        return quotient
+    if isinstance(b, int) and not isinstance(b, bool) and b > 0:
+        return floor_div(a, b)
+    raise ValueError(f"dimension {text or f'{_operand(a)} // {_operand(b)}'!r} divides by {b}: a symbolic size is "
+                     "floor-divided by a positive int, or divided exactly")
+
+
+def _operand(d) -> str:
+    """``d``'s text as an operand of ``//``: parenthesized unless it is a natural number, a variable or a quotient."""
+    alone = isinstance(d, int) and d >= 0 or isinstance(d, SymDim) and len(d.terms) == 1 and d.terms[0][1] == 1 \
+        and len(d.terms[0][0]) == 1
+    return str(d) if alone else f"({d})"
 
 
 def factor_dim(v: str) -> Dim:
@@ -294,12 +355,6 @@ def dim_from_ast(node: ast.AST, lookup) -> Dim:
             return a - b
         if isinstance(node.op, ast.Mult):
             return a * b
-        quotient = exact_div(a, b)
-        if quotient is not None:
-            return quotient
-        if isinstance(b, int) and not isinstance(b, bool) and b > 0:
-            return floor_div(a, b)
-        raise ValueError(f"dimension {ast.unparse(node)!r} divides by {b}: a symbolic size is floor-divided "
-                         "by a positive int, or divided exactly")
+        return divide(a, b, ast.unparse(node))
     raise ValueError(f"unsupported dimension expression {ast.unparse(node)!r}: "
                      "expected integers, size variables, +, -, * or //")

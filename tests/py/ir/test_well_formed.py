@@ -9,7 +9,7 @@ import pytest
 
 from relax_mlir import op
 from relax_mlir.ir import (BindingBlock, BlockBuilder, Call, DataflowBlock, DataflowVar, Function, GlobalVar,
-                           IRModule, MatchCast, ObjectStructInfo, SeqExpr, ShapeExpr, ShapeStructInfo,
+                           IRModule, MatchCast, ObjectStructInfo, PrimValue, SeqExpr, ShapeExpr, ShapeStructInfo,
                            TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, VarBinding, const)
 from relax_mlir.ir.sym import SizeVar
 from relax_mlir.ir.well_formed import WellFormedError, check_well_formed, well_formed
@@ -211,6 +211,28 @@ def test_undefined_size_variable():
                          p) for p in problems), problems
     y = Var("y", T(2 * SizeVar("k")))
     _only(_func([y], [], y), r"parameter 'y': size variable k in .*2 \* k")
+
+
+def test_interpreting_an_undefined_size_variable_names_it():
+    """The interpreter does not require a well-formed module, but a size it cannot evaluate is an
+    InterpreterError naming the variable (a bare KeyError said only 'abc')."""
+    import relax_mlir
+    from relax_mlir.interpreter import InterpreterError
+    x = Var("x", T("n"))
+    data = np.arange(5, dtype=np.float32)
+    prim, shape, sliced = PrimValue(SizeVar("abc")), ShapeExpr(["k", 2]), op.strided_slice(x, [0], [0], ["k"])
+    for value, shown, name in ((prim, r"R.prim_value\(abc\)", "abc"), (shape, r"R.shape\(\[k, 2\]\)", "k"),
+                               (sliced, r"relax.strided_slice's attributes", "k")):
+        y = Var("y", value.struct_info)
+        mod = IRModule({"main": _func([x], [BindingBlock([VarBinding(y, value)])], y)})
+        assert not well_formed(mod)
+        with pytest.raises(InterpreterError, match=rf"^main: .*{shown}.* the size variable '{name}', which has no "
+                           "value"):
+            relax_mlir.interpret(mod, "main", data)
+    # Defined, the same sizes evaluate (the oracle: Python's own arithmetic on the argument's length).
+    y = Var("y", PrimValue(2 * SizeVar("n") + 1).struct_info)
+    mod = IRModule({"main": _func([x], [BindingBlock([VarBinding(y, PrimValue(2 * SizeVar("n") + 1))])], y)})
+    assert relax_mlir.interpret(mod, "main", data) == 2 * len(data) + 1
 
 
 def test_size_variable_used_before_its_match_cast():
