@@ -11,8 +11,12 @@ The calling convention, the same at every stage and in the runtime:
   operands of ops with a ``shape`` attribute) it is ``tensor.dim`` of the first parameter (or
   ``match_cast``) that binds it, and ``arith`` for expressions such as ``2 * n``.
 * **Constants** are ``arith.constant dense<...>``; **attributes** follow ``dialect.py``.
-* A ``match_cast`` is a ``tensor.cast`` to the refined type (checked by nobody at run time: the runtime checks
-  the arguments of public functions only).
+* A ``match_cast`` is a ``tensor.cast`` to the refined type, its sizes checked at run time (``checked``): the
+  runtime checks the arguments of the function called from Python only. So are the sizes a binding's variable
+  declares beyond its value's struct info (``y: R.Tensor((2, 3)) = R.add(x, x)`` with ``x`` of any 2-d shape),
+  the arguments of a call of another function against its parameters, and the results against the function's
+  return struct info: where the interpreter checks a value, compiled code does, and no op runs on sizes other
+  than those its types say.
 * The members of a variadic group (``concat``'s tensors, ``split``'s results) are cast to their common type
   (IRDL binds a variadic constraint to one type) and back; ``concat(t, axis=None)`` is exported as ``concat``
   of the ``flatten``ed members on axis 0, since they may differ in rank.
@@ -30,13 +34,15 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import arith, func, scf, tensor
 
+from ..ir.block_builder import call_size_bindings
 from ..ir.dtype import to_numpy
 from ..ir.expr import (Call, Constant, Expr, Function, GlobalVar, MatchCast, SeqExpr, Tuple, TupleGetItem, Var,
                        VarBinding)
 from ..ir.module import IRModule
-from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, substitute
 from ..ir.sym import Quotient, SymDim
 from ..ir.sym import free_vars as sym_free_vars
+from ..ir.sym import substitute as sym_substitute
 from ..ir.visitor import post_order_visit
 from ..op.registry import REQUIRED, Op, get_op
 from .error_slot import CHECKS_OFF_ATTR, SHAPE_CHECK_PREFIX
@@ -167,6 +173,15 @@ class _Sizes:
         return total if total is not None else arith.constant(idx, 0)
 
 
+def _unsized(sinfo: StructInfo, known: set[str]) -> StructInfo:
+    """``sinfo`` with the shape of each tensor over a size variable not in ``known`` forgotten (its rank kept)."""
+    if isinstance(sinfo, TupleStructInfo):
+        return TupleStructInfo(_unsized(f, known) for f in sinfo.fields)
+    if isinstance(sinfo, TensorStructInfo) and not sinfo.free_vars() <= known:
+        return TensorStructInfo(dtype=sinfo.dtype, ndim=sinfo.ndim)
+    return sinfo
+
+
 # --- one function --------------------------------------------------------------------------------------------
 class _FunctionExporter:
     def __init__(self, owner: "Exporter", name: str, fn: Function, func_op: func.FuncOp):
@@ -249,7 +264,7 @@ class _FunctionExporter:
         if isinstance(b, MatchCast):
             value = self.cast(self.expr(b.value), b.struct_info)
         elif isinstance(b, VarBinding):
-            value = self.expr(b.value)
+            value = self.narrowed(self.expr(b.value), b.var.struct_info, self.proven(b.value))
         else:
             raise ExportError(f"{self.where}: unknown binding type {type(b).__name__}")
         self.values[b.var] = value
@@ -263,12 +278,55 @@ class _FunctionExporter:
             return self.checked(value, sinfo, f"match_cast to {sinfo}")
         raise ExportError(f"{self.where}: match_cast to {sinfo} is not supported by the MLIR backend")
 
-    def checked(self, value: ir.Value, sinfo: TensorStructInfo, what: str) -> ir.Value:
+    def proven(self, e: Expr) -> Optional[StructInfo]:
+        """What ``e``'s value is known to be: its struct info, for a call of a module function the callee's
+        result struct info (which the callee checks) over the arguments' sizes."""
+        if isinstance(e, Call) and isinstance(e.op, GlobalVar) and e.op.name_hint in self.owner.mod:
+            callee = self.owner.mod[e.op.name_hint].struct_info
+            try:
+                env = call_size_bindings(callee, [a.struct_info for a in e.args], e.op.name_hint)
+            except (ValueError, TypeError):
+                return None
+            # a size of the callee the arguments' struct info does not give is not one of the caller's
+            return substitute(_unsized(callee.ret, set(env)), env)
+        return e.struct_info
+
+    def narrowed(self, value: Flat, sinfo: Optional[StructInfo], proven: Optional[StructInfo],
+                 path: str = "") -> Flat:
+        """A binding's value as its variable's struct info ``sinfo`` where that is narrower than what the value is
+        known to be (``proven``): ``y: R.Tensor((2, 3), "float32") = R.add(x, x)`` with ``x`` of any 2-d shape. The
+        sizes ``proven`` does not give are checked at run time as a match_cast's are (the interpreter checks the
+        binding too), so no op after it reads or writes with sizes the value does not have."""
+        if isinstance(sinfo, TupleStructInfo) and isinstance(value, tuple):
+            fields = proven.fields if isinstance(proven, TupleStructInfo) else ()
+            if len(fields) != len(sinfo.fields):
+                fields = (None,) * len(sinfo.fields)
+            return tuple(self.narrowed(v, s, p, f"{path}[{i}]")
+                         for i, (v, s, p) in enumerate(zip(value, sinfo.fields, fields)))
+        if not isinstance(sinfo, TensorStructInfo) or not isinstance(value, ir.Value) or sinfo.shape is None:
+            return value
+        known = proven.shape if isinstance(proven, TensorStructInfo) and proven.dtype == sinfo.dtype else None
+        if known is not None and len(known) != len(sinfo.shape):
+            known = None
+        if known is not None and tuple(known) == tuple(sinfo.shape):
+            return value
+        where, self.where = self.where, self.where + path  # a tuple's field as the interpreter names it: 't'[0]
+        try:
+            return self.checked(value, sinfo, f"declared {sinfo}", known)
+        finally:
+            self.where = where
+
+    def checked(self, value: ir.Value, sinfo: TensorStructInfo, what: str,
+                proven: Optional[Sequence[Union[int, SymDim, None]]] = None,
+                sizes: Optional[_Sizes] = None) -> ir.Value:
         """``value`` as ``sinfo``'s type, its sizes checked at run time against those of ``sinfo`` known here
-        (static, or over size variables already bound; a size it binds is not checked). On a mismatch a runtime
-        check reports it (``ValueError`` after the call, naming ``what``, the dimension and both sizes) and a fresh
-        tensor of the expected sizes stands in, so nothing later reads or writes outside a buffer; with
-        ``checks=False`` only the stand-in remains."""
+        (static, or over size variables already bound; a size it binds is not checked, nor one equal to
+        ``proven``'s, the value's shape as far as known). On a mismatch a runtime check reports it (``ValueError``
+        after the call, naming ``what``, the dimension and both sizes) and a fresh tensor of the expected sizes
+        stands in, so nothing later reads or writes outside a buffer; with ``checks=False`` only the stand-in
+        remains. A value whose type has another static size than ``sinfo`` always fails its check. ``sizes``: the
+        size variables ``sinfo`` is over (a callee's, for an argument), by default the function's."""
+        sizes = sizes if sizes is not None else self.sizes
         target = tensor_type(sinfo, self.where)
         given = ir.RankedTensorType(value.type)
         if sinfo.shape is None or given.rank != len(sinfo.shape):
@@ -276,11 +334,15 @@ class _FunctionExporter:
         idx = ir.IndexType.get()
         expected: list[Optional[ir.Value]] = []
         mismatch: Optional[ir.Value] = None
+        conflict = False  # a static size other than sinfo's: the cast to its type would not verify
         for axis, d in enumerate(sinfo.shape):
-            if not given.is_dynamic_dim(axis) or any(v not in self.sizes.sources for v in sym_free_vars(d)):
-                expected.append(None)  # static (inference checked it), or a size this binding defines
+            fixed = None if given.is_dynamic_dim(axis) else given.shape[axis]
+            if (fixed == d or (proven is not None and proven[axis] == d)
+                    or any(v not in sizes.sources for v in sym_free_vars(d))):
+                expected.append(None)  # the same static size, known, or a size this binding defines
                 continue
-            want = self.sizes.dim(d, self.where)
+            conflict = conflict or (fixed is not None and isinstance(d, int))
+            want = sizes.dim(d, self.where)
             got = tensor.dim(value, arith.constant(idx, axis))
             bad = arith.cmpi(arith.CmpIPredicate.ne, got, want)
             report_if(self.func_op, bad, arith.index_cast(ir.IntegerType.get_signless(64), got),
@@ -288,16 +350,21 @@ class _FunctionExporter:
                       f"{SHAPE_CHECK_PREFIX}{self.where}: {what}: dimension {{position}} is {{value}}, expected {d}")
             mismatch = bad if mismatch is None else arith.ori(mismatch, bad)
             expected.append(want)
-        cast = coerce(value, target, self.where)
         if mismatch is None:
-            return cast
-        choose = scf.IfOp(mismatch, [target], has_else=True)
-        with ir.InsertionPoint(choose.then_block):
+            return coerce(value, target, self.where)
+
+        def stand_in() -> ir.Value:
             sizes = [(expected[a] if expected[a] is not None else tensor.dim(value, arith.constant(idx, a)))
                      if target.is_dynamic_dim(a) else target.shape[a] for a in range(target.rank)]
-            scf.YieldOp([tensor.EmptyOp(sizes, target.element_type).result])
+            return tensor.EmptyOp(sizes, target.element_type).result
+
+        if conflict:
+            return stand_in()
+        choose = scf.IfOp(mismatch, [target], has_else=True)
+        with ir.InsertionPoint(choose.then_block):
+            scf.YieldOp([stand_in()])
         with ir.InsertionPoint(choose.else_block):
-            scf.YieldOp([cast])
+            scf.YieldOp([coerce(value, target, self.where)])
         return choose.results[0]
 
     def op_call(self, call: Call) -> Flat:
@@ -370,13 +437,55 @@ class _FunctionExporter:
         if callee is None:
             raise ExportError(f"{self.where}: calls {callee_name!r}, which is not in the exported module")
         ftype = ir.FunctionType(callee.type)
-        args = [v for a in call.args for v in flat_values(self.expr(a))]
-        if len(args) != len(ftype.inputs):
-            raise ExportError(f"{self.where}: {callee_name} takes {len(ftype.inputs)} tensors, got {len(args)}")
+        values = [self.expr(a) for a in call.args]
+        count = sum(len(flat_values(a)) for a in values)
+        if count != len(ftype.inputs):
+            raise ExportError(f"{self.where}: {callee_name} takes {len(ftype.inputs)} tensors, got {count}")
+        args = [v for a in self.call_arguments(callee_name, call, values) for v in flat_values(a)]
         args = [coerce(v, t, f"{self.where}: argument of {callee_name}") for v, t in zip(args, ftype.inputs)]
         op = func.CallOp(list(ftype.results), ir.FlatSymbolRefAttr.get(callee_name), args)
         value, _ = nest(list(op.results), self.owner.mod[callee_name].ret_struct_info)
         return value
+
+    def call_arguments(self, name: str, call: Call, values: list[Flat]) -> list[Flat]:
+        """The arguments of a call of module function ``name``, checked against its parameters. The runtime checks
+        the arguments of a call from Python, not those of a call inside compiled code, and the callee's code
+        relies on its parameters' sizes: those the arguments' struct info does not prove (``R.Tensor(ndim=2)``
+        passed for ``R.Tensor((2, 3))``, two sizes passed for one size variable ``n``) are checked here as a
+        match_cast's are (the interpreter checks every call's arguments)."""
+        fn = self.owner.mod[name]
+        try:  # the callee's size variables as the arguments' struct info gives them
+            env = call_size_bindings(fn.struct_info, [a.struct_info for a in call.args], name)
+        except (ValueError, TypeError):
+            env = {}
+        sizes = _Sizes()  # the callee's size variables, bound from the arguments as the callee binds them
+        for v, p in zip(values, fn.params):
+            sizes.bind(v, p.struct_info)
+
+        def check(value: Flat, sinfo: Optional[StructInfo], arg: Optional[StructInfo], what: str) -> Flat:
+            if isinstance(sinfo, TupleStructInfo) and isinstance(value, tuple):
+                fields = arg.fields if isinstance(arg, TupleStructInfo) and len(arg.fields) == len(sinfo.fields) \
+                    else (None,) * len(sinfo.fields)
+                return tuple(check(v, s, a, f"{what}[{i}]")
+                             for i, (v, s, a) in enumerate(zip(value, sinfo.fields, fields)))
+            if not isinstance(sinfo, TensorStructInfo) or not isinstance(value, ir.Value) or sinfo.shape is None:
+                return value
+            known = arg.shape if isinstance(arg, TensorStructInfo) and arg.shape is not None \
+                and len(arg.shape) == len(sinfo.shape) else None
+
+            def given(axis: int, d: Union[int, SymDim]) -> bool:
+                if isinstance(d, SymDim) and d.is_var() and sizes.sources.get(d.name) == (value, axis):
+                    return True  # the dimension the callee takes the size from
+                return known is not None and sym_free_vars(d) <= env.keys() and \
+                    sym_substitute(d, lambda v: env[v]) == known[axis]
+
+            proven = [d if given(axis, d) else None for axis, d in enumerate(sinfo.shape)]
+            if all(d is not None for d in proven):
+                return value
+            return self.checked(value, sinfo, what, proven, sizes)
+
+        return [check(v, p.struct_info, a.struct_info, f"argument {i} ('{p.name_hint}') of {name}")
+                for i, (v, p, a) in enumerate(zip(values, fn.params, call.args))]
 
 
 # --- a module ------------------------------------------------------------------------------------------------
