@@ -85,7 +85,8 @@ def cmd_emit(args: argparse.Namespace) -> int:
         mod = IRModule({"main": mod})
     check_well_formed(mod)
     try:
-        options = PipelineOptions(opt_level=args.opt_level, num_threads=args.threads, timing=args.timing)
+        options = PipelineOptions(opt_level=args.opt_level, num_threads=args.threads, timing=args.timing,
+                                  verify_each=args.verify_each)
         text = to_mlir(mod, args.stage, args.function, options)
     except KeyError as exc:  # an unknown --function
         raise ValueError(exc.args[0]) from None
@@ -420,6 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_positive_int, default=None,
                    help="threads large ops may be split across (default: $RELAX_MLIR_NUM_THREADS or every core)")
     p.add_argument("--timing", action="store_true", help="print MLIR's pass timing for every stage on stderr")
+    p.add_argument("--verify-each", action="store_true",
+                   help="verify the IR after every MLIR pass and transform script (default: before each pipeline)")
     p.set_defaults(run=cmd_emit)
 
     p = sub.add_parser("export", help="compile a module to a shared library that relax_mlir.runtime.load_module "

@@ -196,8 +196,11 @@ def merge_identical_kernels(module: ir.Module) -> int:
         for op in ops:
             name = ir.StringAttr(op.attributes["sym_name"]).value
             # the name is in the header and in the outlining's tag (which stays on the kernel's body); printed as
-            # verified (the module is), so in the custom form whatever happens to the module
-            text = op.get_asm(assume_verified=True).replace(f"@{name}(", "@(", 1).replace(f'"{name}"', '""')
+            # verified (the module is), so in the custom form whatever happens to the module, and in a local scope:
+            # values numbered within the kernel, attributes written out, not the whole module's numbering and
+            # aliases computed again for each kernel (the 8x8 CNN's 109 kernels printed in 157 ms that way, 15 now)
+            text = op.get_asm(assume_verified=True, use_local_scope=True)
+            text = text.replace(f"@{name}(", "@(", 1).replace(f'"{name}"', '""')
             if text in first:
                 replace[name] = first[text]
                 erase.append(op)

@@ -36,7 +36,7 @@ from .. import op
 from ..ir.dtype import to_numpy
 from ..ir.expr import Expr, const
 from .common import ImportedModel, Names, Updates, build_main, check_supported, emit_updates, tensor_var
-from .torch_converters import (CONVERTERS, FRONTEND, TorchImportError, _result_dtype, node_error, static_shape,
+from .torch_converters import (CONVERTERS, FRONTEND, TorchImportError, result_dtype, node_error, static_shape,
                                torch_dtype)
 
 __all__ = ["from_exported_program", "from_fx", "CONVERTERS", "TorchImportError"]
@@ -230,7 +230,7 @@ def _promoted_convert(bb, node, args, kwargs):
     tensor clamped to float bounds float32, ``torch.cat`` of float32 and int64 float32, a bool tensor summed
     int64: Relax's ops take one dtype and keep it); an op's refusal of what remains names the node."""
     convert = CONVERTERS[str(node.target)]
-    want = _result_dtype(node)
+    want = result_dtype(node)
     try:
         result = convert(node, args, kwargs)
     except TorchImportError:

@@ -45,7 +45,7 @@ def static_shape(shape, node) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
-def _result_dtype(node) -> str | None:
+def result_dtype(node) -> str | None:
     """The dtype PyTorch gave a node's (first) result, from the fake tensor torch.export recorded."""
     val = node.meta.get("val")
     val = val[0] if isinstance(val, (tuple, list)) and val else val
@@ -58,7 +58,7 @@ def _binary(fn: Callable, compare: bool = False) -> Callable:
     ``int32 + float32`` float32; Relax's ops take one dtype); a comparison's to the promoted dtype of its inputs."""
     def convert(node, args, kwargs):
         a, b = args[0], args[1]
-        dtype = _promoted(node) if compare else _result_dtype(node)
+        dtype = _promoted(node) if compare else result_dtype(node)
         if dtype is not None and (compare or dtype != "bool"):
             a, b = (op.astype(x, dtype) if isinstance(x, Expr) and dtype_of(x) != dtype else x for x in (a, b))
         if not isinstance(a, Expr):
@@ -318,7 +318,7 @@ def _upsample_nearest(node, args, kwargs):
 
 def _arange(node, args, kwargs):
     """``arange(start, end, step)``: a constant (its bounds are numbers; the dtype PyTorch gave it)."""
-    return const(np.arange(*[a for a in args if isinstance(a, (int, float))], dtype=_result_dtype(node)))
+    return const(np.arange(*[a for a in args if isinstance(a, (int, float))], dtype=result_dtype(node)))
 
 
 def _sort(node, args, kwargs):
@@ -422,7 +422,7 @@ def _addmm(node, args, kwargs):
 def _constant(node, args, kwargs):
     """``full(size, value)`` / ``scalar_tensor(value)``: a constant of the dtype PyTorch gave it."""
     size, value = (args[0], args[1]) if str(node.target).startswith("aten.full") else ((), args[0])
-    return const(np.full(tuple(size), value, dtype=_result_dtype(node)))
+    return const(np.full(tuple(size), value, dtype=result_dtype(node)))
 
 
 def _variance(take_root: bool):

@@ -318,6 +318,11 @@ def test_emit_command(tmp_path, capsys):
     assert "func.func @layer" in out and "func.func @main" not in out and "linalg.matmul" in out
     assert main(["emit", str(path), "--stage", "relax", "-f", "nope"]) == 1
     assert "no function 'nope'" in capsys.readouterr().err
+    # --verify-each: MLIR's verifier after every pass (the IR printed is the same)
+    assert main(["emit", str(path), "--stage", "llvm", "--verify-each"]) == 0
+    checked = capsys.readouterr().out
+    assert main(["emit", str(path), "--stage", "llvm"]) == 0
+    assert checked == capsys.readouterr().out and "llvm.func @layer" in checked
 
 
 def test_exported_modules_pass_mlir_opt():

@@ -112,6 +112,27 @@ def test_partition_balances_and_keeps_the_error_accessor_in_part_zero(fresh):
     assert set(single) == set(names)
 
 
+def test_a_function_is_sized_by_every_op_it_holds_unless_its_own_blocks_hold_enough():
+    """``_size`` counts a function's own blocks without a walk; nested regions (an OpenMP kernel's few ops around
+    an ``omp.parallel`` holding its loops) are walked only when the own blocks hold few ops."""
+    from mlir import ir
+
+    def func(name: str, top: int, nested: int) -> str:
+        inner = "\n".join(f"%n{i} = llvm.add %c, %c : i64" for i in range(nested))
+        outer = "\n".join(f"%t{i} = llvm.add %c, %c : i64" for i in range(top))
+        return (f"llvm.func @{name}() {{\n%c = llvm.mlir.constant(1 : i64) : i64\n{outer}\n"
+                f'"test.region"() ({{\n{inner}\n"test.end"() : () -> ()\n}}) : () -> ()\nllvm.return\n}}')
+
+    few = native.SIZE_BY_TOP_LEVEL_FROM // 2
+    with ir.Context() as ctx, ir.Location.unknown():
+        ctx.allow_unregistered_dialects = True
+        mod = ir.Module.parse(func("omp_like", 3, 500) + "\n" + func("flat", few * 3, 500))
+        sizes = {native._name(op.operation): native._size(op.operation) for op in mod.body.operations}
+    # the func, the constant, 3 adds, the region op, 500 adds and its terminator, the return
+    assert sizes["omp_like"] == 1 + 1 + 3 + 1 + 500 + 1 + 1
+    assert sizes["flat"] == 1 + few * 3 + 1 + 1  # its own blocks' ops only (the nested 501 not walked)
+
+
 def test_library_of_a_native_compile_loads_and_runs(fresh, tmp_path):
     ex = _compile(fresh, True)
     path = tmp_path / "m.so"

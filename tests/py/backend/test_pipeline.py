@@ -154,3 +154,60 @@ def test_results_are_written_in_the_callers_buffers_without_copies(monkeypatch, 
         assert losses[0] == pytest.approx(losses[1], rel=1e-5)
     for got, want in zip(trainers[0].params, trainers[1].params):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)  # float32 sums of 64 products, 2 steps
+
+
+def test_invalid_ir_from_a_python_rewrite_is_caught_before_any_pass_reads_it():
+    """MLIR verifies after every pass only with verify_each; the module is verified before each pipeline, so a
+    Python rewrite that broke the IR is an MLIRError naming the op, not a pass running on invalid IR."""
+    from relax_mlir.backend.pipeline import run_passes
+
+    with ir.Context(), ir.Location.unknown():
+        mod = ir.Module.parse("""
+          func.func @f(%a: f32, %b: i32) -> f32 {
+            %s = arith.addf %a, %a : f32
+            return %s : f32
+          }""")
+        ret = list(list(mod.body.operations)[0].regions[0].blocks[0].operations)[-1]
+        ret.operands[0] = list(mod.body.operations)[0].regions[0].blocks[0].arguments[1]  # returns the i32
+        for options in (PipelineOptions(), PipelineOptions(verify_each=True)):
+            with pytest.raises(ir.MLIRError, match="func.return|type of return operand"):
+                run_passes(mod, "builtin.module(canonicalize)", options)
+
+
+def test_verify_each_turns_on_the_transform_interpreters_expensive_checks(monkeypatch):
+    from mlir.dialects.transform import interpreter
+
+    seen = []
+    real = interpreter.apply_named_sequence
+
+    def spy(payload, entry, module, options=None):
+        seen.append(options.expensive_checks)
+        return real(payload, entry, module, options)
+
+    monkeypatch.setattr(interpreter, "apply_named_sequence", spy)
+    lower(S.MATMUL, "scheduled")
+    off = list(seen)
+    seen.clear()
+    lower(S.MATMUL, "scheduled", PipelineOptions(verify_each=True))
+    assert off and not any(off)  # by default: off, the payload verified before each script instead
+    assert seen and all(seen)
+    with pytest.raises(TypeError, match="verify_each must be True or False"):
+        PipelineOptions(verify_each="yes")
+
+
+def test_a_failed_schedule_lowers_the_module_as_it_was_before_the_schedules(monkeypatch):
+    import relax_mlir.backend.pipeline as pipeline
+
+    def half_done(module, threads=1, print_ir=False):
+        for op in module.body.operations:
+            op.operation.attributes["half_scheduled"] = ir.UnitAttr.get()
+        raise RuntimeError("a schedule failed half-way")
+
+    monkeypatch.setattr(pipeline, "schedule_module", half_done)
+    with pytest.warns(RuntimeWarning, match="lowering with naive loops instead: a schedule failed half-way"):
+        texts = lower_stages(S.MATMUL)
+    assert "half_scheduled" not in texts["scheduled"] and "linalg.matmul" in texts["scheduled"]
+    assert "llvm.func @main" in texts["llvm"]
+    monkeypatch.setattr(pipeline, "schedule_module", half_done)
+    with pytest.raises(RuntimeError, match="half-way"):
+        lower(S.MATMUL, "scheduled", PipelineOptions(fallback_on_schedule_failure=False))
