@@ -147,7 +147,7 @@ class _Matcher:
             if isinstance(d, SymDim) and not d.free_vars() <= self.sizes.keys():
                 continue  # see the class docstring
             want = sym.evaluate(d, self.sizes) if isinstance(d, SymDim) else d
-            if want != a:
+            if want != a and not (want != want and a != a):  # (a NaN value matches R.Prim(value=nan))
                 detail = f" with {', '.join(f'{v}={self.sizes[v]}' for v in sorted(d.free_vars()))}" \
                     if isinstance(d, SymDim) else ""
                 self.fail(path, f"expected {d}{detail}, got {a}: {shown}")

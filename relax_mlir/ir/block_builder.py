@@ -15,7 +15,6 @@ its own first, so every binding's value is one op call (or tuple, tuple item, co
 from __future__ import annotations
 
 import contextlib
-import unicodedata
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -65,7 +64,7 @@ class BlockBuilder:
         if self._func is not None:
             raise BlockBuilderError(f"BlockBuilder.function({name!r}): already inside function "
                                     f"{self._func.name!r}; functions do not nest")
-        _check_name(name, f"BlockBuilder.function({name!r})")
+        check_function_name(name, f"BlockBuilder.function({name!r})")
         if isinstance(params, Var):
             params = [params]
         self._func = _FunctionFrame(name, params, {k: freeze_attr(v) for k, v in (attrs or {}).items()}, pure)
@@ -256,7 +255,7 @@ class BlockBuilder:
     def add_func(self, func: Function, func_name: str) -> GlobalVar:
         """Add ``func`` under ``func_name`` (replacing a function of that name) and return its GlobalVar."""
         name = func_name.name_hint if isinstance(func_name, GlobalVar) else func_name
-        _check_name(name, f"BlockBuilder.add_func(..., {name!r})")
+        check_function_name(name, f"BlockBuilder.add_func(..., {name!r})")
         self._mod[func_name] = func
         return self._mod.get_global_var(func_name)
 
@@ -271,16 +270,6 @@ class BlockBuilder:
 
     def get_global_var(self, name: str) -> GlobalVar:
         return self._mod.get_global_var(name)
-
-
-def _check_name(name: str, where: str) -> None:
-    """A function's name must be an identifier the text format reads back as itself: Python reads identifiers in
-    NFKC form, so ``ﬁ`` would come back as ``fi`` (a module's functions are keyed by name: no renaming it)."""
-    check_function_name(name, where)
-    normal = unicodedata.normalize("NFKC", name)
-    if normal != name:
-        raise ValueError(f"{where}: a function's name must be in NFKC form, as Python reads identifiers (the text "
-                         f"format would read {name!r} back as {normal!r})")
 
 
 def freeze_attr(value: Any) -> Any:

@@ -309,6 +309,10 @@ class TupleGetItem(Expr):
     span: Optional[Span] = _span()
 
     def __post_init__(self):
+        if isinstance(self.index, np.integer):
+            object.__setattr__(self, "index", int(self.index))
+        if not isinstance(self.index, int) or isinstance(self.index, bool):  # (t[True] printed, as TVM refuses)
+            raise TypeError(f"TupleGetItem: the index must be an int, got {self.index!r}")
         sinfo = self.tuple_value.struct_info
         if self.struct_info is None and sinfo is not None:
             if not isinstance(sinfo, TupleStructInfo):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keyword
+import unicodedata
 from typing import Any, Iterator, Mapping, Optional, Union
 
 from .expr import Function, GlobalVar
@@ -132,10 +133,16 @@ class IRModule:
 
 
 def check_function_name(name: str, where: str) -> None:
-    """A function's name must be a Python identifier that is not a keyword: the text format writes ``def name``."""
+    """A function's name must be a Python identifier that is not a keyword (the text format writes ``def name``),
+    in NFKC form: Python reads identifiers normalised, so ``ﬁ`` would come back as ``fi``, and a module's functions
+    are keyed by name (the printer cannot rename one)."""
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
         raise ValueError(f"{where}: a function's name must be a Python identifier that is not a keyword (the text "
                          f"format writes it as `def name`), got {name!r}")
+    normal = unicodedata.normalize("NFKC", name)
+    if normal != name:
+        raise ValueError(f"{where}: a function's name must be in NFKC form, as Python reads identifiers (the text "
+                         f"format would read {name!r} back as {normal!r})")
 
 
 def _check_flag(method: str, name: str, value: object) -> None:

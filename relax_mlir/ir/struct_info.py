@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
@@ -37,7 +38,8 @@ def prim_value_of(dtype: str, value, where: str):
                 return value
             raise ValueError(f"{where}: {value} does not fit in {dtype} ({info.min} to {info.max})")
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value
+        # every NaN as one object: struct info compares values with ==, and a NaN equals only itself
+        return math.nan if value != value else value
     raise ValueError(f"{where}: {value!r} ({type(value).__name__}) is not a value of dtype {dtype}")
 
 

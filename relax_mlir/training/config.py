@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -99,6 +100,8 @@ def check_output_path(path: Optional[str], option: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise ValueError(f"{option} {path}: is a directory; expected a file name")
+    if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):  # (write_atomically refuses it too, later)
+        raise ValueError(f"{option} {path}: is not a regular file (a device, FIFO or socket); expected a file name")
     if not os.path.isdir(directory):
         raise ValueError(f"{option} {path}: the directory {directory} does not exist")
     if not os.access(directory, os.W_OK):

@@ -7,7 +7,7 @@ import pytest
 
 from relax_mlir import op
 from relax_mlir.ir import (BlockBuilder, BlockBuilderError, Call, DataflowBlock, DataflowVar, Function, GlobalVar,
-                           TensorStructInfo, TupleStructInfo, Var, const)
+                           IRModule, TensorStructInfo, TupleStructInfo, Var, const)
 from relax_mlir.interpreter import interpret
 from relax_mlir.ir.sym import SizeVar
 from relax_mlir.script import from_source
@@ -119,6 +119,8 @@ def test_a_function_name_python_reads_as_another_is_refused():
     with pytest.raises(ValueError, match=r"BlockBuilder.add_func\(..., '\U0001d453'\): .* back as 'f'"):
         bb.add_func(func, "\U0001d453")
     assert list(bb.get()) == ["fi"]
+    with pytest.raises(ValueError, match=r"IRModule\['ﬁ'\]: a function's name must be in NFKC form.* back as 'fi'"):
+        IRModule({"\ufb01": func})
 
 
 def test_function_attributes_are_stored_as_ops_store_theirs():

@@ -252,6 +252,16 @@ def test_tuple_index_out_of_range():
     _only(IRModule({"main": f}), r"^main, binding 'a': tuple index 2 is out of range for a tuple of 2 field\(s\)")
 
 
+def test_a_tuple_index_must_be_an_int():
+    """``t[True]`` was built and printed as ``t[True]`` (TVM takes an int); a NumPy integer is an int."""
+    t = Var("t", TupleStructInfo([T(3), T(4)]))
+    for bad in (True, 1.0, "1"):
+        with pytest.raises(TypeError, match=f"TupleGetItem: the index must be an int, got {bad!r}"):
+            TupleGetItem(t, bad)
+    item = TupleGetItem(t, np.int64(1))
+    assert type(item.index) is int and item.struct_info == T(4)
+
+
 def test_every_problem_is_listed_with_its_function():
     x, z = Var("x", T(3)), Var("z", T(3))
     a, lv = Var("a", T(4)), DataflowVar("lv", T(3))
