@@ -47,7 +47,7 @@ from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
 from .pass_infra import Pass, PassContext
 from .canonicalize_bindings import CanonicalizeBindings
-from .dead_code_elimination import remove_unused_bindings, size_defining_casts
+from .dead_code_elimination import impure_bindings, remove_unused_bindings, size_defining_casts
 from .utils import free_vars, substitute, substitute_with, with_body
 
 
@@ -122,7 +122,7 @@ class Gradient(Pass):
         name = self.func_name
         if name not in mod:
             raise GradientError(f"Gradient: the module has no function {name!r} (it has: {', '.join(mod) or 'none'})")
-        adjoint = _Differentiator(name, mod[name], self.require_grads, self.target_index).run()
+        adjoint = _Differentiator(name, mod[name], self.require_grads, self.target_index, mod).run()
         out = mod.copy()
         out[f"{name}_adjoint"] = adjoint
         return out
@@ -154,8 +154,8 @@ class _Adjoint:
 
 
 class _Differentiator:
-    def __init__(self, name: str, func: Function, require_grads, target_index: int):
-        self.name, self.func = name, func
+    def __init__(self, name: str, func: Function, require_grads, target_index: int, mod: Optional[IRModule] = None):
+        self.name, self.func, self.mod = name, func, mod
         self.bindings = [b for block in func.blocks for b in block.bindings]
         self.binding_of = {b.var: b for b in self.bindings}
         self.ret = func.body.body if isinstance(func.body, SeqExpr) else func.body
@@ -170,6 +170,17 @@ class _Differentiator:
         raise GradientError(f"Gradient({self.name}): {message}")
 
     # -- checks -------------------------------------------------------------------------------------
+    def _refuse_effects(self) -> None:
+        """The adjoint is a pure dataflow function that runs the forward bindings it needs: a host call or a call
+        of an impure function would be dropped or moved into it (as in TVM, where effects cannot be in the dataflow
+        blocks Gradient differentiates)."""
+        effects = impure_bindings(self.func, self.mod)
+        if not self.func.is_pure or effects:
+            named = ", ".join(repr(v.name_hint) for v in sorted(effects, key=lambda v: v.name_hint))
+            self.fail("cannot differentiate a function with effects" + (f" (bindings {named})" if named else
+                                                                         " (it is declared pure=False)")
+                      + ": its adjoint is a pure dataflow function; move host calls out of it")
+
     def _target(self, index: int) -> Var:
         ret, sinfo = self.ret, self.func.ret_struct_info
         what = "the return value"
@@ -320,6 +331,7 @@ class _Differentiator:
     def run(self) -> Function:
         relevant = self.relevant()
         self.check_rules(relevant)
+        self._refuse_effects()  # (after the rules: a host call on the path has a message of its own)
         if self.explicit:
             self.check_undifferentiated_inputs()
         keep = self._live_forward()

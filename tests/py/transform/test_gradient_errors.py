@@ -134,3 +134,29 @@ def test_a_required_variable_read_through_an_input_without_a_rule_is_refused():
     # not asked for w: fine; every float parameter (None): TVM's gradient, the weights' path left out
     assert "main_adjoint" in transform.Gradient("main", require_grads=[p])(mod)
     assert "main_adjoint" in transform.Gradient("main")(mod)
+
+
+def test_a_function_with_effects_is_refused():
+    """Gradient's adjoint is a pure dataflow function running the forward bindings the result needs: a host call
+    nothing reads was dropped from it, silently (helper found; TVM cannot have effects in a dataflow block)."""
+    from relax_mlir.script import from_source
+
+    mod = from_source('''
+@I.ir_module
+class M:
+    @R.function(pure=False)
+    def main(x: R.Tensor((3,), "float32")) -> R.Tensor((), "float32"):
+        logged = R.call_packed("log", x, sinfo_args=R.Object)
+        y = R.sum(R.multiply(x, x))
+        return y
+
+    @R.function(pure=False)
+    def declared(x: R.Tensor((3,), "float32")) -> R.Tensor((), "float32"):
+        y = R.sum(R.multiply(x, x))
+        return y
+''')
+    with pytest.raises(GradientError, match=r"Gradient\(main\): cannot differentiate a function with effects "
+                                            r"\(bindings 'logged'\): its adjoint is a pure dataflow function"):
+        transform.Gradient("main")(mod)
+    with pytest.raises(GradientError, match=r"Gradient\(declared\): .* \(it is declared pure=False\)"):
+        transform.Gradient("declared")(mod)
