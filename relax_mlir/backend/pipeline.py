@@ -367,6 +367,8 @@ def lower_module(
             module = _STEPS[stage](module, options)
             if on_stage is not None:
                 on_stage(stage, module)
+    if stop > start:
+        module.operation.verify()  # what the last pipeline made (each pipeline verifies its input, not its output)
     return module
 
 
