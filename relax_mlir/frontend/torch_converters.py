@@ -5,6 +5,7 @@ a result it does not produce) or :class:`~.common.Updates` (an op that also upda
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -149,8 +150,11 @@ def _batch_norm(training_arg: bool):
         if not isinstance(momentum, (int, float)) or mean is None or var is None:
             raise node_error(node, "batch norm needs running statistics and a fixed momentum "
                               "(track_running_stats=True, momentum not None)")
-        if w is None or b is None:
-            raise node_error(node, "batch norm without affine weight and bias (affine=False) is not supported")
+        if not training_arg and momentum == 0:
+            warnings.warn(f"{node.name}: batch norm with momentum 0.0, which an eval-mode torch.export also records "
+                          "for momentum=None (a cumulative average, not supported): trained, the imported model keeps "
+                          "its running statistics as they are", RuntimeWarning, stacklevel=2)
+        w, b = _affine_or_identity(x, w, b, mean.struct_info.shape[0])
         bn = op.nn.batch_norm(x, w, b, mean, var, axis=1, epsilon=float(eps), momentum=float(momentum))
         results = (0, None, None, 1, 2) if training_arg else (0, None, None)
         return Updates(bn, results, {mean: 1, var: 2})
@@ -443,12 +447,18 @@ def _variance(take_root: bool):
     return convert
 
 
+def _affine_or_identity(x: Expr, w, b, channels: int) -> tuple[Expr, Expr]:
+    """A norm's weight and bias, ones and zeros where the module has none (``affine=False``)."""
+    dtype = np.dtype(dtype_of(x))
+    return (w if w is not None else const(np.ones(channels, dtype)),
+            b if b is not None else const(np.zeros(channels, dtype)))
+
+
 def _group_norm(node, args, kwargs):
     """``native_group_norm(x, w, b, N, C, HxW, group, eps)``: the normalized output (mean and rstd not made)."""
     x, w, b, _, channels, _, groups, eps = args[:8]
     rest = list(range(2, ndim_of(x)))
-    w = w if w is not None else const(np.ones(channels, np.dtype(dtype_of(x))))  # affine=False
-    b = b if b is not None else const(np.zeros(channels, np.dtype(dtype_of(x))))
+    w, b = _affine_or_identity(x, w, b, channels)
     return [op.nn.group_norm(x, w, b, num_groups=groups, channel_axis=1, axes=rest, epsilon=float(eps)), None, None]
 
 

@@ -7,6 +7,7 @@ parameters likewise).
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -349,3 +350,32 @@ def test_a_tied_weight_is_one_parameter_and_trains_as_in_pytorch():
     torch.nn.functional.cross_entropy(model(i), y).backward()
     optimizer.step()
     np.testing.assert_allclose(trainer.export_params()["e_weight"], model.e.weight.detach().numpy(), atol=1e-6)
+
+
+def test_batch_norm_without_affine_parameters_imports_with_ones_and_zeros():
+    """``BatchNorm2d(affine=False)`` was refused; its weight and bias are ones and zeros (as group norm's were)."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.BatchNorm2d(2, affine=False))
+    model.train()(torch.randn(4, 1, 5, 5))  # running statistics away from (0, 1)
+    model.eval()
+    x = torch.randn(2, 1, 5, 5)
+    mod, params, states = _import(model, x)
+    assert list(params) == ["p0_weight", "p0_bias"]  # no weight or bias of the norm to train
+    args = [x.numpy(), *params.values(), *states.values()]
+    expected = model(x).detach().numpy()
+    for got in (relax_mlir.interpret(mod, "main", *args),
+                relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](*args)):
+        np.testing.assert_allclose(np.asarray(got[0]), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_zero_batch_norm_momentum_of_an_eval_export_is_warned_about():
+    """An eval-mode export records momentum=None (a cumulative average) as 0.0: trained, the imported model's
+    running statistics would stay as they are, silently. A warning says so; the default momentum does not warn."""
+    x = torch.randn(2, 2, 4, 4)
+    for momentum, warns in ((None, True), (0.1, False)):
+        model = torch.nn.BatchNorm2d(2, momentum=momentum).eval()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _import(model, x)
+        said = [w for w in caught if "momentum 0.0" in str(w.message)]
+        assert bool(said) == warns, [str(w.message) for w in caught]
