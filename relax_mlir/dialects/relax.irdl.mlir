@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 9d27ec46a5718038a91850095a1f72ec9c6a99c144afa323fadcdb7e4b14ff8c
+// registry sha256 45291cbd455144e2b5ed5227f4ad7ec00f335e7d7cc073a1ccf968f11fd8d35e
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

@@ -219,7 +219,7 @@ def conv2d_weight_grad(data: Expr, out_grad: Expr, weight: Expr, attrs: dict) ->
         x, k = op.permute_dims(data, (1, 0, 2, 3)), op.permute_dims(out_grad, (1, 0, 2, 3))
     else:  # data (N, G*Cg, H, W) -> (Cg, G*N, H, W); out_grad (N, G*Og, OH, OW) -> (G*Og, N, OH, OW)
         x = op.reshape(op.permute_dims(op.reshape(data, (n, g, wc, h, w)), (2, 1, 0, 3, 4)), (wc, g * n, h, w))
-        k = op.reshape(op.permute_dims(op.reshape(out_grad, (n, g, -1, oh, ow)), (1, 2, 0, 3, 4)), (wo, n, oh, ow))
+        k = op.reshape(op.permute_dims(op.reshape(out_grad, (n, g, wo // g, oh, ow)), (1, 2, 0, 3, 4)), (wo, n, oh, ow))
     dw = conv2d(x, k, strides=attrs["dilation"], padding=attrs["padding"], dilation=attrs["strides"], groups=g)
     dw = op.permute_dims(dw, (1, 0, 2, 3))
     if tuple(sinfo_of(dw).shape or ())[2:] != (kh, kw):

@@ -201,3 +201,30 @@ def test_conv2d_transpose_int8_accumulates_in_out_dtype():
     w = np.full((2, 1, 1, 1), 100, "int8")
     got = _run(nn.conv2d_transpose, x, w, out_dtype="int32")
     assert got.dtype == np.int32 and (got == 2 * 100 * 100).all()
+
+
+def test_grouped_conv2d_gradient_of_an_empty_symbolic_batch():
+    """The weight gradient reshaped the output gradient to ``(n, groups, -1, oh, ow)``: with ``n = 0`` NumPy cannot
+    infer the ``-1`` and the interpreter failed, although the size is known (``out_channels // groups``). Both
+    modes give zero loss and gradients of the right shapes; and for n = 2 they agree."""
+    import relax_mlir
+    from relax_mlir import BlockBuilder, transform
+
+    x, w = Var("x", TensorStructInfo(("n", 4, 5, 5), "float32")), Var("w", TensorStructInfo((6, 2, 3, 3), "float32"))
+    bb = BlockBuilder()
+    with bb.function("f", [x, w]):
+        with bb.dataflow():
+            y = bb.emit(nn.conv2d(x, w, groups=2))
+            loss = bb.emit_output(bb.emit(relax_op.sum(relax_op.multiply(y, y))))
+        bb.emit_func_output(loss)
+    mod = transform.Gradient("f")(bb.get())
+    compiled = relax_mlir.VirtualMachine(relax_mlir.compile(mod))["f_adjoint"]
+    ws = np.random.default_rng(0).standard_normal((6, 2, 3, 3)).astype("float32")
+    for n in (0, 2):
+        xs = np.random.default_rng(n).standard_normal((n, 4, 5, 5)).astype("float32")
+        got = [interpret(mod, "f_adjoint", xs, ws), compiled(xs, ws)]
+        for value, (dx, dw) in got:
+            assert dx.shape == xs.shape and dw.shape == ws.shape
+        if n == 0:
+            assert all(float(v) == 0 and not np.any(dw) for v, (_, dw) in got)
+        np.testing.assert_allclose(np.asarray(got[1][1][1]), np.asarray(got[0][1][1]), rtol=1e-4, atol=1e-4)
