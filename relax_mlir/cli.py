@@ -301,6 +301,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         saved = f"; the last checkpoint is {cfg.save}" if cfg.save else ""
         print(f"relax-mlir train: interrupted{saved}", file=sys.stderr)
+        _abort_mpi_job()  # a signal to one rank of an MPI job: the others would wait in their all-reduce forever
         return 130
     if not _is_root():
         return 0  # rank 0 plots and reports for an MPI job

@@ -17,7 +17,8 @@ The running statistics are updated from the global ones, so they are the same on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,6 +40,7 @@ class SyncLayout:
 
     channels: tuple[int, ...]
     dtype: str
+    summed_loss: bool = False  # the surrogate's loss is reduced by "sum" in place of a "mean" (see add_sync_functions)
 
     @property
     def layers(self) -> int:
@@ -121,10 +123,17 @@ def sync_backbone(backbone: Function, world: int) -> tuple[Function, SyncLayout]
     return bb.get()["backbone_sync"], SyncLayout(channels, dtype)
 
 
-def add_sync_functions(mod: IRModule, setup_trainer, layout: FlatLayout, world: int) -> tuple[IRModule, SyncLayout]:
+def add_sync_functions(mod: IRModule, setup_trainer, layout: FlatLayout, world: int,
+                       summed_loss: bool = False) -> tuple[IRModule, SyncLayout]:
     """``mod`` with ``sync_stats``, ``sync_adjoint_stats`` and ``sync_grad_flat``, all taking
     ``(inputs..., params..., states..., targets..., S..., G..., scale)``: this rank's sums (one vector), the
-    surrogate's gradient with respect to ``S`` (one vector), and ``grad_flat``'s vector of the surrogate."""
+    surrogate's gradient with respect to ``S`` (one vector), and ``grad_flat``'s vector of the surrogate.
+
+    ``summed_loss``: the loss is a mean over the rank's targets' weights (nll_loss's), and the surrogate uses
+    its ``"sum"`` reduction instead, which is the mean times this rank's share of the denominator (the caller
+    passes ``scale`` 1). A rank whose targets are all ignored then contributes a loss of exactly 0 and no NaN:
+    its mean would be 0 / 0, and ``0 * NaN`` in the surrogate would spread NaN through the adjoints ``G`` to
+    every rank, although its inputs still shape the batch-norm statistics (the ``<G, s>`` terms)."""
     from .. import transform
     from ..training.utils import append_loss
 
@@ -134,7 +143,12 @@ def add_sync_functions(mod: IRModule, setup_trainer, layout: FlatLayout, world: 
     if int(mod.attrs.get("rng_key_num", 0)):
         raise ValueError("DistributedTrainer: sync_batch_norm=True does not support random ops (dropout) yet")
     backbone, sync = sync_backbone(mod["backbone"], world)
-    loss = append_loss(backbone, setup_trainer.loss(*setup_trainer.loss_args), 1, "sync_loss")
+    sync = replace(sync, summed_loss=summed_loss)
+    loss_fn = setup_trainer.loss
+    if summed_loss:
+        loss_fn = copy.copy(loss_fn)
+        loss_fn._reduction = "sum"  # (Loss keeps its reduction there; the rest of the loss is unchanged)
+    loss = append_loss(backbone, loss_fn(*setup_trainer.loss_args), 1, "sync_loss")
     out = IRModule(dict(mod.items()), dict(mod.attrs))
     out["sync_loss"] = loss
     out["sync_step"] = _surrogate(out, mod, sync)

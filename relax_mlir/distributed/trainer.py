@@ -24,11 +24,14 @@ rank runs the same compiled ``apply_flat`` (the optimizer) on the same sums, so 
 * Dropout: rank 0 uses the one-process key ``fold_in(seed, step)``, rank r > 0 ``fold_in(fold_in(seed, step),
   r)``: streams differ per rank and are reproducible for a given K.
 * Failure: with more than one rank, an uncaught exception on any rank aborts the whole job (``MPI_Abort``);
-  a killed rank is noticed by ``mpiexec``, which ends the others.
+  a killed rank is noticed by ``mpiexec``, which ends the others. A non-finite step is refused on every rank
+  alike (the sums are the same everywhere), each naming the same culprit: the first rank whose shard holds a
+  NaN or an infinity, its index there and in the global batch (contiguous shards), or no input at all.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import numpy as np
@@ -36,6 +39,8 @@ import numpy as np
 from ..ir.dtype import is_int
 from ..ir.module import IRModule
 from ..op.random import fold_in
+from ..training.checkpoint_io import first_non_finite
+from ..training.nan_policy import NonFiniteError, non_finite_error
 from ..training.trainer import NDArray, Trainer
 from . import comm as C
 from .flat import APPLY_FLAT, GRAD_FLAT, add_flat_functions, layout_of
@@ -47,9 +52,10 @@ class DistributedTrainer(Trainer):
 
     Takes Trainer's arguments; ``setup_trainer``'s ``loss_args`` give the *per-rank* batch (the global batch
     divided by the number of ranks). ``bucket_bytes`` bounds one all-reduce message (default 25 MiB, PyTorch
-    DDP's bucket: one message for the models here, which is fastest when compute and communication do not overlap); ``sync_check_every``
-    runs :meth:`check_sync` every that many steps (0: only when called); ``abort_on_error`` makes an uncaught
-    exception on one rank end every rank.
+    DDP's bucket: one message for the models here, which is fastest when compute and communication do not
+    overlap); ``sync_check_every`` runs :meth:`check_sync` every that many steps (0: only when called), counted
+    as the steps this trainer ran, which every rank agrees on (``step`` may differ: that is what is checked);
+    ``abort_on_error`` makes an uncaught exception on one rank end every rank.
     """
 
     def __init__(self, mod: IRModule, param_num: Optional[int] = None, setup_trainer=None, seed: int = 0,
@@ -68,11 +74,18 @@ class DistributedTrainer(Trainer):
                              f"{bucket_bytes} and {sync_check_every}")
         self.mod = add_flat_functions(self.mod)
         self.layout = layout_of(self.mod)
+        self._counts_targets = self.reduction == "mean" and self._mean_over_targets()
         self.sync = None
         if sync_batch_norm:
-            self.mod, self.sync = add_sync_functions(self.mod, setup_trainer, self.layout, self.world_size)
+            # A mean whose denominator is the rank's targets' weight enters the surrogate summed (its value times
+            # that weight, with no division): a rank whose targets are all ignored adds 0, not 0 x NaN.
+            self.mod, self.sync = add_sync_functions(self.mod, setup_trainer, self.layout, self.world_size,
+                                                     summed_loss=self._counts_targets)
         self.bucket_elems = max(1, bucket_bytes // np.dtype(self.layout.dtype).itemsize)
         self.sync_check_every = sync_check_every
+        # Steps run in lockstep (every rank calls update_params together): what sync_check_every counts, since
+        # it cannot differ between ranks where ``step`` can, and check_sync is a collective all must enter.
+        self._lockstep_steps = 0
         self._synced: Optional[list] = None  # the parameter list last broadcast or stepped in lockstep
         if abort_on_error:
             C.abort_on_uncaught_exception(self.comm)
@@ -101,7 +114,8 @@ class DistributedTrainer(Trainer):
         loss = np.array(flat[self.layout.loss_index])
         out = self._finish_step(loss, params, self.layout.states(flat), optim, inputs)
         self._synced = self.params
-        if self.sync_check_every and self.step % self.sync_check_every == 0:
+        self._lockstep_steps += 1
+        if self.sync_check_every and self._lockstep_steps % self.sync_check_every == 0:
             self.check_sync()
         return out
 
@@ -115,7 +129,7 @@ class DistributedTrainer(Trainer):
         """``grad_flat``'s vector with global batch-norm statistics (see sync_bn.py), its gradients and loss
         already weighted by this rank's share of a mean; returns it and that weight."""
         weight = self._local_weight(targets) if self.reduction == "mean" else 1.0
-        scale = np.array(weight, self.sync.dtype)
+        scale = np.array(1.0 if self.sync.summed_loss else weight, self.sync.dtype)
         totals, adjoints = np.zeros(self.sync.size, self.sync.dtype), np.zeros(self.sync.size, self.sync.dtype)
 
         def call(name: str) -> np.ndarray:
@@ -149,19 +163,66 @@ class DistributedTrainer(Trainer):
         if self.reduction == "mean":
             flat[:end] /= flat[-1]
 
+    def _mean_over_targets(self) -> bool:
+        """Whether the loss is nll_loss's (class-index cross-entropy's), whose mean divides by the summed class
+        weights of the non-ignored targets: each rank's share of the denominator then depends on its targets."""
+        target = self.target_vars[0].struct_info
+        pred = self.mod["predict"].ret_struct_info
+        pred = pred.fields[0] if self.state_num else pred
+        return (self.mod.attrs.get("ignore_index") is not None and is_int(target.dtype)
+                and target.ndim == pred.ndim - 1)
+
     def _local_weight(self, targets: list[np.ndarray]) -> float:
         """This rank's share of a mean's denominator: nll_loss divides by the summed class weights of the
         non-ignored targets; every other mean is over equal-sized shards, so each rank counts 1."""
-        ignore = self.mod.attrs.get("ignore_index")
-        y = targets[0]
-        pred = self.mod["predict"].ret_struct_info
-        pred = pred.fields[0] if self.state_num else pred
-        if ignore is None or not is_int(self.target_vars[0].struct_info.dtype) or y.ndim != pred.ndim - 1:
+        if not self._counts_targets:
             return 1.0
+        y, ignore = targets[0], self.mod.attrs["ignore_index"]
         valid = y[y != ignore]
         if len(targets) > 1:  # class weights, (C,)
             return float(np.sum(targets[1].astype(np.float64)[valid]))
         return float(valid.size)
+
+    # -- a non-finite step -----------------------------------------------------------------------
+    def _refuse(self, loss, params, states, optim, inputs) -> None:
+        """As Trainer's, with the culprit searched in every rank's shard: the reduced outputs are the same on
+        every rank, so every rank refuses the step together, and each must name the same example (a NaN on one
+        rank makes every rank's step non-finite). Collective: one allgather, on this failure path only."""
+        outputs = [("loss", np.asarray(loss))]
+        outputs += [(f"parameter {v.name_hint!r}", a) for v, a in zip(self.param_vars, params)]
+        outputs += [(f"state {v.name_hint!r}", a) for v, a in zip(self.state_vars, states)]
+        outputs += [(f"optimizer state {i}", a) for i, a in enumerate(optim)]
+        first = non_finite_error(self.step, outputs, [])  # the first non-finite output: the same on every rank
+        found = next(((v.name_hint, x) for v, x in zip(self.input_vars, inputs)
+                      if x.dtype.kind == "f" and x.ndim and not np.isfinite(x).all()), None)
+        if found is not None:  # (name, value, position, shard size) of this rank's first non-finite input
+            name, x = found
+            where = first_non_finite(x)
+            found = (name, str(x[tuple(where)]), where, len(x))
+        found_by_rank = self.comm.allgather(found)
+        rank = next((r for r, f in enumerate(found_by_rank) if f is not None), None)
+        array = dict(outputs)[first.tensor]
+        value = array[tuple(first.index)] if first.index else array[()]
+        position = f" at {first.index}" if first.index else ""
+        batch_index = None
+        if rank is None:
+            culprit = (f"the inputs of all {self.world_size} ranks' shards are finite (the step diverged: lower the "
+                       "learning rate?)")
+        else:
+            name, held, where, shard = found_by_rank[rank]
+            batch_index = rank * shard + where[0]
+            culprit = (f"input {name!r} of rank {rank} holds {held} at {where}: batch index {where[0]} of rank "
+                       f"{rank}'s shard, global batch index {batch_index} when rank r's shard is examples "
+                       f"{shard}r to {shard}r+{shard - 1}")
+        error = NonFiniteError(
+            f"DistributedTrainer.update_params: step {self.step} produced a non-finite {first.tensor} "
+            f"({value}{position}) on {self.world_size} ranks; {culprit}; parameters, states and optimizer state "
+            "are left as before the step", self.step, first.tensor, first.index, batch_index)
+        error.rank = rank  # the first rank whose shard holds a non-finite input, or None
+        if self.nan_policy == "raise":
+            raise error
+        self.skipped_steps += 1
+        warnings.warn(f"{error} (skipped: {self.skipped_steps} so far)", RuntimeWarning, stacklevel=4)
 
     # -- keeping ranks in step --------------------------------------------------------------------
     def _broadcast_if_changed(self) -> None:

@@ -69,14 +69,29 @@ class TrainConfig:
             out.append("--nesterov needs --optimizer momentum")
         return out
 
-    def trajectory(self) -> dict:
-        """The settings that decide the parameters after each epoch (the ones a resumed run must share)."""
+    def trajectory(self, ranks: int = 1) -> dict:
+        """The settings that decide the parameters after each epoch (the ones a resumed run must share), for a
+        run on ``ranks`` MPI ranks. The global batch makes the trajectory independent of the ranks, except
+        through a CNN's batch norm: without ``--sync-batch-norm`` each of K > 1 ranks normalises with its own
+        shard's statistics, so the run depends on K; with it, or in one process, on the global batch's."""
         keys = ["model", "hidden" if self.model == "mlp" else "channels", "optimizer", "lr", "weight_decay",
                 "reduction", "batch_size", "seed"]
         keys += {"sgd": [], "momentum": ["momentum", "dampening", "nesterov"],
                  "adam": ["betas", "eps"], "adamw": ["betas", "eps"]}.get(self.optimizer, [])
-        return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in
-                ((k, getattr(self, k)) for k in keys)}
+        out = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in ((k, getattr(self, k)) for k in keys)}
+        if self.model == "cnn":
+            out["batch_norm_statistics"] = batch_norm_statistics(self.sync_batch_norm, ranks)
+        return out
+
+
+GLOBAL_BATCH_NORM = "the global batch's (one process, or --sync-batch-norm)"
+
+
+def batch_norm_statistics(sync_batch_norm: bool, ranks: int) -> str:
+    """What a CNN's batch norm normalises with, as ``trajectory`` records it (and a refused resume shows it)."""
+    if sync_batch_norm or ranks == 1:
+        return GLOBAL_BATCH_NORM
+    return f"each rank's shard's ({ranks} ranks without --sync-batch-norm)"
 
 
 def make_optimizer(cfg: TrainConfig):

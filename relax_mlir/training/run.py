@@ -10,6 +10,7 @@ parameters and every epoch's loss and accuracy are bit for bit those of an unint
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -21,7 +22,7 @@ import numpy as np
 
 from ..distributed.launch import Ranks, from_environment
 from .checkpoint_io import Checkpoint, CheckpointError, read_checkpoint
-from .config import MODELS, TrainConfig, check_output_path, make_optimizer
+from .config import GLOBAL_BATCH_NORM, MODELS, TrainConfig, check_output_path, make_optimizer
 from .data import Dataset, batches, load_data
 from .nan_policy import NonFiniteError
 
@@ -107,9 +108,13 @@ def _read_resume(path: str) -> Checkpoint:
     return ckpt
 
 
-def _check_resumable(path: str, extra: dict, cfg: TrainConfig, fingerprint: str) -> None:
-    """Every setting that differs from the checkpoint's, at once."""
-    saved, now = json.loads(str(extra["config"])), cfg.trajectory()
+def _check_resumable(path: str, extra: dict, cfg: TrainConfig, fingerprint: str, ranks: int = 1) -> None:
+    """Every setting that differs from the checkpoint's, at once (run on ``ranks`` MPI ranks)."""
+    saved, now = json.loads(str(extra["config"])), cfg.trajectory(ranks)
+    if saved.get("model") == "cnn":
+        # written before the record had the batch norm's statistics: taken as one process's, the run such a
+        # checkpoint comes from unless an MPI job without --sync-batch-norm wrote it
+        saved.setdefault("batch_norm_statistics", GLOBAL_BATCH_NORM)
     shown = lambda d, k: repr(d[k]) if k in d else "unused"  # noqa: E731
     diffs = [f"{k}: {shown(saved, k)} in the checkpoint, {shown(now, k)} now"
              for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
@@ -130,6 +135,7 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool =
     Raises ``ValueError`` (bad settings, data or checkpoint) or ``NonFiniteError`` (a step diverged: the
     checkpoint of the last whole epoch is kept)."""
     ranks = from_environment()
+    _check_same_settings(cfg, ranks)
     problems = cfg.problems()
     if cfg.batch_size % ranks.size:
         problems.append(f"--global-batch {cfg.batch_size}: must be a multiple of the {ranks.size} MPI ranks "
@@ -147,7 +153,7 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool =
     fingerprint = data_fingerprint(data) if cfg.save or cfg.resume else ""
     history, first_epoch = History(), 0
     if extra is not None:
-        _check_resumable(cfg.resume, extra, cfg, fingerprint)
+        _check_resumable(cfg.resume, extra, cfg, fingerprint, ranks.size)
         history, first_epoch = _saved_history(extra), int(extra["epoch"]) + 1
         if first_epoch >= cfg.epochs:
             log(f"nothing to train: {cfg.resume} holds {first_epoch} epochs, --epochs is {cfg.epochs}")
@@ -169,9 +175,32 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool =
         except NonFiniteError as exc:
             raise _diverged(exc, cfg, epoch, saved) from None
         if cfg.save:
-            _save(trainer, cfg, epoch, fingerprint, history)
+            _save(trainer, cfg, epoch, fingerprint, history, ranks)
             saved = epoch + 1
     return history
+
+
+def _check_same_settings(cfg: TrainConfig, ranks: Ranks) -> None:
+    """Under MPI, refuse ranks started with different settings (``mpiexec`` MPMD lines, a per-host wrapper):
+    they would wait for each other forever (``--save`` on one rank: its barrier; other ``--epochs``: an
+    all-reduce) or train different models silently (``--lr``). One allgather of every setting, first of all,
+    so every rank raises the same error, naming each option that differs."""
+    if ranks.comm is None:
+        return
+    mine = dataclasses.asdict(cfg)
+    every = ranks.comm.allgather(mine)
+    diffs = []
+    for key in mine:
+        groups: dict = {}
+        for rank, settings in enumerate(every):
+            groups.setdefault(repr(settings.get(key)), []).append(rank)
+        if len(groups) > 1:
+            option = "--global-batch" if key == "batch_size" else "--" + key.replace("_", "-")
+            diffs.append(f"{option}: " + ", ".join(f"{value} on rank{'s' * (len(r) > 1)} {', '.join(map(str, r))}"
+                                                   for value, r in groups.items()))
+    if diffs:
+        raise ValueError(f"the {ranks.size} MPI ranks were started with different settings (every rank must run "
+                         "the same command): " + "; ".join(diffs))
 
 
 def _diverged(exc: NonFiniteError, cfg: TrainConfig, epoch: int, saved: int) -> NonFiniteError:
@@ -185,9 +214,10 @@ def _diverged(exc: NonFiniteError, cfg: TrainConfig, epoch: int, saved: int) -> 
                           exc.step, exc.tensor, exc.index, exc.batch_index)
 
 
-def _save(trainer, cfg: TrainConfig, epoch: int, fingerprint: str, history: History) -> None:
+def _save(trainer, cfg: TrainConfig, epoch: int, fingerprint: str, history: History, ranks: Ranks = Ranks()) -> None:
     """The checkpoint: the Trainer's arrays plus what ``resume`` checks and the history so far."""
-    trainer.save(cfg.save, extra={"epoch": epoch, "config": json.dumps(cfg.trajectory()), "data": fingerprint,
+    config = json.dumps(cfg.trajectory(ranks.size))
+    trainer.save(cfg.save, extra={"epoch": epoch, "config": config, "data": fingerprint,
                                   "epoch_loss": history.epoch_loss, "accuracy": history.accuracy,
                                   "seconds": history.seconds, "step_loss": history.step_loss})
 

@@ -33,12 +33,29 @@ def mpi_env() -> dict:
     return env
 
 
-def run_mpi(ranks: int, command: list[str], check: bool = True, cwd=None) -> subprocess.CompletedProcess:
+def run_mpi(ranks: int, command: list[str], check: bool = True, cwd=None,
+            timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
     """Run ``command`` on ``ranks`` ranks (oversubscribing the cores if needed); with ``check`` a non-zero exit
-    fails the test showing the job's output."""
-    result = subprocess.run([mpiexec(), "-n", str(ranks), "--oversubscribe", *command], env=mpi_env(), cwd=cwd,
-                            capture_output=True, text=True, timeout=TIMEOUT)
+    fails the test showing the job's output. A job still running after ``timeout`` seconds (hung) fails it."""
+    return run_job([mpiexec(), "-n", str(ranks), "--oversubscribe", *command], check, cwd, timeout)
+
+
+def run_job(argv: list[str], check: bool = True, cwd=None, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    """``argv`` (an ``mpiexec`` command line) to its end; a job that outlives ``timeout`` fails the test after
+    ``mpiexec`` has been told to end its ranks (SIGTERM, which it forwards; SIGKILL would orphan them, busy
+    waiting in a collective)."""
+    proc = subprocess.Popen(argv, env=mpi_env(), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            stdout, stderr = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        pytest.fail(f"{' '.join(argv)} hung (still running after {timeout} s):\n{stdout}\n{stderr}")
+    result = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     if check and result.returncode != 0:
-        pytest.fail(f"mpiexec -n {ranks} {' '.join(command)} exited with {result.returncode}:\n"
-                    f"{result.stdout}\n{result.stderr}")
+        pytest.fail(f"{' '.join(argv)} exited with {result.returncode}:\n{result.stdout}\n{result.stderr}")
     return result

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import json
 import re
 
 import numpy as np
@@ -197,6 +198,30 @@ def test_resume_refuses_other_settings(tutorial_run):
     code, _, err = _run("--resume", str(tmp / "full.npz"), "--lr", "0.02", "--seed", "1", "--epochs", "6")
     assert code == 1 and err.count("\n") == 1
     assert "lr: 0.01 in the checkpoint, 0.02 now; seed: 0 in the checkpoint, 1 now" in err
+
+
+def test_resume_compares_what_batch_norm_normalises_with():
+    """The settings a checkpoint records hold what a CNN's batch norm normalises with: the global batch's
+    statistics in one process or with --sync-batch-norm (the run is then the same on any number of MPI ranks),
+    each rank's shard's without it (the run depends on the ranks). The MLP's run never depends on them."""
+    from relax_mlir.training.config import TrainConfig
+    from relax_mlir.training.run import _check_resumable
+
+    mlp, cnn, synced = TrainConfig(), TrainConfig(model="cnn"), TrainConfig(model="cnn", sync_batch_norm=True)
+    assert mlp.trajectory(2) == mlp.trajectory(1) and "batch_norm_statistics" not in mlp.trajectory(2)
+    assert synced.trajectory(2) == synced.trajectory(1) == cnn.trajectory(1)
+    assert len({json.dumps(cnn.trajectory(k)) for k in (1, 2, 4)}) == 3
+    record = {"config": json.dumps(synced.trajectory(2)), "data": "same"}
+    _check_resumable("ckpt.npz", record, cnn, "same", 1)  # 2 synchronized ranks -> one process: accepted
+    _check_resumable("ckpt.npz", record, synced, "same", 4)
+    with pytest.raises(ValueError, match=r"batch_norm_statistics: .* in the checkpoint, \"each rank's shard's "
+                                         r"\(2 ranks without --sync-batch-norm\)\" now"):
+        _check_resumable("ckpt.npz", record, cnn, "same", 2)
+    # A record written before it held the batch norm's statistics is taken as one process's.
+    old = {k: v for k, v in cnn.trajectory(1).items() if k != "batch_norm_statistics"}
+    _check_resumable("ckpt.npz", {"config": json.dumps(old), "data": "same"}, cnn, "same", 1)
+    with pytest.raises(ValueError, match="batch_norm_statistics"):
+        _check_resumable("ckpt.npz", {"config": json.dumps(old), "data": "same"}, cnn, "same", 2)
 
 
 def test_timing_says_where_the_wall_time_went():
