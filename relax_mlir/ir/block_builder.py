@@ -17,10 +17,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
-import numpy as np
 
 from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar,
                    MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
+from .attrs import freeze_attr
 from .module import IRModule, check_function_name
 from .struct_info import (FuncStructInfo, ObjectStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
                           TupleStructInfo, substitute)
@@ -270,23 +270,6 @@ class BlockBuilder:
 
     def get_global_var(self, name: str) -> GlobalVar:
         return self._mod.get_global_var(name)
-
-
-def freeze_attr(value: Any) -> Any:
-    """An attribute value in the form ops store theirs (``op.registry``): sequences as tuples, NumPy scalars as
-    Python numbers, nested too (dict keys included); so that a function's attributes print (``np.True_`` is no
-    bool the text writes) and read back as the same values."""
-    if isinstance(value, (list, tuple)):
-        return tuple(freeze_attr(v) for v in value)
-    if isinstance(value, dict):
-        return {freeze_attr(k): freeze_attr(v) for k, v in value.items()}
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    return value
 
 
 def call_return_struct_info(name: str, callee: FuncStructInfo, args: Sequence[Optional[StructInfo]]) -> StructInfo:

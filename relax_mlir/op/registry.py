@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from ..ir import sym
-from ..ir.attrs import REQUIRED  # noqa: F401  (re-exported: op records name it)
+from ..ir.attrs import REQUIRED, freeze_attr  # noqa: F401  (REQUIRED re-exported: op records name it)
 from ..ir.expr import Call, Expr, Tuple
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..ir.sym import Dim, SymDim
@@ -203,7 +203,7 @@ class Op:
 
     def normalize_attrs(self, attrs: dict) -> dict:
         """Freeze the values (lists become tuples, NumPy scalars Python ones), canonicalize, then validate."""
-        attrs = {k: _freeze(v) for k, v in attrs.items()}
+        attrs = {k: freeze_attr(v) for k, v in attrs.items()}
         try:
             if self.canonicalize is not None:
                 attrs = self.canonicalize(attrs)
@@ -252,21 +252,6 @@ def _as_expr(value, op_name: str) -> Expr:
 
         return const(value)
     raise TypeError(f"{op_name}: expected a Relax expression, got {type(value).__name__}")
-
-
-def _freeze(value):
-    """Attributes are compared structurally: sequences become tuples and NumPy scalars Python ones, nested too."""
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _freeze(v) for k, v in value.items()}
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    return value
 
 
 def substitute_attrs(attrs: dict, env: Mapping[str, Dim]) -> dict:

@@ -510,9 +510,13 @@ def test_variable_names_python_reads_as_another_are_printed_as_it_reads_them(hin
 def test_a_function_name_python_reads_as_another_is_not_printed():
     """A function's name is the module's key, which the printer cannot rename: ``ﬁ`` (read back as ``fi``) is
     refused with the name Python reads, not written as text that means another module."""
-    mod = IRModule({"\ufb01": _x_plus_y_squared("y")["main"]})
+    from relax_mlir.ir.printer import format_function
+
+    func = _x_plus_y_squared("y")["main"]
+    with pytest.raises(ValueError, match=r"IRModule\['ﬁ'\]: a function's name must be in NFKC form"):
+        IRModule({"\ufb01": func})  # where the name is given
     with pytest.raises(ValueError, match=r"function name 'ﬁ' cannot be written: Python reads the identifier as 'fi'"):
-        mod.script()
+        format_function(func, "\ufb01")  # a function printed on its own, under a name no module checked
 
 
 def test_attribute_values_built_directly_print_in_the_form_they_read_back():
