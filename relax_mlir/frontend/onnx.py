@@ -205,12 +205,23 @@ def _batch_norm(node, xs):
 
 
 def _layer_norm(node, xs):
-    x, scale = xs[0], xs[1]
-    bias = xs[2] if len(xs) > 2 and xs[2] is not None else const(np.zeros(_shape(scale), scale.struct_info.dtype))
+    """``LayerNormalization`` over the axes from ``axis`` on. ONNX lets the scale and bias broadcast to the
+    normalized shape (Relax's op wants that shape): they are broadcast to it. The optional ``Mean`` and
+    ``InvStdDev`` outputs (kept dims, as ONNX's) are computed beside it when the graph names them."""
+    x = xs[0]
     axis = node.attrs.get("axis", -1) % ndim_of(x)
-    y = op.nn.layer_norm(x, scale, bias, axes=list(range(axis, ndim_of(x))),
-                         epsilon=float(node.attrs.get("epsilon", 1e-5)))
-    return [y] + [None] * (len(node.proto.output) - 1)
+    axes, normalized = list(range(axis, ndim_of(x))), _shape(x)[axis:]
+    epsilon = float(node.attrs.get("epsilon", 1e-5))
+    scale = xs[1] if _shape(xs[1]) == normalized else op.broadcast_to(xs[1], normalized)
+    bias = xs[2] if len(xs) > 2 and xs[2] is not None else const(np.zeros(normalized, dtype_of(x)))
+    bias = bias if _shape(bias) == normalized else op.broadcast_to(bias, normalized)
+    results: list[Optional[Expr]] = [op.nn.layer_norm(x, scale, bias, axes=axes, epsilon=epsilon)]
+    if any(node.proto.output[1:]):
+        mean = op.mean(x, axis=axes, keepdims=True)
+        centred = op.subtract(x, mean)
+        var = op.mean(op.multiply(centred, centred), axis=axes, keepdims=True)
+        results += [mean, op.divide(scalar_like(1.0, x), op.sqrt(op.add(var, scalar_like(epsilon, x))))]
+    return results[:len(node.proto.output)]
 
 
 def _softmax(fn: Callable) -> Callable:
@@ -218,7 +229,8 @@ def _softmax(fn: Callable) -> Callable:
 
 
 def _reduce(fn: Callable) -> Callable:
-    """ReduceMean/Sum/Max/Min: axes an attribute (before opset 18) or the second input."""
+    """ReduceMean/Sum/Max/Min: axes an attribute (before opset 18) or the second input; ReduceMax/Min of bools
+    (opset 20), which Relax's reductions refuse, through int8."""
     def convert(node, xs):
         axes = node.attrs.get("axes")
         if len(xs) > 1 and xs[1] is not None:
@@ -227,7 +239,10 @@ def _reduce(fn: Callable) -> Callable:
             if node.attrs.get("noop_with_empty_axes", 0):
                 return xs[0]
             axes = None
-        return fn(xs[0], axis=axes, keepdims=bool(node.attrs.get("keepdims", 1)))
+        keepdims = bool(node.attrs.get("keepdims", 1))
+        if dtype_of(xs[0]) == "bool" and fn in (op.max, op.min):  # opset 20's bool max/min (any/all): via int8
+            return op.astype(fn(op.astype(xs[0], "int8"), axis=axes, keepdims=keepdims), "bool")
+        return fn(xs[0], axis=axes, keepdims=keepdims)
     return convert
 
 
@@ -320,10 +335,12 @@ def _mod(node, xs):
 
 
 def _clip(node, xs):
-    """``Clip(x, min, max)`` (bounds as inputs since opset 11; either may be left out)."""
+    """``Clip(x, min, max)`` (bounds as inputs since opset 11; either may be left out). With ``min > max`` ONNX
+    gives ``max`` everywhere (``Min(max, Max(x, min))``), which Relax's ``clip`` refuses: clipped to ``[max, max]``."""
     bound = lambda i, default: float(_need(node, xs[i], "a Clip bound")) if len(xs) > i and xs[i] is not None \
         else default  # noqa: E731
-    return op.clip(xs[0], min=bound(1, -np.inf), max=bound(2, np.inf))
+    lo, hi = bound(1, -np.inf), bound(2, np.inf)
+    return op.clip(xs[0], min=min(lo, hi), max=hi)
 
 
 def _hard_sigmoid(x: Expr, alpha: float, beta: float) -> Expr:
@@ -364,9 +381,23 @@ def _split(node, xs):
         sizes = list(node.attrs["split"])
     else:
         parts = node.attrs.get("num_outputs", len(node.proto.output))
-        size = -(-n // parts)
-        sizes = [min(size, n - s) for s in range(0, n, size)]
+        size = -(-n // parts)  # ONNX: equal parts of ceil(n / parts), the last one what is left (maybe nothing)
+        sizes = [size] * (parts - 1) + [n - size * (parts - 1)]
+        if sizes[-1] < 0:
+            raise node.fail(f"{n} elements along axis {axis} cannot be split into {parts} parts of {size}")
+    if sizes and sizes[-1] == 0 and sum(sizes) == n:  # an empty last chunk: Relax's split makes none
+        empty = list(_shape(x))
+        empty[axis] = 0
+        return split_pieces(x, axis, sizes[:-1]) + [const(np.zeros(empty, dtype_of(x)))]
     return split_pieces(x, axis, sizes)
+
+
+def _tile(node, xs):
+    """``Tile``; a zero repeat (which Relax's ``tile`` refuses) makes an empty tensor, a constant."""
+    repeats = _ints(node, xs[1], "repeats")
+    if 0 in repeats:
+        return const(np.zeros([d * r for d, r in zip(_shape(xs[0]), repeats)], dtype_of(xs[0])))
+    return op.tile(xs[0], repeats=repeats)
 
 
 def _cumsum(node, xs):
@@ -396,7 +427,11 @@ _REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("p
 
 def _resize(node, xs):
     """``Resize`` (nearest, by whole scale factors, in the modes where that repeats each pixel): ``repeat`` along
-    each scaled axis; other modes and factors are refused."""
+    each scaled axis. ONNX's output size is ``floor(in * scale)`` and its coordinates are mapped with the scale
+    itself, so only a whole scale (or sizes that are whole multiples, whose scale ``size / in`` is then whole)
+    repeats pixels; any other scale or size is refused rather than computed differently. ``keep_aspect_ratio_policy``
+    (opset 18) scales every given axis by the smallest (``not_larger``) or largest (``not_smaller``) of the sizes'
+    ratios, the output size being that scale times the input's, rounded half up, as ONNX's reference does."""
     x = xs[0]
     mode = (node.attrs.get("coordinate_transformation_mode", "half_pixel"),
             node.attrs.get("nearest_mode", "round_prefer_floor"))
@@ -405,20 +440,28 @@ def _resize(node, xs):
                         f"pixels is supported ({', '.join(map(str, sorted(_REPEATING)))})")
     shape = _shape(x)
     axes = [a % len(shape) for a in node.attrs.get("axes", range(len(shape)))]  # opset 18: the axes given
+    policy = node.attrs.get("keep_aspect_ratio_policy", "stretch")
+    if policy not in ("stretch", "not_larger", "not_smaller"):
+        raise node.fail(f"keep_aspect_ratio_policy={policy} is not an ONNX policy")
     if len(xs) > 3 and xs[3] is not None:
         given = _ints(node, xs[3], "sizes")
+        if len(given) != len(axes):
+            raise node.fail(f"{len(given)} sizes for {len(axes)} axes")
+        scales = [n / shape[a] for a, n in zip(axes, given)]
+        if policy != "stretch":  # one scale for every given axis; its sizes are rounded half up
+            scale = (min if policy == "not_larger" else max)(scales)
+            scales, given = [scale] * len(axes), [int(scale * shape[a] + 0.5) for a in axes]
     else:
-        given = [round(shape[a] * float(s)) for a, s in zip(axes, np.ravel(_need(node, xs[2], "scales")))]
-    if len(given) != len(axes):
-        raise node.fail(f"{len(given)} sizes or scales for {len(axes)} axes")
-    sizes = list(shape)
-    for a, n in zip(axes, given):
-        sizes[a] = n
-    for axis, (d, n) in enumerate(zip(shape, sizes)):
-        if n % d:
-            raise node.fail(f"resizing axis {axis} from {d} to {n}: only whole scale factors are supported")
-        if n != d:
-            x = op.repeat(x, repeats=n // d, axis=axis)
+        scales = [float(s) for s in np.ravel(_need(node, xs[2], "scales"))]
+        if len(scales) != len(axes):
+            raise node.fail(f"{len(scales)} scales for {len(axes)} axes")
+        given = [int(np.floor(shape[a] * s)) for a, s in zip(axes, scales)]  # ONNX: floor(in * scale)
+    for a, s, n in zip(axes, scales, given):
+        if s != int(s) or s < 1 or n != shape[a] * int(s):
+            raise node.fail(f"resizing axis {a} from {shape[a]} to {n} (scale {s:g}): only whole scale factors "
+                            "(sizes that are whole multiples) are supported")
+        if n != shape[a]:
+            x = op.repeat(x, repeats=n // shape[a], axis=a)
     return x
 
 
@@ -451,10 +494,14 @@ def _cast(node, xs):
 
 
 def _dropout(node, xs):
+    """``Dropout``: Relax's dropout in training mode (its mask output is not produced), else the input itself with
+    an all-true mask."""
     ratio = float(_need(node, xs[1], "the ratio")) if len(xs) > 1 and xs[1] is not None else 0.5
     training = len(xs) > 2 and xs[2] is not None and bool(_need(node, xs[2], "training_mode"))
-    y = TupleGetItem(op.nn.dropout(xs[0], rate=ratio), 0) if training and ratio > 0 else xs[0]
-    return [y] + [None] * (len(node.proto.output) - 1)
+    if training and ratio > 0:
+        return [TupleGetItem(op.nn.dropout(xs[0], rate=ratio), 0)] + [None] * (len(node.proto.output) - 1)
+    # inference (or a zero ratio): the input as it is, and a mask that keeps everything
+    return [xs[0], const(np.ones(_shape(xs[0]), bool))][:len(node.proto.output)]
 
 
 def _gather(node, xs):
@@ -482,7 +529,7 @@ CONVERTERS: dict[str, Callable] = {
     "Softplus": _unary(op.nn.softplus), "ArgMax": _arg(op.argmax), "ArgMin": _arg(op.argmin), "Pad": _pad,
     "Sum": lambda node, xs: functools.reduce(op.add, xs), "Mean": lambda node, xs: op.divide(
         functools.reduce(op.add, xs), scalar_like(float(len(xs)), xs[0])),
-    "Tile": lambda node, xs: op.tile(xs[0], repeats=_ints(node, xs[1], "repeats")), "Split": _split,
+    "Tile": _tile, "Split": _split,
     "CumSum": _cumsum, "Resize": _resize, "InstanceNormalization": _instance_norm,
     "DepthToSpace": _depth_to_space, "Trilu": _trilu, "ConvTranspose": _conv_transpose, "Einsum": lambda node, xs: op.einsum(
         list(xs), subscripts=node.attrs["equation"].replace(" ", "")),
@@ -614,17 +661,33 @@ class _Signature:
 
 def _convert(bb, graph, nodes: list[_Node], sig: _Signature) -> tuple[list[Expr], list[Expr]]:
     env, new_state = sig.env, {}
+    unproduced: dict[str, _Node] = {}  # an output the importer does not produce -> its node
     for node in nodes:
+        for name in node.proto.input:
+            if name in unproduced:
+                raise node.fail(f"it reads {name}, output {list(unproduced[name].proto.output).index(name)} of "
+                                f"node {unproduced[name].name} ({unproduced[name].op_type}), which the importer "
+                                "does not produce")
+            if name and name not in env:
+                raise node.fail(f"its input {name} is produced by no node, graph input or initializer before it")
         xs = [env[name] if name else None for name in node.proto.input]
-        result = CONVERTERS[_op_key(node)](node, xs)
         outputs = list(node.proto.output)
-        if isinstance(result, Updates):
-            values = emit_updates(bb, result, _hint(outputs[0]), sig.states, new_state)
-        else:
-            values = result if isinstance(result, list) else [result]
-            values = [v if v is None else _bind(bb, fold(v), out) for v, out in zip(values, outputs)]
+        try:
+            result = CONVERTERS[_op_key(node)](node, xs)
+            if isinstance(result, Updates):
+                values = emit_updates(bb, result, _hint(outputs[0]), sig.states, new_state)
+            else:
+                values = result if isinstance(result, list) else [result]
+                values = [v if v is None else _bind(bb, fold(v), out) for v, out in zip(values, outputs)]
+        except OnnxImportError:
+            raise
+        except (ValueError, TypeError) as exc:  # a Relax op's own check: said of the ONNX node it came from
+            raise node.fail(str(exc)) from exc
+        values = list(values) + [None] * (len(outputs) - len(values))
         for out, value in zip(outputs, values):
-            if out:
+            if out and value is None:
+                unproduced[out] = node
+            elif out:
                 env[out] = value
     missing = [v.name_hint for v in sig.states if v not in new_state]
     if missing:
@@ -632,6 +695,10 @@ def _convert(bb, graph, nodes: list[_Node], sig: _Signature) -> tuple[list[Expr]
                               "than as a BatchNormalization's mean and variance")
     outputs = []
     for value in graph.output:
+        if value.name in unproduced:
+            producer = unproduced[value.name]
+            raise producer.fail(f"its output {list(producer.proto.output).index(value.name)} ({value.name}), a graph "
+                                "output, is not produced by the importer")
         if env.get(value.name) is None:
             raise OnnxImportError(f"{FRONTEND}: graph output {value.name} is not produced by the importer")
         outputs.append(env[value.name])

@@ -324,3 +324,136 @@ def test_float_initializers_read_as_values_are_constants_with_params_kept_as_inp
     mod, params, _ = from_onnx(model)
     assert not params
     np.testing.assert_array_equal(relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](x), want)
+
+
+def _graph_model(nodes, inputs: dict, initializers=(), outputs=None, opset: int = 19):
+    """A model of ``nodes`` on ``inputs`` (NumPy arrays, their dtypes kept), returning ``outputs`` (else the last
+    node's first output)."""
+    from onnx import numpy_helper
+
+    info = lambda k, v: helper.make_tensor_value_info(  # noqa: E731
+        k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+    graph = helper.make_graph(
+        nodes, "g", [info(k, v) for k, v in inputs.items()],
+        [helper.make_tensor_value_info(o, 0, None) for o in (outputs or [nodes[-1].output[0]])],
+        initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in initializers])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _assert_matches_reference(model, inputs: dict):
+    """Every output, interpreted and compiled, as ``onnx.reference.ReferenceEvaluator`` computes it."""
+    want = ReferenceEvaluator(model).run(None, inputs)
+    mod, _, _ = from_onnx(model, keep_params_in_input=False)
+    args = list(inputs.values())
+    compiled = relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"]
+    for got in (relax_mlir.interpret(mod, "main", *args), compiled(*args)):
+        got = list(got) if len(want) > 1 else [got]
+        for g, w in zip(got, want):
+            g = np.asarray(g)
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+_ROW = np.arange(10, dtype=np.float32).reshape(1, 1, 2, 5)
+
+
+@pytest.mark.parametrize("scales", [[1, 1, 1, 2.1], [1, 1, 1.9, 1], [1, 1, 1, 0.999]])
+def test_resize_by_a_scale_that_is_not_whole_is_refused(scales):
+    """ONNX's size is ``floor(in * scale)`` and its coordinates follow the scale: the importer rounded the size and
+    repeated pixels (wrong values for 2.1, a wrong shape for 1.9 and 0.999); now such scales are refused."""
+    node = helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest",
+                            coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    model = _graph_model([node], {"x": _ROW}, [("s", np.array(scales, np.float32))])
+    with pytest.raises(OnnxImportError, match=r"node y \(Resize\): resizing axis \d from \d to \d+ \(scale "):
+        from_onnx(model)
+
+
+@pytest.mark.parametrize("policy, sizes", [("not_larger", [4, 20]), ("not_smaller", [4, 5])])
+def test_resize_keep_aspect_ratio_policy_matches_the_reference_evaluator(policy, sizes):
+    """``keep_aspect_ratio_policy`` (opset 18) was ignored: the sizes were taken as ``stretch``."""
+    node = helper.make_node("Resize", ["x", "", "", "sz"], ["y"], mode="nearest", axes=[2, 3],
+                            keep_aspect_ratio_policy=policy)
+    _assert_matches_reference(_graph_model([node], {"x": _ROW}, [("sz", np.array(sizes, np.int64))]), {"x": _ROW})
+
+
+def test_resize_keep_aspect_ratio_to_a_scale_that_is_not_whole_is_refused():
+    node = helper.make_node("Resize", ["x", "", "", "sz"], ["y"], mode="nearest", axes=[2, 3],
+                            keep_aspect_ratio_policy="not_larger")
+    with pytest.raises(OnnxImportError, match=r"node y \(Resize\): resizing axis 2 from 2 to 3"):
+        from_onnx(_graph_model([node], {"x": _ROW}, [("sz", np.array([3, 20], np.int64))]))
+
+
+_X42 = np.random.default_rng(0).standard_normal((4, 2)).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", ["dropout mask", "layer norm mean", "layer norm inv std dev", "split empty chunk",
+                                  "split empty chunk as output"])
+def test_optional_outputs_read_by_later_nodes_match_the_reference_evaluator(case):
+    """Dropout's mask, LayerNormalization's Mean/InvStdDev and an uneven Split's empty last chunk were not produced:
+    a node reading them crashed with a bare TypeError/KeyError."""
+    make = helper.make_node
+    nodes, inits, outputs, opset = {
+        "dropout mask": ([make("Dropout", ["x"], ["d", "m"]), make("Cast", ["m"], ["c"], to=1),
+                          make("Mul", ["d", "c"], ["y"])], (), None, 19),
+        "layer norm mean": ([make("LayerNormalization", ["x", "s"], ["n", "m"]), make("Mul", ["n", "m"], ["y"])],
+                            [("s", np.ones(2, np.float32))], None, 19),
+        "layer norm inv std dev": ([make("LayerNormalization", ["x", "s", "b"], ["n", "", "r"], axis=0, epsilon=0.1)],
+                                   [("s", np.ones(2, np.float32)), ("b", np.zeros(2, np.float32))], ["r", "n"], 19),
+        "split empty chunk": ([make("Split", ["x"], ["a", "b", "c"], axis=0, num_outputs=3),
+                               make("Concat", ["a", "c"], ["y"], axis=0)], (), None, 18),
+        "split empty chunk as output": ([make("Split", ["x"], ["a", "b", "c"], axis=0, num_outputs=3)], (),
+                                        ["c", "a"], 18),
+    }[case]
+    _assert_matches_reference(_graph_model(nodes, {"x": _X42}, inits, outputs, opset), {"x": _X42})
+
+
+def test_an_output_that_is_not_produced_is_named_with_its_node():
+    """Dropout's mask in training mode is not produced: reading it names the node and the output."""
+    nodes = [helper.make_node("Dropout", ["x", "r", "t"], ["d", "m"], name="drop"),
+             helper.make_node("Cast", ["m"], ["y"], to=1)]
+    inits = [("r", np.array(0.5, np.float32)), ("t", np.array(True))]
+    with pytest.raises(OnnxImportError, match=r"node y \(Cast\): it reads m, output 1 of node drop \(Dropout\)"):
+        from_onnx(_graph_model(nodes, {"x": _X42}, inits))
+    with pytest.raises(OnnxImportError, match=r"node drop \(Dropout\): its output 1 \(m\), a graph output, is not"):
+        from_onnx(_graph_model(nodes[:1], {"x": _X42}, inits, outputs=["m"]))
+
+
+def test_clip_with_min_above_max_gives_max():
+    """ONNX's Clip with ``min > max`` is ``max`` everywhere; it was refused by Relax's clip."""
+    x = np.array([-2.0, 0.0, 3.0], np.float32)
+    node = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
+    _assert_matches_reference(
+        _graph_model([node], {"x": x}, [("lo", np.float32(0.5)), ("hi", np.float32(-0.5))]), {"x": x})
+
+
+_IMG55 = np.random.default_rng(0).standard_normal((1, 1, 5, 5)).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", ["reduce max of bools", "layer norm broadcasting scale", "tile by zero"])
+def test_nodes_a_relax_check_refused_match_the_reference_evaluator(case):
+    """ReduceMax of bools (opset 20), a LayerNormalization scale that broadcasts to the normalized shape and a Tile
+    with a zero repeat were refused by the Relax op's own check."""
+    make = helper.make_node
+    node, inputs, inits, opset = {
+        "reduce max of bools": (make("ReduceMax", ["a"], ["y"], keepdims=0), {"a": np.array([True, False])}, (), 20),
+        "layer norm broadcasting scale": (make("LayerNormalization", ["a", "s"], ["y"], axis=-2), {"a": _IMG55},
+                                          [("s", np.full((1, 5), 1.5, np.float32))], 19),
+        "tile by zero": (make("Tile", ["a", "r"], ["y"]), {"a": _IMG55}, [("r", np.array([1, 1, 0, 1], np.int64))], 19),
+    }[case]
+    _assert_matches_reference(_graph_model([node], inputs, inits, opset=opset), inputs)
+
+
+@pytest.mark.parametrize("case", ["pow of ints", "reduce mean of ints", "average pool with wide pads"])
+def test_a_relax_check_refusing_a_node_names_the_node(case):
+    """A Relax op's own check raised a bare ValueError that did not name the ONNX node."""
+    make = helper.make_node
+    node, inputs, inits, opset = {
+        "pow of ints": (make("Pow", ["a", "b"], ["y"], name="p"), {"a": np.array([2, 3], np.int64)},
+                        [("b", np.array(2, np.int64))], 19),
+        "reduce mean of ints": (make("ReduceMean", ["a"], ["y"], name="p", keepdims=0),
+                                {"a": np.array([1, 2, 4], np.int64)}, (), 18),
+        "average pool with wide pads": (make("AveragePool", ["a"], ["y"], name="p", kernel_shape=[3, 3],
+                                             pads=[0, 0, 2, 2]), {"a": _IMG55}, (), 19),
+    }[case]
+    with pytest.raises(OnnxImportError, match=rf"node p \({node.op_type}\): relax\."):
+        from_onnx(_graph_model([node], inputs, inits, opset=opset))
