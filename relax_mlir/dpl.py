@@ -12,10 +12,12 @@
     new_func = rewrite_call(pattern, rewriter, mod["main"])
 
 Patterns: ``wildcard()`` (anything), ``is_op(name)`` (an op, called to match a call: ``is_op("relax.add")(a, b)``),
-``is_const()``, ``is_var(name)``, ``is_tuple([...])``, ``is_tuple_get_item(t, index)``, ``is_expr(e)`` (that very
-expression); ``p | q`` (either), ``p & q`` (both), ``p.has_dtype("float32")``, ``p.has_shape((n, 4))`` (ints,
-or None for any size), ``p.has_attr({"axis": 1})``. A call pattern's arguments must match in number unless given
-with ``varg_default_wildcard=True`` (then missing ones are wildcards).
+``is_const()``, ``is_var(name)``, ``is_tuple([...])``, ``is_tuple_get_item(t, index)``, ``is_expr(e)`` (an
+expression structurally equal to ``e``); ``p | q`` (either), ``p & q`` (both), ``p.has_dtype("float32")``,
+``p.has_shape(("n", 4))`` (ints, size variables or their names, None for any size), ``p.has_attr({"axis": 1})``.
+A call pattern's op pattern matches the call's op (``(is_op("relax.add") | is_op("relax.multiply"))(a, b)``);
+its arguments must match in number unless given with ``varg_default_wildcard=True`` (then missing ones are
+wildcards); ``relax.add`` and ``relax.multiply`` calls also match with their two arguments swapped, as TVM's.
 
 Matching looks through variables: an argument that is a variable bound in the function (``lv = R.matmul(...)``) is
 matched by its value when the pattern wants a call, tuple or constant, as TVM's does. A pattern object that
@@ -36,7 +38,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from .ir.dtype import check_dtype
 from .ir.expr import (Call, Constant, DataflowBlock, DataflowVar, Expr, Function, MatchCast, SeqExpr, Tuple,
                       TupleGetItem, Var, VarBinding)
-from .ir.struct_info import TensorStructInfo
+from .ir.struct_info import TensorStructInfo, _dim
+from .ir.structural_equal import structural_equal
 from .ir.visitor import ExprMutator
 from .op.registry import Op, get_op
 
@@ -78,7 +81,8 @@ class Pattern:
         return AndPattern(self, DataTypePattern(check_dtype(dtype, "has_dtype")))
 
     def has_shape(self, shape: Sequence[Any]) -> "Pattern":
-        return AndPattern(self, ShapePattern(tuple(shape)))
+        # sizes as TensorStructInfo takes them ("n" is the size variable n), None for any size
+        return AndPattern(self, ShapePattern(tuple(None if d is None else _dim(d, "has_shape") for d in shape)))
 
     def has_attr(self, attrs: Mapping[str, Any]) -> "Pattern":
         return AndPattern(self, AttrPattern(dict(attrs)))
@@ -305,14 +309,14 @@ def _match_logic(p: Pattern, e: Expr, var2val: dict, matches: dict) -> bool:
 def _match_node(p: Pattern, e: Expr, var2val: dict, matches: dict) -> bool:
     if isinstance(p, WildcardPattern):
         return True
-    if isinstance(p, ExprPattern):
-        return p.expr is e
+    if isinstance(p, ExprPattern):  # structurally equal, as TVM's
+        return p.expr is e or structural_equal(p.expr, e)
     if isinstance(p, ConstantPattern):
         return isinstance(e, Constant)
     if isinstance(p, VarPattern):
         return isinstance(e, Var) and (not p.name or e.name_hint == p.name)
     if isinstance(p, OpPattern):
-        return False  # an op alone is not an expression here: is_op(name)(...) matches calls
+        return e is p.op  # the op itself (a call's op); is_op(name)(...) matches calls
     if isinstance(p, CallPattern):
         return _match_call(p, e, var2val, matches)
     if isinstance(p, TuplePattern):
@@ -341,13 +345,22 @@ def _same_attr(got: Any, want: Any) -> bool:
 def _match_call(p: CallPattern, e: Expr, var2val: dict, matches: dict) -> bool:
     if not isinstance(e, Call):
         return False
-    op_ok = (isinstance(p.op, OpPattern) and e.op is p.op.op) or (
-        not isinstance(p.op, OpPattern) and isinstance(e.op, Expr) and _match(p.op, e.op, var2val, matches))
-    if not op_ok:
+    if not _match(p.op, e.op, var2val, matches):  # an op pattern, an alternative of ops, or a callee
         return False
     if len(e.args) < len(p.args) or (len(e.args) != len(p.args) and not p.varg_default_wildcard):
         return False
-    return all(_match(ap, ae, var2val, matches) for ap, ae in zip(p.args, e.args))
+    orders = [e.args]
+    if len(p.args) == 2 == len(e.args) and getattr(e.op, "name", None) in _COMMUTATIVE:
+        orders.append(e.args[::-1])  # as TVM's matcher: add and multiply also match with the arguments swapped
+    for args in orders:
+        trial = dict(matches)
+        if all(_match(ap, ae, var2val, trial) for ap, ae in zip(p.args, args)):
+            matches.update(trial)
+            return True
+    return False
+
+
+_COMMUTATIVE = ("relax.add", "relax.multiply")
 
 
 # -- rewriting --------------------------------------------------------------------------------------------------
@@ -377,10 +390,22 @@ def rewrite_call(pattern: Pattern, rewriter: Callable[[Expr, dict], Expr], func:
                 var2val[b.var] = b.value
             kept.append(b)
         blocks.append(type(block)(kept))
+        _leave_block(var2val, blocks[-1])
     if not changed:
         return func
     return Function(func.params, SeqExpr(blocks, func.body.body), func.ret_struct_info, func.attrs, func.is_pure,
                     span=func.span)
+
+
+def _leave_block(var2val: dict, block) -> None:
+    """After ``block``: forget its dataflow variables and the values (of its outputs) that read them, so that a
+    match in a later block never looks through to a dataflow variable it could not reference."""
+    if not isinstance(block, DataflowBlock):
+        return
+    local = {b.var for b in block.bindings if isinstance(b.var, DataflowVar)}
+    for b in block.bindings:
+        if b.var in var2val and (b.var in local or any(v in local for v in _vars_in(var2val[b.var]))):
+            del var2val[b.var]
 
 
 # -- graph patterns: several bindings at once -------------------------------------------------------------------
@@ -616,6 +641,7 @@ def rewrite_bindings(ctx: PatternContext, rewriter: Callable[[dict, dict], Mappi
             if isinstance(b, VarBinding):
                 var2val[b.var] = b.value
         blocks.append(block)
+        _leave_block(var2val, block)
     if not changed:
         return func
     return Function(func.params, SeqExpr(blocks, func.body.body), func.ret_struct_info, func.attrs, func.is_pure,

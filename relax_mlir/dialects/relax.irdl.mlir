@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 64a2cf3a6cae7fadfe7c8b1072fe92c34a230ad747b927f613bddd2d9cbf60b9
+// registry sha256 67c730a49b563984933d59e7d9903be8172692d15b52915fa356eaf389b6add1
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

@@ -172,7 +172,7 @@ class Op:
         while tensors and tensors[-1] is None:
             tensors.pop()
         required = n_in - self.num_optional
-        if len(tensors) < required or None in tensors:
+        if len(tensors) < required or any(t is None for t in tensors):
             got = len([t for t in tensors if t is not None])
             raise TypeError(f"{self.name}: expected {required} tensor argument(s) "
                             f"({', '.join(self.inputs[:required])}), got {got}")

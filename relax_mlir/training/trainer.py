@@ -87,6 +87,11 @@ class Trainer:
 
     def __init__(self, mod: IRModule, param_num: Optional[int] = None, setup_trainer=None, seed: int = 0,
                  nan_policy: str = "raise"):
+        if param_num is not None and (isinstance(param_num, bool) or not isinstance(param_num, (int, np.integer))):
+            raise TypeError(f"Trainer(mod, param_num=None, setup_trainer=None, ...): param_num is the backbone's "
+                            f"parameter count, an int, got {type(param_num).__name__}; TVM's "
+                            "Trainer(train_mod, vm, device) form is not supported: pass the module SetupTrainer made, "
+                            "Trainer(train_mod).build(target), or the backbone, Trainer(backbone, param_num, setup)")
         self.nan_policy = check_policy(nan_policy)  # see nan_policy.py: what is checked after each step, and why
         if setup_trainer is not None:
             if param_num is not None and mod.attrs.get("param_num", param_num) != param_num:

@@ -74,13 +74,13 @@ class PassContext:
 
     _stack: ClassVar[list["PassContext"]] = []
 
-    def __init__(self, opt_level: int = 2, required_pass: Sequence[str] = (), disabled_pass: Sequence[str] = (),
-                 instruments: Sequence[PassInstrument] = (), config: Optional[dict] = None,
-                 check_well_formed: bool = True):
-        self.opt_level = opt_level
-        self.required_pass = set(required_pass)
-        self.disabled_pass = set(disabled_pass)
-        self.instruments = list(instruments)
+    def __init__(self, opt_level: int = 2, required_pass: Optional[Sequence[str]] = (),
+                 disabled_pass: Optional[Sequence[str]] = (), instruments: Optional[Sequence[PassInstrument]] = (),
+                 config: Optional[dict] = None, check_well_formed: bool = True):
+        self.opt_level = opt_level  # None for a sequence means empty, as TVM's defaults
+        self.required_pass = set(required_pass or ())
+        self.disabled_pass = set(disabled_pass or ())
+        self.instruments = list(instruments or ())
         self.config = dict(config or {})
         self.check_well_formed = check_well_formed
 
@@ -204,8 +204,8 @@ class DataflowBlockPass(FunctionPass):
 class Sequential(Pass):
     """Runs passes in order (TVM's ``tvm.transform.Sequential``)."""
 
-    def __init__(self, passes: Iterable[Pass], opt_level: int = 0, name: str = "sequential"):
-        self.passes = list(passes)
+    def __init__(self, passes: Optional[Iterable[Pass]] = None, opt_level: int = 0, name: str = "sequential"):
+        self.passes = list(passes or ())  # None: no passes, as TVM's default
         for p in self.passes:
             if not isinstance(p, Pass):
                 raise TypeError(f"Sequential: expected passes, got {type(p).__name__}")

@@ -8,7 +8,7 @@ import pytest
 
 import relax_mlir as rm
 from relax_mlir import op as R
-from relax_mlir.dpl import is_const, is_op, is_tuple, is_tuple_get_item, is_var, rewrite_call, wildcard
+from relax_mlir.dpl import is_const, is_expr, is_op, is_tuple, is_tuple_get_item, is_var, rewrite_call, wildcard
 from relax_mlir.ir import IRModule, check_well_formed
 from relax_mlir.script import from_source
 
@@ -97,3 +97,62 @@ def test_rewrite_call_keeps_the_values(func):
                          rm.interpret(IRModule({"main": func}), "main", x, w)):
         np.testing.assert_array_equal(got, want)
     assert rewrite_call(pattern, lambda e, m: e, func) is func  # nothing rewritten: the same function
+
+
+def test_rewrite_call_does_not_reach_into_an_earlier_dataflow_block():
+    """b, the output of a dataflow block, reads the block's DataflowVar a: a rewrite after the block must not look
+    through b to a (it would use a outside its block), so the reshape of a reshape is left alone there."""
+    func = from_source("""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3, 4), "float32")):
+        with R.dataflow():
+            a = R.exp(x)
+            b = R.reshape(a, (6, 4))
+            R.output(b)
+        c = R.reshape(b, (24,))
+        return c
+""")["main"]
+    w = wildcard()
+    pattern = is_op("relax.reshape")(is_op("relax.reshape")(w))
+    new = rewrite_call(pattern, lambda e, m: R.reshape(m[w], e.attrs["shape"]), func)
+    check_well_formed(IRModule({"main": new}))
+    assert new is func
+    from relax_mlir.transform import RemoveRedundantReshape
+    check_well_formed(RemoveRedundantReshape()(IRModule({"main": func})))
+
+
+def test_a_call_pattern_matches_its_op_pattern_against_the_op(func):
+    """As TVM: the call's op is matched by the op pattern, so an alternative of ops works as a call's op."""
+    add = _binding(func, "b").value
+    either = (is_op("relax.add") | is_op("relax.multiply"))(wildcard(), wildcard())
+    assert either.match(add) and either.match(_binding(func, "twice").value)
+    assert not either.match(_binding(func, "mm").value)
+    assert is_op("relax.add").match(add.op) and not is_op("relax.multiply").match(add.op)
+    assert wildcard()(wildcard(), wildcard()).match(add)
+
+
+def test_is_expr_is_structural_and_add_multiply_commute():
+    """As TVM's matcher: is_expr compares structurally; add and multiply also match with their arguments swapped."""
+    func = from_source("""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32")):
+        a = R.add(R.const(1.0, "float32"), x)
+        m = R.multiply(R.const(2.0, "float32"), x)
+        s = R.subtract(R.const(1.0, "float32"), x)
+        return (a, m, s)
+""")["main"]
+    a, m, s = (_binding(func, n).value for n in ("a", "m", "s"))
+    one, x = rm.const(1.0, "float32"), func.params[0]
+    assert is_op("relax.add")(is_expr(one), wildcard()).match(a)
+    assert not is_op("relax.add")(is_expr(rm.const(2.0, "float32")), wildcard()).match(a)
+    c, y = is_const(), wildcard()
+    matches = is_op("relax.add")(y, c).extract_matched_expr(a)
+    assert matches[y] is x and matches[c] is a.args[0]
+    assert is_op("relax.multiply")(is_var("x"), is_const()).match(m)
+    assert not is_op("relax.subtract")(wildcard(), is_const()).match(s)  # not commutative
+    assert wildcard().has_shape(("n", 4)).match(x) and wildcard().has_shape(("n", None)).match(x)
+    assert not wildcard().has_shape(("n", 5)).match(x) and not wildcard().has_shape(("m", 4)).match(x)

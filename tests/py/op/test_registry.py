@@ -161,3 +161,12 @@ def test_bad_input_is_refused(op, sample):
     with pytest.raises((ValueError, TypeError), match=sample.error) as info:
         op(*args, **sample.attrs)
     assert op.name in str(info.value), f"the error should name the op: {info.value}"
+
+
+def test_a_numpy_array_argument_becomes_a_constant():
+    """`None in tensors` compared an array with None element-wise ("truth value ... is ambiguous")."""
+    x = Var("x", TensorStructInfo((2, 3), "float32"))
+    for arg in (np.ones(3, "float32"), np.ones((), "float32")):
+        call = relax_op.add(x, arg)
+        np.testing.assert_array_equal(call.args[1].data, arg)
+        assert call.struct_info == TensorStructInfo((2, 3), "float32")

@@ -133,3 +133,16 @@ def test_cli_refuses_the_other_models_shape_option(capsys):
     assert "--channels shapes --model cnn; this run trains --model mlp" in capsys.readouterr().err
     assert main(["train", "--model", "cnn", "--hidden", "16", "--epochs", "1", "--no-progress"]) == 1
     assert "--hidden shapes --model mlp; this run trains --model cnn" in capsys.readouterr().err
+
+
+def test_tvms_trainer_vm_device_form_is_refused_clearly():
+    """TVM's Trainer(train_mod, vm, device, False) was refused as "param_num=<VirtualMachine ...> disagrees"."""
+    setup = SetupTrainer(CrossEntropyLoss(reduction="sum"), SGD(0.1),
+                         [TensorStructInfo((4, 3), "float32"), TensorStructInfo((4,), "int64")])
+    train_mod = setup(mlp(4, (5, 3)).with_attrs({"param_num": 2, "state_num": 0}))
+    with pytest.raises(TypeError, match=r"param_num is the backbone's parameter count, an int, got object; TVM's "
+                                        r"Trainer\(train_mod, vm, device\) form is not supported"):
+        Trainer(train_mod, object(), "cpu", False)
+    with pytest.raises(TypeError, match="an int, got bool"):
+        Trainer(train_mod, True)
+    assert Trainer(train_mod, np.int64(2)).param_num == 2

@@ -156,3 +156,13 @@ def test_passes_are_frozen_dataclasses_with_tvm_signatures(capsys):
     assert main(["passes"]) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert listed == sorted(transform.PASSES)
+
+
+def test_none_means_empty_as_in_tvm():
+    """TVM's defaults are None: PassContext(required_pass=None, ...) and Sequential(None) are accepted."""
+    ctx = transform.PassContext(opt_level=3, required_pass=None, disabled_pass=None, instruments=None)
+    assert (ctx.opt_level, ctx.required_pass, ctx.disabled_pass, ctx.instruments) == (3, set(), set(), [])
+    mod = _module()
+    with ctx:
+        assert transform.Sequential(None)(mod) is mod
+    assert transform.Sequential().passes == []
