@@ -31,7 +31,6 @@ rank runs the same compiled ``apply_flat`` (the optimizer) on the same sums, so 
 
 from __future__ import annotations
 
-import warnings
 from typing import Optional
 
 import numpy as np
@@ -188,10 +187,7 @@ class DistributedTrainer(Trainer):
         """As Trainer's, with the culprit searched in every rank's shard: the reduced outputs are the same on
         every rank, so every rank refuses the step together, and each must name the same example (a NaN on one
         rank makes every rank's step non-finite). Collective: one allgather, on this failure path only."""
-        outputs = [("loss", np.asarray(loss))]
-        outputs += [(f"parameter {v.name_hint!r}", a) for v, a in zip(self.param_vars, params)]
-        outputs += [(f"state {v.name_hint!r}", a) for v, a in zip(self.state_vars, states)]
-        outputs += [(f"optimizer state {i}", a) for i, a in enumerate(optim)]
+        outputs = self._step_outputs(loss, params, states, optim)
         first = non_finite_error(self.step, outputs, [])  # the first non-finite output: the same on every rank
         found = next(((v.name_hint, x) for v, x in zip(self.input_vars, inputs)
                       if x.dtype.kind == "f" and x.ndim and not np.isfinite(x).all()), None)
@@ -219,10 +215,7 @@ class DistributedTrainer(Trainer):
             f"({value}{position}) on {self.world_size} ranks; {culprit}; parameters, states and optimizer state "
             "are left as before the step", self.step, first.tensor, first.index, batch_index)
         error.rank = rank  # the first rank whose shard holds a non-finite input, or None
-        if self.nan_policy == "raise":
-            raise error
-        self.skipped_steps += 1
-        warnings.warn(f"{error} (skipped: {self.skipped_steps} so far)", RuntimeWarning, stacklevel=4)
+        self._raise_or_skip(error, stacklevel=4)
 
     # -- keeping ranks in step --------------------------------------------------------------------
     def _broadcast_if_changed(self) -> None:

@@ -378,15 +378,23 @@ class Trainer:
 
     def _refuse(self, loss, params, states, optim, inputs) -> None:
         """Raise NonFiniteError (policy "raise") or warn and count the skipped step (policy "skip")."""
+        outputs = self._step_outputs(loss, params, states, optim)
+        error = non_finite_error(self.step, outputs, [(v.name_hint, a) for v, a in zip(self.input_vars, inputs)])
+        self._raise_or_skip(error, stacklevel=3)
+
+    def _step_outputs(self, loss, params, states, optim) -> list[tuple[str, np.ndarray]]:
+        """A step's outputs as ``non_finite_error`` names them."""
         outputs = [("loss", np.asarray(loss))]
         outputs += [(f"parameter {v.name_hint!r}", a) for v, a in zip(self.param_vars, params)]
         outputs += [(f"state {v.name_hint!r}", a) for v, a in zip(self.state_vars, states)]
-        outputs += [(f"optimizer state {i}", a) for i, a in enumerate(optim)]
-        error = non_finite_error(self.step, outputs, [(v.name_hint, a) for v, a in zip(self.input_vars, inputs)])
+        return outputs + [(f"optimizer state {i}", a) for i, a in enumerate(optim)]
+
+    def _raise_or_skip(self, error: Exception, stacklevel: int) -> None:
+        """``nan_policy`` applied to a refused step's ``error``; ``stacklevel`` as the caller's ``warnings.warn``."""
         if self.nan_policy == "raise":
             raise error
         self.skipped_steps += 1
-        warnings.warn(f"{error} (skipped: {self.skipped_steps} so far)", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"{error} (skipped: {self.skipped_steps} so far)", RuntimeWarning, stacklevel=stacklevel + 1)
 
     update = update_params  # TVM 0.27's name
 
