@@ -396,7 +396,18 @@ class Trainer:
         self.skipped_steps += 1
         warnings.warn(f"{error} (skipped: {self.skipped_steps} so far)", RuntimeWarning, stacklevel=stacklevel + 1)
 
-    update = update_params  # TVM 0.27's name
+    def update(self, input_instances, targets) -> NDArray:
+        """TVM's ``Trainer.update(input_instances, targets)``: ``update_params`` with the inputs and the targets
+        each given as one array, or as a list (or tuple) of them when the backbone has several."""
+        def listed(value) -> list:
+            return list(value) if isinstance(value, (list, tuple)) else [value]
+        inputs, targets = listed(input_instances), listed(targets)
+        if len(inputs) != self._n_inputs or len(targets) != self._n_batch - self._n_inputs:
+            names = lambda vs: ", ".join(v.name_hint for v in vs) or "none"  # noqa: E731
+            raise ValueError(f"Trainer.update: expected {self._n_inputs} input(s) ({names(self.input_vars)}) and "
+                             f"{self._n_batch - self._n_inputs} target(s) ({names(self.target_vars)}), got "
+                             f"{len(inputs)} and {len(targets)}")
+        return self.update_params(*inputs, *targets)
 
     def predict(self, *inputs) -> NDArray:
         """The backbone's prediction (inference mode: running statistics, no dropout)."""

@@ -74,6 +74,24 @@ def test_one_step_matches_a_hand_written_numpy_step(target):
     assert trainer.step == 1 and int(trainer.optim_state[0]) == 1
 
 
+@pytest.mark.parametrize("form", ["lists", "arrays", "tuple"])
+def test_tvm_update_takes_inputs_and_targets_as_lists_or_arrays(form):
+    trainer = Trainer(mlp(B, SIZES), 4, _setup()).build(target="numpy")
+    trainer.xavier_uniform_init_params(seed=3)
+    before = [a.copy() for a in trainer.params]
+    x, y = _batch()
+    call = {"lists": lambda: trainer.update([x], [y]), "arrays": lambda: trainer.update(x, y),
+            "tuple": lambda: trainer.update((x,), (y,))}[form]
+    loss = call()
+    want_loss, want_params = _numpy_step(x.astype(np.float64), y, before, 0.05, 0.01)
+    assert float(loss.numpy()) == pytest.approx(want_loss, rel=1e-5)  # float32 against float64, as above
+    for got, want in zip(trainer.params, want_params):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"^Trainer.update: expected 1 input\(s\) \(x\) and 1 target\(s\) "
+                                         r"\(targets\), got 2 and 1$"):
+        trainer.update([x, x], [y])
+
+
 def test_compiled_and_interpreted_training_agree():
     runs = []
     for target in ("numpy", "cpu"):
