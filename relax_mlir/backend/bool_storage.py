@@ -12,8 +12,7 @@ memref (not produced by our schedules) is reported as unsupported rather than cr
 
 from __future__ import annotations
 
-import re
-
+import numpy as np
 from mlir import ir
 from mlir.dialects import arith
 
@@ -40,12 +39,20 @@ def _widen_global(op: ir.Operation) -> None:
     if new is None:
         return
     op.attributes["type"] = ir.TypeAttr.get(new)
-    if "initial_value" in op.attributes:
-        text = str(op.attributes["initial_value"])
-        if text.startswith("dense"):
-            text = re.sub(r"\btrue\b", "1", re.sub(r"\bfalse\b", "0", text)).replace("xi1>", "xi8>")
-            text = text.replace("tensor<i1>", "tensor<i8>")
-            op.attributes["initial_value"] = ir.Attribute.parse(text)
+    if "initial_value" in op.attributes and isinstance(op.attributes["initial_value"], ir.DenseElementsAttr):
+        op.attributes["initial_value"] = _bytes_of_bools(ir.DenseElementsAttr(op.attributes["initial_value"]))
+
+
+def _bytes_of_bools(values: ir.DenseElementsAttr) -> ir.DenseElementsAttr:
+    """The same values as one ``i8`` (0 or 1) each. Rebuilt from the values, not the printed text: MLIR prints
+    large constants as packed hex, one bit per ``i1``."""
+    shape = ir.ShapedType(values.type).shape
+    byte = ir.IntegerType.get_signless(8)
+    if values.is_splat:
+        one = ir.IntegerAttr(values.get_splat_value()).value != 0
+        return ir.DenseElementsAttr.get_splat(ir.RankedTensorType.get(shape, byte), ir.IntegerAttr.get(byte, int(one)))
+    data = np.array(ir.DenseIntElementsAttr(values)).astype(np.int8).reshape(shape)
+    return ir.DenseElementsAttr.get(data, type=ir.RankedTensorType.get(shape, byte))
 
 
 def _is_bool_access(op: ir.Operation) -> bool:

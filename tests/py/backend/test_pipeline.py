@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from mlir import ir
+
+import relax_mlir
+from relax_mlir import op as rop
+from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var, const
 
 from relax_mlir.backend.bool_storage import widen_bool_memrefs
 from relax_mlir.backend.pipeline import STAGES, PipelineOptions, lower, lower_stages
@@ -91,6 +96,22 @@ def test_bool_memrefs_become_bytes():
         assert widen_bool_memrefs(mod) == 1
         out = str(mod)
     assert "memref<8xi8>" in out and "arith.extui" in out and "arith.trunci" in out
+
+
+@pytest.mark.parametrize("values", [np.arange(128) % 3 == 0, np.arange(1000) % 7 < 3, np.ones(300, bool),
+                                    np.zeros(300, bool), np.array([True, False, True]), np.array(True),
+                                    np.tril(np.ones((16, 16), bool))], ids=lambda v: f"{v.shape}-{v.sum()}")
+def test_bool_constants_of_any_size_compile_and_keep_their_values(values):
+    """Large constants print as packed hex (a bit per bool): the byte copy is rebuilt from the values."""
+    bb = BlockBuilder()
+    x = Var("x", TensorStructInfo(values.shape, "bool"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(rop.logical_xor(x, const(values)))
+        bb.emit_func_output(y)
+    vm = relax_mlir.VirtualMachine(relax_mlir.compile(bb.get()))
+    xs = np.random.default_rng(0).random(values.shape) < 0.3
+    np.testing.assert_array_equal(vm["main"](xs), xs ^ values)
 
 
 def test_bad_stage_and_options():
