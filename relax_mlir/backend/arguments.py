@@ -112,6 +112,8 @@ def _inexact_integers(a: np.ndarray, converted: np.ndarray, dtype: np.dtype) -> 
 def _cast_problem(a: np.ndarray, dtype: np.dtype) -> str:
     """Why ``a``'s dtype may not be cast to ``dtype`` (empty if it may)."""
     got = a.dtype.name if a.dtype.isnative else f"{a.dtype.str} ({a.dtype.name} in non-native byte order)"
+    if a.dtype.kind in "iu" and dtype.kind in "iu":
+        return ""  # signed to unsigned too (a list of ints is int64): conform refuses a value that does not fit
     if a.dtype.kind not in _NUMERIC or dtype.kind == "b" or not np.can_cast(a.dtype, dtype, "same_kind"):
         hint = (" (an integer parameter takes no floats: cast with .astype if the values are whole)"
                 if dtype.kind in "iu" and a.dtype.kind == "f" else "")

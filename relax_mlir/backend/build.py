@@ -448,6 +448,7 @@ def _from_disk(mod: IRModule, options: PipelineOptions, key: str) -> Optional[Ex
     if found is None:
         return None
     library, meta = found
+    mod = _without_local_functions(mod)  # as _compile does: a hit exposes the functions a compile exposes
     signatures = {name: signature_of(name, mod[name]) for name in mod}
     compiled = LoadedModule(library, signatures, meta.get("check_messages", []), metadata=meta)
     return Executable(mod, compiled, options, library=library.data)

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import time
 import warnings
 from typing import Any, Mapping, Optional
@@ -53,24 +54,34 @@ def cache_dir() -> str:
 
 
 def enabled() -> bool:
-    """Whether to use the cache: not turned off, and a linker exists (else one warning says so)."""
+    """Whether to use the cache: not turned off, a linker exists and ``$RELAX_MLIR_CACHE_SIZE`` reads (else one
+    warning says why not). Checked before any compile, so a bad setting acts the same on a hit and on a miss."""
     if DISABLED or os.environ.get("RELAX_MLIR_CACHE", "1").strip() == "0":
         return False
     if find_linker() is None:
         warn_once("no C compiler driver to link libraries with (set $CC, or install cc)")
         return False
+    try:
+        size_limit()
+    except ValueError as exc:
+        warn_once(str(exc))
+        return False
     return True
 
 
+_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([KMG]?)B?")
+
+
 def size_limit() -> int:
-    """``$RELAX_MLIR_CACHE_SIZE`` in bytes (default 256M); ValueError for a malformed value."""
-    text = os.environ.get("RELAX_MLIR_CACHE_SIZE", DEFAULT_SIZE).strip().upper()
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    digits = text[:-1] if text[-1:] in "KMG" else text
-    if not digits.isdigit():
+    """``$RELAX_MLIR_CACHE_SIZE`` in bytes (default 256M; ``1.5G`` and ``256MB`` read too, an empty value is the
+    default); ValueError for a malformed value."""
+    text = os.environ.get("RELAX_MLIR_CACHE_SIZE", "").strip().upper() or DEFAULT_SIZE
+    match = _SIZE.fullmatch(text)
+    if match is None:
         raise ValueError(f"RELAX_MLIR_CACHE_SIZE must be a number of bytes, optionally with K, M or G "
-                         f"(like 256M), got {text!r}")
-    return int(digits) * scale
+                         f"(like 256M or 1.5G), got {text!r}")
+    number, unit = match.groups()
+    return int(float(number) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(unit, 1))
 
 
 # --- the key ---------------------------------------------------------------------------------------------------

@@ -182,3 +182,29 @@ def test_policy_rows_through_a_static_trainers_one_call_step(case, static_traine
     np.testing.assert_array_equal(loss.numpy(), want.numpy())
     for got, ref in zip(params, static_trainer.params):
         np.testing.assert_array_equal(got, ref)
+
+
+UNSIGNED = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "uint8"), y: R.Tensor((4,), "int32")):
+        with R.dataflow():
+            a = R.add(x, x)
+            b = R.add(y, y)
+            R.output(a, b)
+        return (a, b)
+"""
+
+
+def test_integers_convert_between_signed_and_unsigned_when_every_value_fits():
+    """A list of ints is int64 to NumPy, which calls int64 -> uint8 no ``same_kind`` cast (uint64 -> int64 it
+    does): both directions convert when the values fit, and a value that does not is refused with its position."""
+    main = rm.VirtualMachine(rm.compile(from_source(UNSIGNED)))["main"]
+    a, b = main([1, 2, 3, 200], np.array([5, 6, 7, 2**31 - 1], np.uint64))
+    np.testing.assert_array_equal(a, np.array([2, 4, 6, 144], np.uint8))  # uint8 arithmetic wraps, as NumPy's
+    np.testing.assert_array_equal(b, np.array([5, 6, 7, 2**31 - 1], np.int32) * np.int32(2))
+    with pytest.raises(ArgumentError, match=r"expected uint8; the int64 value -1 at flat position 2 does not fit"):
+        main([1, 2, -1, 4], np.zeros(4, np.int32))
+    with pytest.raises(ArgumentError, match=r"expected int32; the uint64 value 2147483648 at flat position 0"):
+        main(np.zeros(4, np.uint8), np.array([2**31, 0, 0, 0], np.uint64))

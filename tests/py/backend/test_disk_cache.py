@@ -156,7 +156,9 @@ def test_eviction_removes_the_least_recently_used(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["mid.so"]
 
 
-@pytest.mark.parametrize("text, expected", [("256M", 256 << 20), ("1G", 1 << 30), ("4096", 4096), ("10k", 10240)])
+@pytest.mark.parametrize("text, expected", [("256M", 256 << 20), ("1G", 1 << 30), ("4096", 4096), ("10k", 10240),
+                                            ("1.5G", 3 << 29), ("256MB", 256 << 20), ("", 256 << 20),
+                                            (" 64m ", 64 << 20)])
 def test_size_limit(monkeypatch, text, expected):
     monkeypatch.setenv("RELAX_MLIR_CACHE_SIZE", text)
     assert disk_cache.size_limit() == expected
@@ -166,6 +168,18 @@ def test_bad_size_limit_says_what_is_expected(monkeypatch):
     monkeypatch.setenv("RELAX_MLIR_CACHE_SIZE", "lots")
     with pytest.raises(ValueError, match=r"RELAX_MLIR_CACHE_SIZE must be a number of bytes.*got 'LOTS'"):
         disk_cache.size_limit()
+
+
+@pytest.mark.parametrize("text", ["lots", "1.5.2G", "-5M", "12T"])
+def test_a_bad_size_limit_turns_the_cache_off_with_one_warning_before_any_compile(monkeypatch, text):
+    """As the other settings that cannot be honoured: the same on a hit and on a miss (it was a ValueError
+    raised after a miss had compiled and stored its entry)."""
+    monkeypatch.setenv("RELAX_MLIR_CACHE", "1")
+    monkeypatch.setenv("RELAX_MLIR_CACHE_SIZE", text)
+    monkeypatch.setattr(disk_cache, "find_linker", lambda: "cc")
+    monkeypatch.setattr(disk_cache, "_warned", set())
+    with pytest.warns(RuntimeWarning, match=r"compile cache is off: RELAX_MLIR_CACHE_SIZE must be a number"):
+        assert not disk_cache.enabled()
 
 
 def test_location_follows_xdg_and_the_override(monkeypatch):
@@ -218,6 +232,38 @@ def test_an_executable_from_the_cache_prints_its_stages(tmp_path, monkeypatch):
     assert isinstance(fresh.compiled, CompiledModule) and isinstance(cached.compiled, LoadedModule)
     assert cached.linalg_text == fresh.linalg_text and cached.llvm_text == fresh.llvm_text
     assert cached.library_bytes() == fresh.library_bytes()
+
+
+def test_a_hit_exposes_the_functions_a_compile_exposes(tmp_path, monkeypatch):
+    """A local function is lifted to a module function (``main_inner``) before compiling; a hit built its
+    executable from the module as given and had no ``main_inner``."""
+    from relax_mlir import VirtualMachine, compile as compile_module
+    from relax_mlir.backend.build import clear_cache
+    from relax_mlir.backend.library import LoadedModule
+    from relax_mlir.script import from_source
+
+    mod = from_source("""
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((3,), "float32")):
+        @R.function
+        def inner(y: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+            z = R.add(y, y)
+            return z
+        w = inner(x)
+        return w
+""")
+    monkeypatch.setenv("RELAX_MLIR_CACHE_DIR", str(tmp_path))
+    clear_cache()
+    fresh = compile_module(mod)
+    clear_cache()
+    cached = compile_module(mod)
+    assert isinstance(cached.compiled, LoadedModule)
+    assert sorted(cached.mod) == sorted(fresh.mod) == ["main", "main_inner"]
+    x = np.arange(3, dtype=np.float32)
+    for ex in (fresh, cached):
+        np.testing.assert_array_equal(VirtualMachine(ex)["main_inner"](x), 2 * x)
 
 
 def test_an_unwritable_cache_warns_once_and_compiles(tmp_path, monkeypatch):
