@@ -6,7 +6,8 @@
 ``params`` maps parameter names (or the parameter ``Var``s) to arrays (anything ``numpy.asarray`` takes, or an
 object with ``.numpy()``). Each array must have the parameter's dtype and rank; a symbolic size of the parameter
 is bound to the array's (and follows everywhere in the function, as ``BindSymbolicVars``). A name the function
-has no parameter of is an error naming its parameters.
+has no parameter of is an error naming its parameters, and so is a function another one calls (its calls would
+still pass the bound parameters).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..ir.expr import Constant, Function, Var
 from ..ir.struct_info import TensorStructInfo
 from ..ir.sym import SymDim
 from .pass_infra import Pass
-from .utils import bind_sizes
+from .utils import bind_sizes, callees
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,23 @@ class BindParams(Pass):
                     if sizes.setdefault(d.name, n) != n:
                         raise ValueError(f"BindParams: size {d.name!r} is {sizes[d.name]} by one array and {n} by "
                                          f"{param.name_hint!r}")
+        _refuse_callers(mod, self.func_name, [p.name_hint for p in bound])
         kept = [p for p in func.params if p not in bound]
         out = mod.copy()
         out[self.func_name] = bind_sizes(func, sizes, params=kept,
                                          replace={p: Constant(a) for p, a in bound.items()})
         return out
+
+
+def _refuse_callers(mod, func_name: str, names: list[str]) -> None:
+    """A function of the module that calls ``func_name`` (or refers to it) would pass it the arguments it no longer
+    takes, and its values for them would be replaced by the arrays: refused, as the calls are not rewritten."""
+    callers = [c for c in mod if isinstance(mod[c], Function) and func_name in callees(mod[c])]
+    if callers:
+        raise ValueError(f"BindParams: {callers[0]!r} calls {func_name!r}, which would no longer take "
+                         f"{', '.join(map(repr, names))} (its calls are not rewritten); bind the values in the "
+                         f"function they come from, or inline {func_name!r} into {callers[0]!r} first "
+                         f"(InlineFunctions([{callers[0]!r}]))")
 
 
 def _array(param: Var, value: Any, where: str) -> np.ndarray:

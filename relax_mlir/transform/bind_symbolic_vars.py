@@ -4,7 +4,10 @@
 
 Keys are size-variable names; values ints or dims over other size variables (``{"n": "2 * m"}`` as text, or a
 SizeVar expression). Every struct info, attribute and match_cast of the function follows. A name no function
-uses is an error (a typo would otherwise bind nothing), as is a negative size.
+uses is an error (a typo would otherwise bind nothing), as is a negative size. Calls of a function whose
+signature this binds are not rewritten: one whose arguments then have other sizes than the function takes (``n``
+bound to 5 where only the callee has an ``n`` and its caller passes a tensor of 3, or of the caller's own ``m``) is
+an error naming the caller, the binding and the argument.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from ..ir import sym
-from ..ir.expr import Function
+from ..ir.block_builder import call_return_struct_info
+from ..ir.expr import Call, Function, GlobalVar
 from ..ir.struct_info import free_vars as struct_free_vars
+from ..ir.struct_info import is_base_of
+from ..ir.visitor import post_order_visit
 from .pass_infra import Pass
 from .utils import bind_sizes, callees
 
@@ -59,18 +65,45 @@ class BindSymbolicVars(Pass):
             if isinstance(func, Function):
                 used |= size_names(func)
                 out[name] = bind_sizes(func, sizes)
-        changed = [n for n in names if out[n].struct_info != mod[n].struct_info]
-        callers = [(c, n) for c in mod if c not in names for n in changed if n in callees(mod[c])]
-        if callers:
-            caller, callee = callers[0]
-            raise ValueError(f"BindSymbolicVars: {caller!r} calls {callee!r}, whose parameters or result this binds "
-                             f"in {callee!r} alone; bind the sizes in every function (no func_name) or in both")
         unknown = sorted(set(sizes) - used)
         if unknown:
             raise ValueError(f"BindSymbolicVars: no size variable {', '.join(map(repr, unknown))} in "
                              f"{'function ' + repr(self.func_name) if self.func_name else 'the module'} "
                              f"(its size variables: {', '.join(sorted(used)) or 'none'})")
+        _check_calls(out, {n for n in names if out[n].struct_info != mod[n].struct_info})
         return out
+
+
+def _check_calls(mod, changed: set[str]) -> None:
+    """Every call of a function whose signature this bound must pass what it now takes: the calls are not rewritten,
+    and a caller whose arguments have other sizes (its own, or static ones the binding contradicts) is refused."""
+    for caller, func in mod.items():
+        if not isinstance(func, Function) or not changed & callees(func):
+            continue
+        for block in func.blocks:
+            for b in block.bindings:
+                for call in _calls_of(b.value, changed):
+                    callee = call.op.name_hint
+                    args = [getattr(a, "struct_info", None) for a in call.args]
+                    try:
+                        ret = call_return_struct_info(callee, mod[callee].struct_info, args)
+                    except ValueError as exc:
+                        problem = str(exc)
+                    else:
+                        if call is not b.value or b.var.struct_info is None or is_base_of(b.var.struct_info, ret):
+                            continue
+                        problem = f"it now returns {ret}, where {b.var.name_hint!r} is {b.var.struct_info}"
+                    raise ValueError(f"BindSymbolicVars: {caller!r} (binding {b.var.name_hint!r}) calls {callee!r}, "
+                                     f"whose signature this binds, and its calls are not rewritten: {problem}; bind "
+                                     f"the sizes of the arguments {caller!r} passes to the same values too, or bind "
+                                     f"values they have")
+
+
+def _calls_of(value, names: set[str]) -> list:
+    found: list = []
+    post_order_visit(value, lambda e: found.append(e) if isinstance(e, Call) and isinstance(e.op, GlobalVar)
+                     and e.op.name_hint in names else None)
+    return found
 
 
 def _sizes(binding_map: Mapping[Any, Any]) -> dict[str, Any]:

@@ -8,7 +8,10 @@ Values are compared structurally (same op, attributes and operands). Only op cal
 items are candidates (``call_only``: op calls only); calls of functions are left alone. A value computed in a
 dataflow block into a dataflow variable is reused only inside that block; when a block's output would be
 replaced by one of the block's dataflow variables, it becomes an alias of it instead (``CanonicalizeBindings``
-keeps such aliases too).
+keeps such aliases too), as does a variable declared less precisely than the earlier one (its users' struct info
+was inferred from it). A binding whose variable declares more than the earlier variable's struct info (``b:
+R.Tensor((4, 3)) = R.add(x, x)`` after ``a = R.add(x, x)`` with ``x`` of any 2-d shape) is kept as it is: its
+declared sizes are checked at run time, and its users were inferred from them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..ir.expr import Call, DataflowVar, Expr, Function, SeqExpr, Tuple, TupleGetItem, Var, VarBinding
+from ..ir.struct_info import is_base_of
 from ..ir.structural_equal import structural_equal, structural_hash
 from ..ir.visitor import post_order_visit
 from ..op.registry import Op
@@ -89,10 +93,13 @@ class EliminateCommonSubexpr(Pass):
                 value = substitute(b.value, remap)
                 if isinstance(b, VarBinding) and self.candidate(value):
                     prior = local.find(value) or seen.find(value)
-                    if prior is not None:
+                    if prior is not None and _describes(b.var, prior):
                         changed = True
-                        if isinstance(prior, DataflowVar) and not isinstance(b.var, DataflowVar):
-                            kept.append(VarBinding(b.var, prior, span=b.span))  # a block output stays a variable
+                        if b.var.struct_info not in (None, prior.struct_info) or (
+                                isinstance(prior, DataflowVar) and not isinstance(b.var, DataflowVar)):
+                            # a block output stays a variable; so does one declared less precisely (its users'
+                            # struct info was inferred from it)
+                            kept.append(VarBinding(b.var, prior, span=b.span))
                         else:
                             remap[b.var] = prior
                         continue
@@ -106,6 +113,14 @@ class EliminateCommonSubexpr(Pass):
             return func
         body = SeqExpr([b for b in blocks if b.bindings], substitute(func.body.body, remap))
         return with_body(func, body)
+
+
+def _describes(var: Var, prior: Var) -> bool:
+    """Whether ``var``'s struct info holds for ``prior`` (equal, or less precise), so that ``var`` may be bound to
+    ``prior``. A narrower one (declared sizes) is a run-time check, and what later bindings were inferred from."""
+    if var.struct_info is None or prior.struct_info is None:
+        return var.struct_info is None
+    return is_base_of(var.struct_info, prior.struct_info)
 
 
 class _Table:

@@ -5,9 +5,12 @@
         a = R.add(R.const(1.0), R.const(2.0))    ->          a = R.const(3.0)
         b = R.multiply(x, a)                                 b = R.multiply(x, R.const(3.0))
 
-Folding follows chains (a folded variable counts as a constant further on) inside dataflow blocks, as TVM's does;
-the folded bindings stay for ``DeadCodeElimination`` to remove. Calls of impure ops, of functions, and calls
-whose evaluation fails or gives a non-tensor are left as they are.
+Calls are folded in every block, dataflow or not, as TVM's pass does. Folding follows chains: a folded variable
+counts as a constant further on (TVM follows only dataflow variables; a variable bound to a pure op's value on
+constants is as constant, whatever its block), unless it is declared less precisely than the constant (``a:
+R.Tensor(ndim=1)``), whose users' struct info was inferred from that declaration. The folded bindings stay for
+``DeadCodeElimination`` to remove. Calls of impure ops, of host functions (``R.call_packed``) and of module
+functions, and calls whose evaluation fails or gives a non-tensor are left as they are.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..ir.dtype import to_numpy
-from ..ir.expr import Call, Constant, DataflowBlock, Expr, Function, SeqExpr, Tuple, Var, VarBinding
+from ..ir.expr import Call, Constant, Expr, Function, SeqExpr, Tuple, Var, VarBinding
 from ..ir.struct_info import TensorStructInfo
 from ..op.registry import Op
 from .pass_infra import FunctionPass
@@ -28,7 +31,7 @@ from .utils import rebind, substitute, with_body
 
 @dataclass(frozen=True)
 class FoldConstant(FunctionPass):
-    """Compute op calls on constants at compile time (inside dataflow blocks).
+    """Compute op calls on constants at compile time (in every block).
 
     Example, applied as ``FoldConstant()``::
 
@@ -65,17 +68,14 @@ class FoldConstant(FunctionPass):
         remap: dict[Var, Expr] = {}
         blocks, changed = [], False
         for block in func.body.blocks:
-            if not isinstance(block, DataflowBlock):
-                kept = [_keep_or_rebind(b, substitute(b.value, remap)) for b in block.bindings]
-                changed |= any(a is not b for a, b in zip(kept, block.bindings))
-                blocks.append(type(block)(kept))
-                continue
             kept = []
             for b in block.bindings:
                 value = substitute(b.value, remap)
                 folded = _fold(value) if isinstance(b, VarBinding) else None
                 if folded is not None:
-                    value = remap[b.var] = folded
+                    value = folded
+                    if b.var.struct_info == folded.struct_info:  # (users of a wider variable were inferred from it)
+                        remap[b.var] = folded
                 if value is not b.value:
                     changed = True
                 kept.append(_keep_or_rebind(b, value))
@@ -84,8 +84,6 @@ class FoldConstant(FunctionPass):
             return func
         body = SeqExpr(blocks, substitute(func.body.body, remap))
         return with_body(func, body)
-
-
 
 
 def _keep_or_rebind(b, value: Expr):

@@ -10,9 +10,11 @@ TVM's "always" list here is ``matmul``, ``conv1d``, ``conv2d`` and ``conv2d_tran
 block. Parameters named in ``fp16_input_names`` arrive in the low precision already: their type becomes
 ``dtype`` and the other ops read them through one cast back to float32 at the top of the function. With
 ``out_dtype="float16"`` the products themselves are rounded to the low precision and cast back to float32 at once
-(TVM instead keeps the elementwise ops after them in float16). ``dtype="bfloat16"`` (relax-mlir's option) uses
-bfloat16 instead of float16. Compiled, float16 operands use the CPU's f16 conversions and bfloat16 is emulated
-through float32 (MLIR's ``arith-emulate-unsupported-floats``); sums are float32 in every case.
+(TVM instead keeps the elementwise ops after them in float16). A call with an ``out_dtype`` of its own (float64)
+gets the pass's too, and its result is cast to the dtype it had, as TVM casts it back for its users.
+``dtype="bfloat16"`` (relax-mlir's option) uses bfloat16 instead of float16. Compiled, float16 operands use the
+CPU's f16 conversions and bfloat16 is emulated through float32 (MLIR's ``arith-emulate-unsupported-floats``); sums
+are float32 in every case.
 """
 
 from __future__ import annotations
@@ -139,11 +141,12 @@ class ToMixedPrecision(FunctionRewritePass):
                     args.append(a)
             attrs = {**dict(value.attrs), "out_dtype": self.out_dtype}
             low = get_op(value.op.name)(*args, **attrs)
-            if self.out_dtype == "float32":
+            dtype = value.struct_info.dtype  # float32, or an explicit out_dtype: what the binding's users read
+            if low.struct_info.dtype == dtype:
                 out.append(VarBinding(b.var, low, span=b.span))
             else:
                 lv = make(f"{b.var.name_hint}_{self.out_dtype}", low.struct_info)
-                out += [VarBinding(lv, low), VarBinding(b.var, op.astype(lv, "float32"), span=b.span)]
+                out += [VarBinding(lv, low), VarBinding(b.var, op.astype(lv, dtype), span=b.span)]
             changed = True
         return type(block)(out) if changed else block
 

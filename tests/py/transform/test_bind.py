@@ -101,6 +101,49 @@ def test_binding_sizes_of_a_caller_binds_its_calls_results_too():
         assert h.value.struct_info == TensorStructInfo((3, 4), "float32") == h.var.struct_info
     np.testing.assert_array_equal(rm.interpret(BindSymbolicVars({"n": 3})(mod), "main", x), 2 * x)
     # binding the callee alone would leave main passing it sizes it no longer takes
-    with pytest.raises(ValueError, match="'main' calls 'helper', whose parameters or result this binds in 'helper' "
-                                         "alone"):
+    with pytest.raises(ValueError, match=r"'main' \(binding 'h'\) calls 'helper', whose signature this binds, and "
+                                         r"its calls are not rewritten: it now returns Tensor\(\(3, 4\), float32\), "
+                                         r"where 'h' is Tensor\(\(n, 4\), float32\); bind the sizes of the arguments "
+                                         r"'main' passes to the same values too"):
         BindSymbolicVars({"n": 3}, func_name="helper")(mod)
+
+
+_STATIC_CALLER = """
+@I.ir_module
+class Module:
+    @R.function(private=True)
+    def helper(x: R.Tensor(("n",), "float32"), b: R.Tensor(("n",), "float32")):
+        y = R.add(x, b)
+        return y
+
+    @R.function
+    def main(x: R.Tensor((3,), "float32"), b: R.Tensor((3,), "float32")):
+        o = cls.helper(x, b)
+        return o
+"""
+
+
+def test_binding_a_size_only_a_callee_has_must_agree_with_its_callers():
+    mod = from_source(_STATIC_CALLER)
+    # n is helper's alone: bound to 5 in every function, main's call passed tensors of 3 to a helper of 5 (the module
+    # was then refused as not well formed, naming neither the binding nor what to do)
+    with pytest.raises(ValueError, match=r"BindSymbolicVars: 'main' \(binding 'o'\) calls 'helper', whose signature "
+                                         r"this binds, and its calls are not rewritten: call to helper: argument 0: "
+                                         r"expected Tensor\(\(5,\), float32\), got dimension 3 where 5 was expected"):
+        BindSymbolicVars({"n": 5})(mod)
+    # the value main passes is fine, with or without func_name
+    x, b = np.arange(3, dtype=np.float32), np.full(3, 10, np.float32)
+    for bound in (BindSymbolicVars({"n": 3})(mod), BindSymbolicVars({"n": 3}, func_name="helper")(mod)):
+        assert well_formed(bound) and bound["helper"].params[0].struct_info.shape == (3,)
+        np.testing.assert_array_equal(rm.interpret(bound, "main", x, b), x + b)
+
+
+def test_bind_params_refuses_a_function_another_one_calls():
+    # main's call would still pass b, and main's b would be replaced by the array: refused, naming both functions
+    with pytest.raises(ValueError, match=r"BindParams: 'main' calls 'helper', which would no longer take 'b' \(its "
+                                         r"calls are not rewritten\); bind the values in the function they come from, "
+                                         r"or inline 'helper' into 'main' first \(InlineFunctions\(\['main'\]\)\)"):
+        BindParams("helper", {"b": np.ones(3, np.float32)})(from_source(_STATIC_CALLER))
+    bound = BindParams("main", {"b": np.full(3, 10, np.float32)})(from_source(_STATIC_CALLER))
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(rm.interpret(bound, "main", x), x + 10)

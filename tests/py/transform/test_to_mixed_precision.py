@@ -97,3 +97,33 @@ def test_a_mixed_precision_training_step_trains_like_float32():
     # a summed loss of ~40 from 16x64x32 products with float16 operands: a relative 1e-2 holds with a wide margin
     np.testing.assert_allclose(losses["mixed"], losses["fp32"], rtol=1e-2)
     assert losses["mixed"] != losses["fp32"]  # the casts did take effect
+
+
+_FLOAT64_OUT = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32"), w: R.Tensor((8, 3), "float32")):
+        with R.dataflow():
+            a = R.matmul(x, w, out_dtype="float64")
+            b = R.multiply(a, R.const(2.0, "float64"))
+            R.output(b)
+        return b
+"""
+
+
+@pytest.mark.parametrize("options", [{}, {"out_dtype": "float16"}, {"fp16_input_names": ["w"]}])
+def test_an_explicit_out_dtype_keeps_the_results_dtype(options):
+    # the pass's out_dtype replaced float64, and a (declared float64) was bound to a float32 product: not well formed
+    mixed = transform.ToMixedPrecision(**options)(from_source(_FLOAT64_OUT))
+    a = next(b for b in mixed["main"].body.blocks[-1].bindings if b.var.name_hint == "a")
+    assert a.var.struct_info == a.value.struct_info == TensorStructInfo((4, 3), "float64")
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((4, 8)).astype("float32"), rng.standard_normal((8, 3)).astype("float32")
+    w_in = w.astype("float16") if options.get("fp16_input_names") else w
+    low = x.astype("float16").astype("float32") @ w.astype("float16").astype("float32")
+    if options.get("out_dtype") == "float16":
+        low = low.astype("float16")
+    for got in (rm.interpret(mixed, "main", x, w_in), rm.VirtualMachine(rm.compile(mixed))["main"](x, w_in)):
+        assert np.asarray(got).dtype == np.float64
+        np.testing.assert_allclose(np.asarray(got), 2 * low.astype("float64"), rtol=1e-6, atol=1e-6)
