@@ -6,12 +6,13 @@ are identities (two ``Var("x")`` are different variables).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from .dtype import check_dtype, from_numpy
+from .dtype import check_dtype, from_numpy, is_float, to_numpy
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                           TensorStructInfo, TupleStructInfo, make_shape)
 from .sym import Dim
@@ -177,8 +178,6 @@ def _refuse_changed_values(value, arr: np.ndarray, dtype: str) -> None:
 
 def const(value, dtype: Optional[str] = None) -> Constant:
     """``R.const``: a constant tensor from a scalar or array; Python floats default to float32."""
-    from .dtype import to_numpy
-
     if isinstance(value, int) and not isinstance(value, bool) and dtype is None and not -2**63 <= value < 2**63:
         raise ValueError(f"R.const: the integer {value} does not fit int64, the dtype of an integer constant; "
                          "expected -2**63 <= value < 2**63 (or give a float)")
@@ -230,7 +229,30 @@ class PrimValue(Expr):
         check_dtype(self.dtype, "PrimValue")
         if self.value is None:
             raise ValueError("PrimValue: a value is needed (a number, or a size variable for an integer dtype)")
+        check_prim_float(self.dtype, self.value, "PrimValue")
         object.__setattr__(self, "struct_info", PrimStructInfo(self.dtype, self.value))
+
+
+def check_prim_float(dtype: str, value, where: str) -> None:
+    """Refuse a finite number that a float ``dtype`` cannot hold (it would become inf: ``1e10`` in float16), as
+    ``R.const`` refuses it and an integer prim value outside its dtype is refused; inf and nan are values of every
+    float dtype. Other dtypes and values are left to ``PrimStructInfo``'s check."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if not is_float(dtype) or isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            isinstance(value, float) and not math.isfinite(value):
+        return
+    try:
+        with np.errstate(over="ignore"):
+            fits = bool(np.isfinite(np.asarray(float(value), dtype=to_numpy(dtype))))
+    except OverflowError:  # an int beyond float64 (10**400)
+        fits = False
+    if not fits:
+        import ml_dtypes  # (NumPy's finfo knows no bfloat16)
+
+        largest = float(ml_dtypes.finfo(to_numpy(dtype)).max)
+        raise ValueError(f"{where}: {value!r} does not fit in {dtype} (largest finite value {largest:.8g}; it would "
+                         "become inf)")
 
 
 @dataclass(frozen=True, eq=False, repr=False)

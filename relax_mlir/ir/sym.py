@@ -29,7 +29,9 @@ different forms; every rewrite keeps the value.
 from __future__ import annotations
 
 import ast
+import keyword
 import math
+import unicodedata
 from dataclasses import dataclass
 from typing import Mapping, Union
 
@@ -268,9 +270,21 @@ def substitute(d: Dim, lookup) -> Dim:
 
 
 def SizeVar(name: str) -> SymDim:
-    """A named size variable, such as a batch dimension ``n``."""
-    if not name.isidentifier():
+    """A named size variable, such as a batch dimension ``n``.
+
+    Sizes are identified by name, and the text format writes the name in a dimension's string (``"n * 2"``) that
+    Python's parser reads back, so only a name that reads back as itself is accepted: an identifier that is not a
+    keyword (``"if"``, ``"None"`` would not parse), in NFKC form (Python reads ``𝑛`` as ``n``: two sizes would become
+    one). Function names are held to the same rule (``check_function_name``); a variable's the printer can rename."""
+    if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"size variable name {name!r} is not an identifier")
+    if keyword.iskeyword(name):
+        raise ValueError(f"size variable name {name!r} is a Python keyword: the text format writes sizes as Python "
+                         "expressions (\"n * 2\"), where it would not read back as a name")
+    if not unicodedata.is_normalized("NFKC", name):
+        raise ValueError(f"size variable name {name!r} is not in NFKC form: Python reads identifiers normalised, "
+                         f"so the text format would read it back as the size {unicodedata.normalize('NFKC', name)!r}; "
+                         "name the size in NFKC form")
     return SymDim((((name,), 1),))
 
 

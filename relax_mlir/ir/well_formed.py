@@ -49,7 +49,8 @@ def find_problems(obj: Union[IRModule, Function], check_struct_info: bool = True
         for name, func in obj.items():
             _Checker(obj, name, check_struct_info, problems).check_function(func)
     elif isinstance(obj, Function):
-        name = str(obj.attrs.get("global_symbol", "<function>"))
+        symbol = obj.attrs.get("global_symbol")
+        name = symbol if isinstance(symbol, str) else "<function>"  # (a symbol of another type is a problem)
         _Checker(None, name, check_struct_info, problems).check_function(obj)
     else:
         raise TypeError(f"well_formed: expected an IRModule or a Function, got {type(obj).__name__}")
@@ -149,6 +150,11 @@ class _Checker(ExprVisitor):
 
     def visit_function_(self, func: Function) -> None:
         outer = (set(self.scope), set(self.sizes), self.where)
+        symbol = func.attrs.get("global_symbol")
+        if "global_symbol" in func.attrs and not isinstance(symbol, str):
+            # (the name the function is exported and looked up by: a BlockBuilder can set any value)
+            self.where = "attributes"
+            self.report(f"global_symbol must be a string, got {symbol!r} ({type(symbol).__name__})")
         for p in func.params:
             self.where = f"parameter '{p.name_hint}'"
             self.visit_var_def(p)

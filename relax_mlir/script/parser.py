@@ -21,7 +21,8 @@ from ..ir import sym
 from ..ir.block_builder import call_return_struct_info
 from ..ir.dtype import DTYPES, check_dtype, to_numpy
 from ..ir.expr import (PRIVATE_ATTR, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
-                       Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple, TupleGetItem, Var, VarBinding, const)
+                       Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple,
+                       TupleGetItem, Var, VarBinding, check_prim_float, const)
 from ..ir.module import IRModule
 from ..ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                               TensorStructInfo, TupleStructInfo, is_base_of)
@@ -77,6 +78,30 @@ class Parser:
     def error(self, node: ast.AST, message: str) -> ParseError:
         return ParseError(f"{self.span(node)}: {message}")
 
+    def error_at(self, line: int, column: int, message: str) -> ParseError:
+        """An error at ``line``/``column`` (1-based) of ``source``, reported in the file's terms as :meth:`error`
+        reports a node's: for the errors that have no node (the text does not parse). No ParseError is made
+        elsewhere, so every one names the file and its lines, in decorator mode too."""
+        return ParseError(f"{self.filename}:{line + self.line_offset}:{column + self.col_offset}: {message}")
+
+    def position(self, index: int) -> tuple[int, int]:
+        """The 1-based line and column of ``source[index]``."""
+        before = self.source[:index]
+        return before.count("\n") + 1, len(before) - before.rfind("\n")
+
+    def check_keywords(self, tree: ast.AST) -> None:
+        """Refuse a keyword given twice in one call (``R.sum(x, axis=0, axis=1)``), as Python does: its compiler
+        refuses it, not ``ast.parse``, so every reader of keywords would otherwise keep the last one silently."""
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                seen: set[str] = set()
+                for kw in node.keywords:
+                    if kw.arg in seen:
+                        callee = _dotted(node.func) or _kind(node.func)
+                        raise self.error(kw, f"{callee}: argument {kw.arg!r} given twice")
+                    if kw.arg is not None:  # (**kwargs)
+                        seen.add(kw.arg)
+
     def guard(self, node: ast.AST, fn: Callable[[], Any]) -> Any:
         """Run ``fn``; an inference or value error inside it is reported at ``node``."""
         try:
@@ -94,29 +119,23 @@ class Parser:
     # -- entry points -------------------------------------------------------------------------------
     def parse(self) -> "IRModule | Function":
         if "\0" in self.source:  # Python's parser refuses it without saying where
-            before = self.source[:self.source.index("\0")]
-            raise ParseError(f"{self.filename}:{before.count(chr(10)) + 1 + self.line_offset}:"
-                             f"{len(before) - before.rfind(chr(10)) + self.col_offset}: a NUL character; the text "
-                             "format is text")
+            raise self.error_at(*self.position(self.source.index("\0")), "a NUL character; the text format is text")
         surrogate = _SURROGATE.search(self.source)
         if surrogate is not None:  # (a str decoded with errors="surrogateescape"): Python's parser cannot encode it
-            before = self.source[:surrogate.start()]
-            raise ParseError(f"{self.filename}:{before.count(chr(10)) + 1 + self.line_offset}:"
-                             f"{len(before) - before.rfind(chr(10)) + self.col_offset}: a lone surrogate "
-                             f"(U+{ord(surrogate.group()):04X}), which is no Unicode text (bytes that were not "
-                             "UTF-8?); in a string literal write it as an escape, \"\\udcff\"")
+            raise self.error_at(*self.position(surrogate.start()),
+                                f"a lone surrogate (U+{ord(surrogate.group()):04X}), which is no Unicode text (bytes "
+                                "that were not UTF-8?); in a string literal write it as an escape, \"\\udcff\"")
         try:
             tree = ast.parse(self.source, filename=self.filename)
         except SyntaxError as exc:
-            raise ParseError(f"{self.filename}:{(exc.lineno or 0) + self.line_offset}:"
-                             f"{(exc.offset or 0) + self.col_offset}: "
-                             f"invalid syntax: {exc.msg}") from None
+            raise self.error_at(exc.lineno or 0, exc.offset or 0, f"invalid syntax: {exc.msg}") from None
         except (MemoryError, RecursionError) as exc:  # CPython's parser on deeply nested brackets
-            raise ParseError(f"{self.filename}:1:1: the text nests too deeply for Python's parser "
-                             f"({type(exc).__name__})") from None
+            raise self.error_at(1, 1, f"the text nests too deeply for Python's parser ({type(exc).__name__})") \
+                from None
+        self.check_keywords(tree)
         defs = [n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
         if not defs:
-            raise ParseError(f"{self.filename}:1:1: expected an @I.ir_module class or an @R.function definition")
+            raise self.error_at(1, 1, "expected an @I.ir_module class or an @R.function definition")
         decorated = [n for n in defs if any(_decorator_name(d) in (_MODULE_DECORATORS if isinstance(n, ast.ClassDef)
                                                                    else _FUNCTION_DECORATORS)
                                             for d in n.decorator_list)]
@@ -257,7 +276,7 @@ class Parser:
             stmts = stmts[1:]
         for i, stmt in enumerate(stmts):
             if _is_call_to(stmt, "R.func_attr"):
-                attrs.update(self.literal_dict(stmt.value, "R.func_attr"))
+                attrs.update(self.func_attrs(stmt.value))
             elif isinstance(stmt, ast.With):
                 if pending:
                     blocks.append(BindingBlock(pending))
@@ -289,6 +308,20 @@ class Parser:
                 raise self.error(stmt, f"unsupported statement in a Relax function: {_kind(stmt)}; expected an "
                                        "assignment, `with R.dataflow():`, a local `@R.function` or `return`")
         raise self.error(node, f"function {node.name} has no return statement")
+
+    def func_attrs(self, call: ast.Call) -> dict:
+        """``R.func_attr({...})``. A ``global_symbol`` is the name the function is exported by, so a str: another
+        value (``3``, ``None``) would parse, compile, and fail where the module is looked up by that name."""
+        attrs = self.literal_dict(call, "R.func_attr")
+        symbol = attrs.get("global_symbol")
+        if "global_symbol" in attrs and not isinstance(symbol, str):
+            given = call.args[0]
+            if isinstance(given, ast.Dict):  # at the value (the last one: a dict keeps its last entry of a key)
+                given = next((v for k, v in reversed(list(zip(given.keys, given.values)))
+                              if isinstance(k, ast.Constant) and k.value == "global_symbol"), given)
+            raise self.error(given, f"R.func_attr: global_symbol must be a string (the name the function is "
+                                    f"exported by), got {symbol!r}")
+        return attrs
 
     def dataflow(self, stmt: ast.With, scope: _Scope, sizes: "_Sizes") -> DataflowBlock:
         if len(stmt.items) != 1 or not _is_call_expr(stmt.items[0].context_expr, "R.dataflow"):
@@ -354,8 +387,8 @@ class Parser:
             if not isinstance(target, ast.Name):
                 raise self.error(target, "R.match_cast binds one name")
             args = stmt.value.args
-            if len(args) != 2:
-                raise self.error(stmt.value, "R.match_cast(value, struct_info) takes 2 arguments")
+            if len(args) != 2 or stmt.value.keywords:
+                raise self.error(stmt.value, "R.match_cast(value, struct_info) takes 2 positional arguments")
             value = self.expr(args[0], scope, sizes)
             sinfo = self.struct_info(args[1], sizes, define=True)
             var = make_var(target.id, sinfo, target)
@@ -372,15 +405,21 @@ class Parser:
             if not isinstance(value.struct_info, TupleStructInfo) or \
                     len(value.struct_info.fields) != len(target.elts):
                 raise self.error(target, f"cannot unpack {_fmt(value.struct_info)} into {len(target.elts)} names")
-            tmp = make_var("_".join(_name_of(e) for e in target.elts) + "_tuple", value.struct_info, target)
+            tmp = make_var("_".join(self.name_of(e) for e in target.elts) + "_tuple", value.struct_info, target)
             out = [VarBinding(tmp, value, span=self.span(stmt))]
             for i, elt in enumerate(target.elts):
                 item = TupleGetItem(tmp, i)
-                var = make_var(_name_of(elt), item.struct_info, elt)
+                var = make_var(self.name_of(elt), item.struct_info, elt)
                 scope.vars[var.name_hint] = var
                 out.append(VarBinding(var, item, span=self.span(stmt)))
             return out
         raise self.error(target, "expected a variable name on the left of `=`")
+
+    def name_of(self, node: ast.AST) -> str:
+        """The name a target of ``a, b = ...`` binds (``a, *b`` and ``(a, b), c`` bind no plain names)."""
+        if not isinstance(node, ast.Name):
+            raise self.error(node, f"expected a variable name in the tuple on the left of `=`, got {_kind(node)}")
+        return node.id
 
     def declare_size(self, stmt, target: ast.AST, annotation, sizes: "_Sizes") -> list:
         """``n = T.int64()``: TVM's declaration of a symbolic size in a function's body (its printer writes one
@@ -570,6 +609,9 @@ class Parser:
         for kw in node.keywords:
             if kw.arg is None:
                 raise self.error(kw, "**kwargs are not supported in op calls")
+            if kw.arg not in op.inputs and kw.arg not in op.attrs:  # (before its value is read as an attribute)
+                takes = ", ".join((*op.inputs, *op.attrs)) or "no arguments"
+                raise self.error(kw, f"{op.name}: unknown argument {kw.arg!r}; it takes {takes}")
             kwargs[kw.arg] = self.leaf(kw.value, scope, sizes) if kw.arg in op.inputs \
                 else self.literal(kw.value, sizes)
 
@@ -641,10 +683,15 @@ class Parser:
         if "value" in bound:  # a symbolic size as R.prim_value reads it ("n", n + 1), else a literal
             given = bound["value"]
             value = self.literal(given, sizes) if _is_prim_literal(given) else self.dim(given, sizes)
-        return self.guard(node, lambda: PrimStructInfo(dtype, value))
+
+        def build():
+            check_prim_float(dtype, value, "R.Prim")  # (as R.prim_value: a PrimStructInfo alone does not check it)
+            return PrimStructInfo(dtype, value)
+
+        return self.guard(node, build)
 
     def sinfo_callable(self, node: ast.Call, sizes: "_Sizes") -> FuncStructInfo:
-        if len(node.args) != 2 or not isinstance(node.args[0], (ast.Tuple, ast.List)):
+        if len(node.args) != 2 or node.keywords or not isinstance(node.args[0], (ast.Tuple, ast.List)):
             raise self.error(node, "expected R.Callable((param struct infos...), return struct info)")
         return FuncStructInfo([self.struct_info(a, sizes) for a in node.args[0].elts],
                               self.struct_info(node.args[1], sizes))
@@ -710,7 +757,7 @@ class Parser:
             raise self.error(node, f"undefined name {node.id!r} in an attribute")
         if isinstance(node, ast.Call):
             name = _dotted(node.func)
-            if name == "float" and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
+            if name == "float" and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant):
                 return self.guard(node, lambda: float(node.args[0].value))
             if name in ("R.const", "relax.const"):
                 return _const_array(self, node).data
@@ -948,13 +995,6 @@ def _kind(node: ast.AST) -> str:
     except Exception:  # pragma: no cover - unparse handles every node ast.parse makes
         text = type(node).__name__
     return f"`{text[:60]}`"
-
-
-def _name_of(node: ast.AST) -> str:
-    if not isinstance(node, ast.Name):
-        raise ParseError(f"<string>:{getattr(node, 'lineno', 0)}:{getattr(node, 'col_offset', 0) + 1}: "
-                         "expected a variable name")
-    return node.id
 
 
 def _fmt(sinfo) -> str:

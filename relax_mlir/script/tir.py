@@ -11,6 +11,7 @@ from __future__ import annotations
 import linecache
 import re
 import sys
+import unicodedata
 
 from ..ir import sym
 
@@ -26,7 +27,7 @@ def _declared(kind: str) -> sym.SymDim:
     if match is None:
         raise TypeError(f"T.{kind}() declares a symbolic size named by the variable it is assigned to: write "
                         f"`n = T.{kind}()` on a line of its own (a constant dimension is written as a number)")
-    return sym.SizeVar(match.group(1))
+    return sym.SizeVar(unicodedata.normalize("NFKC", match.group(1)))  # the name Python gave the variable
 
 
 def int64(is_size_var: bool = False) -> sym.SymDim:

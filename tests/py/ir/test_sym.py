@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import pickle
 import random
+import re
 
 import pytest
 
@@ -250,3 +251,33 @@ def test_a_size_declared_in_python_floor_divides_in_annotations_and_attributes()
         np.testing.assert_array_equal(relax_mlir.interpret(mod, "halves", x, y), x[:rows // 2] + 1)
     with pytest.raises(InterpreterError, match="expected"):
         relax_mlir.interpret(mod, "halves", np.zeros((7, 3), np.float32), np.zeros((4, 3), np.float32))
+
+
+@pytest.mark.parametrize("name, message", [
+    ("if", "is a Python keyword"), ("None", "is a Python keyword"), ("True", "is a Python keyword"),
+    ("\U0001d45b", "is not in NFKC form: Python reads identifiers normalised, so the text format would read it back "
+                   "as the size 'n'"),
+    ("x\ufb01", "is not in NFKC form: Python reads identifiers normalised, so the text format would read it back "
+                "as the size 'xfi'"),
+    ("2n", "is not an identifier"), ("", "is not an identifier"), (3, "is not an identifier"),
+])
+def test_a_size_name_the_text_would_not_read_back_is_refused(name, message):
+    """Sizes are identified by name and written in a dimension's text, which Python's parser reads: ``𝑛`` beside
+    ``n`` printed as two sizes and read back as one, ``if``/``None`` printed text that did not parse. Such names are
+    refused as function names are (a variable's the printer renames)."""
+    with pytest.raises(ValueError, match=re.escape(f"size variable name {name!r} {message}")):
+        sym.SizeVar(name)
+
+
+def test_sizes_named_as_python_reads_them_print_and_read_back_as_themselves():
+    from relax_mlir import BlockBuilder, TensorStructInfo, Var, op
+    from relax_mlir.ir import structural_equal
+    from relax_mlir.script import from_source
+
+    x = Var("x", TensorStructInfo((sym.SizeVar("n"), sym.SizeVar("n_1"), sym.SizeVar("match")), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        bb.emit_func_output(bb.emit(op.add(x, x)))
+    mod = bb.get()
+    back = from_source(mod.script())
+    assert back["main"].params[0].struct_info.shape == x.struct_info.shape and structural_equal(back, mod)

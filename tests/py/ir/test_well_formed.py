@@ -277,3 +277,18 @@ def test_every_problem_is_listed_with_its_function():
     assert problems[3] == "other, binding 'r': call to undefined function 'missing'"
     assert str(info.value).startswith("module is not well formed (4 problems):\n  - main, binding 'a'")
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("symbol", [3, None, ("main",)])
+def test_a_global_symbol_must_be_a_string(symbol):
+    """The parser refuses ``R.func_attr({"global_symbol": 3})``; a BlockBuilder can set any value, which passed the
+    check and compiled, and failed where the module was looked up by that name."""
+    x = Var("x", T(2))
+    bb = BlockBuilder()
+    with bb.function("main", [x], attrs={"global_symbol": symbol}):
+        bb.emit_func_output(bb.emit(op.add(x, x)))
+    mod = bb.get()
+    message = f"global_symbol must be a string, got {symbol!r} ({type(symbol).__name__})"
+    _only(mod, "^" + re.escape(f"main, attributes: {message}"))
+    _only(mod["main"], "^" + re.escape(f"<function>, attributes: {message}"))  # (named by no symbol: it has none)
+    assert well_formed(IRModule({"main": mod["main"].with_attr("global_symbol", "main")}))

@@ -201,7 +201,7 @@ ERRORS = [
     ("def f(x: R.Tensor((2,), \"float32\")):\n    y = R.add(x, R.const([1.0, 2.0, 3.0], \"float32\"))\n"
      "    return y\n", 2, r"relax.add: cannot broadcast shapes \(2,\) and \(3,\)"),
     ("def f(x: R.Tensor((2,), \"float32\")):\n    y = R.sum(x, axes=0)\n    return y\n", 2,
-     r"relax.sum: unknown attribute 'axes'"),
+     r"relax.sum: unknown argument 'axes'; it takes x, axis, keepdims"),
     ("def f(x: R.Tensor((2,), \"float32\")):\n    y = R.add(x, x, x)\n    return y\n", 2,
      r"relax.add: too many arguments: got 3, takes at most 2 \(x1, x2\)"),  # (the third is no attribute)
     ("def f(x: R.Tensor((2,), \"float32\")):\n    y = cls.g(x)\n    return y\n", 2, r"need an @I.ir_module"),
@@ -591,3 +591,113 @@ def test_a_lone_surrogate_is_a_parse_error_in_text_and_an_escape_in_printed_stri
     assert again["main"].attrs["note"] == note and structural_equal(again, mod)
     a = np.array([2.0, 3.0], np.float32)
     np.testing.assert_array_equal(interpret(again, "main", a), a + a)
+
+
+_X23 = '@R.function\ndef f(x: R.Tensor((2, 3), "float32")):\n'
+
+
+@pytest.mark.parametrize("text, at, message", [
+    (_X23 + "    y = R.sum(x, axis=0, keepdims=True, axis=1)\n    return y\n", "axis=1", "R.sum: argument 'axis'"),
+    ("@R.function(pure=False, pure=True)\ndef f(x: R.Tensor((2, 3), 'float32')):\n    return x\n", "pure=True",
+     "R.function: argument 'pure'"),
+    (_X23 + "    y = R.call_packed('g', x, sinfo_args=R.Object, sinfo_args=R.Tensor((2, 3), 'float32'))\n"
+            "    return y\n", "sinfo_args=R.T", "R.call_packed: argument 'sinfo_args'"),
+    (_X23 + "    y = R.add(x, x)\n    z = R.match_cast(y, R.Tensor(ndim=2, dtype='float32', ndim=1))\n    return z\n",
+     "ndim=1", "R.Tensor: argument 'ndim'"),
+])
+def test_a_keyword_given_twice_is_a_parse_error_at_the_second(text, at, message):
+    """Python's compiler refuses ``f(a=1, a=2)`` ("keyword argument repeated"), ``ast.parse`` does not: the text
+    reader kept the last one silently (``R.sum(x, axis=0, keepdims=True, axis=1)`` read as ``axis=(1,)``,
+    ``@R.function(pure=False, pure=True)`` as pure)."""
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if at in s)
+    column = text.splitlines()[line - 1].index(at) + 1
+    with pytest.raises(ParseError, match=re.escape(f"<string>:{line}:{column}: {message} given twice")):
+        from_source(text)
+
+
+def test_a_keyword_an_op_does_not_take_is_named_before_its_value_is_read():
+    """``R.add(x, y=x)`` said "undefined name 'x' in an attribute": the value was read as an attribute before the
+    keyword was looked up."""
+    with pytest.raises(ParseError, match=re.escape("<string>:3:18: relax.add: unknown argument 'y'; it takes x1, x2")):
+        from_source(_X23 + "    y = R.add(x, y=x)\n    return y\n")
+
+
+@pytest.mark.parametrize("target, column", [("a, *b", 8), ("(a, b), c", 5)])
+def test_a_tuple_target_that_is_not_a_name_is_reported_in_the_file(target, column):
+    """The error built its own location: ``<string>`` whatever the file, and lines of the class, not of the file,
+    in decorator mode."""
+    text = f'@R.function\ndef f(x: R.Tensor((4,), "float32")):\n    {target} = R.split(x, 2)\n    return x\n'
+    with pytest.raises(ParseError, match=re.escape(f"model.py:3:{column}: expected a variable name in the tuple on "
+                                                   "the left of `=`, got `")):
+        from_source(text, filename="model.py")
+
+
+def test_a_tuple_target_error_in_a_decorated_class_points_at_the_file():
+    def build():
+        @I.ir_module
+        class Module:
+            @R.function
+            def main(x: R.Tensor((4,), "float32")):
+                a, *b = R.split(x, 2)
+                return a
+    with pytest.raises(ParseError) as info:
+        build()
+    path, line, column = re.match(r"(.*):(\d+):(\d+): expected a variable name", str(info.value)).groups()
+    assert path == __file__
+    assert open(path).read().splitlines()[int(line) - 1].index("*b") + 1 == int(column)
+
+
+_RETURN_PRIM = "@R.function\ndef main():\n    return R.prim_value({value}, {dtype!r})\n"
+
+
+@pytest.mark.parametrize("value, dtype, largest", [("1e10", "float16", "65504"), ("65520.0", "float16", "65504"),
+                                                   ("-1e300", "float32", "3.4028235e+38"),
+                                                   ("1e39", "bfloat16", "3.3895314e+38"), ("2 ** 1024", "float64", "")])
+def test_a_prim_value_a_float_dtype_cannot_hold_is_refused(value, dtype, largest):
+    """``R.prim_value(1e10, "float16")`` was read, and interpreted to 1e10 (float16's largest is 65504), where
+    ``R.const`` refuses the value and ``R.prim_value(300, "int8")`` is refused; ``R.Prim`` annotations alike."""
+    number = eval(value)
+    message = f"{number!r} does not fit in {dtype} (largest finite value {largest}"
+    with pytest.raises(ValueError, match=re.escape(f"PrimValue: {message}")):
+        PrimValue(number, dtype)
+    if "**" in value:  # (the text writes no such expression as a prim value)
+        return
+    with pytest.raises(ParseError, match=re.escape(f"<string>:3:12: PrimValue: {message}")):
+        from_source(_RETURN_PRIM.format(value=value, dtype=dtype))
+    annotated = f"@R.function\ndef main(p: R.Prim({dtype!r}, {value})):\n    return p\n"
+    with pytest.raises(ParseError, match=re.escape(f"<string>:2:13: R.Prim: {message}")):
+        from_source(annotated)
+
+
+@pytest.mark.parametrize("value, dtype", [("65504.0", "float16"), ("65519.0", "float16"), ("-65519", "float16"),
+                                          ('float("inf")', "float16"), ('float("-inf")', "bfloat16"),
+                                          ('float("nan")', "float16"), ("1e300", "float64"), ("3e38", "float32")])
+def test_a_prim_value_its_float_dtype_holds_or_rounds_to_is_read(value, dtype):
+    """The edge: a value that rounds to the largest finite one (65519 in float16) fits; inf and nan are values of
+    every float dtype."""
+    f = from_source(_RETURN_PRIM.format(value=value, dtype=dtype))
+    number = float(eval(value))
+    got = f.body.body.value
+    assert got == number or math.isnan(number) and math.isnan(got)
+    roundtrip(f)
+
+
+@pytest.mark.parametrize("value", ["3", "None", '("main",)', "1.5"])
+def test_a_global_symbol_that_is_not_a_string_is_a_parse_error_at_it(value):
+    """``R.func_attr({"global_symbol": 3})`` parsed, passed well_formed and compiled; the CLI then failed on the
+    module looked up by that name (a TypeError traceback)."""
+    line = f'    R.func_attr({{"note": "n", "global_symbol": {value}}})'
+    text = f'@R.function\ndef main(x: R.Tensor((2,), "float32")):\n{line}\n    return x\n'
+    with pytest.raises(ParseError, match=re.escape(f"<string>:3:{line.index(value) + 1}: R.func_attr: global_symbol "
+                                                   f"must be a string (the name the function is exported by), got "
+                                                   f"{eval(value)!r}")):
+        from_source(text)
+
+
+def test_a_size_declared_in_python_is_named_as_python_reads_its_name():
+    """``xﬁ = T.int64()`` binds the Python name ``xfi`` (identifiers are read in NFKC form): the size is ``xfi``,
+    the name the annotations that use it read back (a size ``xﬁ`` printed as ``"xﬁ"`` read back as another)."""
+    from relax_mlir.script import tir as T
+
+    xﬁ = T.int64()  # noqa: F841 - the declaration is the case
+    assert xfi == SizeVar("xfi")  # noqa: F821 - Python's name for xﬁ
