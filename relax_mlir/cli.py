@@ -100,7 +100,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .ir import Function, IRModule, check_well_formed
     from .training.config import check_output_path
 
-    check_output_path(args.output, "-o")  # as train's --save: before the module is read and compiled, not after
+    # as train's --save: before the module is read and compiled, not after (standard input is no file to replace)
+    check_output_path(args.output, "-o", ("the input file", None if args.file == "-" else args.file))
     mod = _load(args.file)
     if isinstance(mod, Function):
         mod = IRModule({"main": mod})
@@ -235,8 +236,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     from ._files import write_atomically
     from .training.config import check_output_path
 
-    check_output_path(args.output, "-o")  # both before the import (not --params after -o was written)
-    check_output_path(args.params, "--params")
+    # both before the import (not --params after -o was written); neither may replace the model or the other
+    check_output_path(args.output, "-o", ("the model", args.model))
+    check_output_path(args.params, "--params", ("the model", args.model), ("-o", args.output))
     mod, params, states = import_model(args.model, dict(args.shape or []))
     text = mod.script()
     if args.output:
@@ -253,17 +255,24 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_opt(args: argparse.Namespace) -> int:
-    from .ir import Function, IRModule
+    from .ir import Function, IRModule, check_well_formed
     from .transform import parse_pipeline
 
     passes = parse_pipeline(args.passes)  # before reading the file: a bad pipeline is reported first
     mod = _load(args.file)
-    if isinstance(mod, Function):
-        mod = IRModule({mod.attrs.get("global_symbol", "main"): mod})
+    if isinstance(mod, Function):  # a lone @R.function is the module function its global_symbol names
+        name = mod.attrs.get("global_symbol", "main")
+        if not isinstance(name, str):
+            raise ValueError(f"{args.file}: the function's global_symbol is {name!r}; expected a string (the name "
+                             "of the module function it becomes)")
+        mod = IRModule({name: mod})
+    check_well_formed(mod)  # an ill-formed input is named as such, not as whatever a pass makes of it
     for p in passes:
         try:
             mod = p(mod)
-        except TypeError as exc:  # a pass option of the wrong kind found while running (a size bound to 2.5)
+        except TypeError as exc:  # an option of the wrong kind met while running (a size bound to 2.5), in the
+            if not str(exc).startswith(f"{p.name}:"):  # pass's words; any other TypeError is a bug: its traceback
+                raise
             raise ValueError(f"--passes: {exc}") from None
     print(mod.script())
     return 0
@@ -289,11 +298,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(model=args.model, hidden=tuple(args.hidden or (128, 128)),
                       channels=tuple(args.channels or (8, 16)),
                       optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay, momentum=args.momentum,
-                      dampening=args.dampening, nesterov=args.nesterov, betas=tuple(args.betas), eps=args.eps,
-                      reduction=args.reduction, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
+                      dampening=args.dampening, nesterov=args.nesterov,
+                      betas=tuple(args.betas) if args.betas else None, eps=args.eps, reduction=args.reduction,
+                      epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
                       data=args.data, target=args.target, opt_level=args.opt_level, save=args.save,
                       resume=args.resume, sync_batch_norm=args.sync_batch_norm)
-    check_output_path(args.plot, "--plot")
+    check_output_path(args.plot, "--plot", ("--save", args.save), ("--data", args.data), ("--resume", args.resume))
     show_progress = args.progress if args.progress is not None else sys.stderr.isatty()
     started = time.perf_counter()
     try:
@@ -357,12 +367,13 @@ def _add_train(sub) -> None:
     g.add_argument("--lr", type=float, default=0.01, help="learning rate (default 0.01)")
     g.add_argument("--weight-decay", type=float, default=0.01,
                    help="L2 weight decay (decoupled for adamw; default 0.01)")
-    g.add_argument("--momentum", type=float, default=0.9, help="momentum's momentum (default 0.9)")
-    g.add_argument("--dampening", type=float, default=0.0, help="momentum's dampening (default 0)")
-    g.add_argument("--nesterov", action="store_true", help="Nesterov momentum (with --optimizer momentum)")
-    g.add_argument("--betas", type=float, nargs=2, default=[0.9, 0.999], metavar=("B1", "B2"),
-                   help="adam/adamw betas (default 0.9 0.999)")
-    g.add_argument("--eps", type=float, default=1e-8, help="adam/adamw epsilon (default 1e-8)")
+    # (the optimizer-specific ones default to None: given for another optimizer, they are refused, not ignored)
+    g.add_argument("--momentum", type=float, help="momentum's momentum (default 0.9; --optimizer momentum only)")
+    g.add_argument("--dampening", type=float, help="momentum's dampening (default 0; --optimizer momentum only)")
+    g.add_argument("--nesterov", action="store_true", help="Nesterov momentum (--optimizer momentum only)")
+    g.add_argument("--betas", type=float, nargs=2, metavar=("B1", "B2"),
+                   help="Adam's betas (default 0.9 0.999; --optimizer adam or adamw only)")
+    g.add_argument("--eps", type=float, help="Adam's epsilon (default 1e-8; --optimizer adam or adamw only)")
     p.add_argument("--reduction", choices=["sum", "mean"], default="sum", help="cross-entropy reduction")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--global-batch", "--batch-size", dest="batch_size", type=int, default=64, metavar="N",
@@ -463,10 +474,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (ValueError, OSError, FloatingPointError) as exc:  # user errors (bad text, ill-formed IR, missing file): no traceback
-        print(f"relax-mlir {args.command}: error: {exc}", file=sys.stderr)
-        _abort_mpi_job()
-        return 1
     except RecursionError:  # a module nested deeper than Python's recursion allows (a chain of 1000 tuples)
         print(f"relax-mlir {args.command}: error: the module nests too deeply for this tool (Python's recursion "
               f"limit, {sys.getrecursionlimit()} frames, was reached); expected nesting at most a few hundred deep",
@@ -478,6 +485,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               file=sys.stderr)
         _abort_mpi_job()
         return 1
+    except Exception as exc:  # noqa: BLE001 (only user errors end here: the rest is raised again, as it was)
+        if not _is_user_error(exc):
+            raise  # a bug in relax-mlir: its traceback is what a report of it needs
+        print(f"relax-mlir {args.command}: error: {exc}", file=sys.stderr)
+        _abort_mpi_job()
+        return 1
+
+
+def _is_user_error(exc: Exception) -> bool:
+    """Whether an error is the user's (or the machine's), said in one line without a traceback: every refusal of
+    a value is a ``ValueError`` (``ParseError``, ``WellFormedError``, ``PipelineError``, a pass's, a checkpoint's,
+    an importer's...; a pass option of the wrong kind met while running is made one by ``cmd_opt``), a file that
+    cannot be read or written an ``OSError``, a step that diverged a ``NonFiniteError``, a missing or failing C
+    compiler (``export``) a ``LinkError`` holding its output. Anything else (a ``TypeError``, ``KeyError``,
+    ``AssertionError``...) is a bug in relax-mlir, not in the input."""
+    if isinstance(exc, (ValueError, OSError, FloatingPointError)):
+        return True
+    library = sys.modules.get("relax_mlir.backend.library")  # (loaded if it raised: not imported for every command)
+    return library is not None and isinstance(exc, library.LinkError)
 
 
 def _is_root() -> bool:

@@ -12,6 +12,12 @@ from typing import Optional, Sequence
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 MODELS = ("mlp", "cnn")
 
+# The settings only some optimizers read: those optimizers, and the value a setting left unset (None) stands for.
+# A setting given for another optimizer is refused: ignored, the run would not be the one asked for.
+OPTIMIZER_SETTINGS = {"momentum": (("momentum",), 0.9), "dampening": (("momentum",), 0.0),
+                      "nesterov": (("momentum",), False), "betas": (("adam", "adamw"), (0.9, 0.999)),
+                      "eps": (("adam", "adamw"), 1e-8)}
+
 
 @dataclass
 class TrainConfig:
@@ -23,11 +29,11 @@ class TrainConfig:
     optimizer: str = "sgd"
     lr: float = 0.01
     weight_decay: float = 0.01
-    momentum: float = 0.9
-    dampening: float = 0.0
+    momentum: Optional[float] = None  # the optimizer-specific settings: None is OPTIMIZER_SETTINGS' default
+    dampening: Optional[float] = None
     nesterov: bool = False
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
+    betas: Optional[tuple[float, float]] = None
+    eps: Optional[float] = None
     reduction: str = "sum"
     epochs: int = 5
     batch_size: int = 64
@@ -40,7 +46,8 @@ class TrainConfig:
     sync_batch_norm: bool = False  # under MPI: batch norm with the global batch's statistics (exact, slower)
 
     def problems(self) -> list[str]:
-        """Every bad setting, phrased as the CLI option it comes from."""
+        """Every bad setting, phrased as the CLI option it comes from (an optimizer-specific one given for
+        another optimizer included: as --hidden for the CNN, it would be ignored without a word)."""
         out = []
         if self.model not in MODELS:
             out.append(f"--model {self.model!r}: expected one of {', '.join(MODELS)}")
@@ -59,15 +66,23 @@ class TrainConfig:
             out.append(f"--lr {self.lr}: must be a positive number")
         if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
             out.append(f"--weight-decay {self.weight_decay}: must be a number >= 0")
-        for name, value in (("momentum", self.momentum), ("dampening", self.dampening),
-                            ("betas", self.betas[0]), ("betas", self.betas[1])):
+        settings = self.optimizer_settings(every=True)
+        for name, value in (("momentum", settings["momentum"]), ("dampening", settings["dampening"]),
+                            ("betas", settings["betas"][0]), ("betas", settings["betas"][1])):
             if not 0 <= value < 1:
                 out.append(f"--{name} {value}: must be in [0, 1)")
-        if not (math.isfinite(self.eps) and self.eps > 0):
-            out.append(f"--eps {self.eps}: must be a positive number")
-        if self.nesterov and self.optimizer != "momentum":
-            out.append("--nesterov needs --optimizer momentum")
+        if not (math.isfinite(settings["eps"]) and settings["eps"] > 0):
+            out.append(f"--eps {settings['eps']}: must be a positive number")
+        for name, (optimizers, _) in OPTIMIZER_SETTINGS.items():
+            if _given(getattr(self, name)) and self.optimizer not in optimizers:
+                out.append(f"--{name} needs --optimizer {' or '.join(optimizers)}")
         return out
+
+    def optimizer_settings(self, every: bool = False) -> dict:
+        """The optimizer-specific settings the chosen optimizer reads (``every``: all of them), unset ones as
+        their defaults."""
+        return {name: default if getattr(self, name) is None else getattr(self, name)
+                for name, (optimizers, default) in OPTIMIZER_SETTINGS.items() if every or self.optimizer in optimizers}
 
     def trajectory(self, ranks: int = 1) -> dict:
         """The settings that decide the parameters after each epoch (the ones a resumed run must share), for a
@@ -76,9 +91,8 @@ class TrainConfig:
         shard's statistics, so the run depends on K; with it, or in one process, on the global batch's."""
         keys = ["model", "hidden" if self.model == "mlp" else "channels", "optimizer", "lr", "weight_decay",
                 "reduction", "batch_size", "seed"]
-        keys += {"sgd": [], "momentum": ["momentum", "dampening", "nesterov"],
-                 "adam": ["betas", "eps"], "adamw": ["betas", "eps"]}.get(self.optimizer, [])
-        out = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in ((k, getattr(self, k)) for k in keys)}
+        settings = {**{k: getattr(self, k) for k in keys}, **self.optimizer_settings()}
+        out = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in settings.items()}
         if self.model == "cnn":
             out["batch_norm_statistics"] = batch_norm_statistics(self.sync_batch_norm, ranks)
         return out
@@ -94,22 +108,31 @@ def batch_norm_statistics(sync_batch_norm: bool, ranks: int) -> str:
     return f"each rank's shard's ({ranks} ranks without --sync-batch-norm)"
 
 
+def _given(value) -> bool:
+    """Whether an optimizer-specific setting was asked for (None, and --nesterov's False, leave it unset)."""
+    return value is not None and value is not False
+
+
 def make_optimizer(cfg: TrainConfig):
     from .optimizer import SGD, Adam, AdamW, MomentumSGD
 
+    s = cfg.optimizer_settings()
     if cfg.optimizer == "sgd":
         return SGD(cfg.lr, weight_decay=cfg.weight_decay)
     if cfg.optimizer == "momentum":
-        return MomentumSGD(cfg.lr, cfg.momentum, cfg.dampening, cfg.weight_decay, cfg.nesterov)
+        return MomentumSGD(cfg.lr, s["momentum"], s["dampening"], cfg.weight_decay, s["nesterov"])
     if cfg.optimizer == "adam":
-        return Adam(cfg.lr, tuple(cfg.betas), cfg.eps, cfg.weight_decay)
+        return Adam(cfg.lr, tuple(s["betas"]), s["eps"], cfg.weight_decay)
     if cfg.optimizer == "adamw":
-        return AdamW(cfg.lr, tuple(cfg.betas), cfg.eps, cfg.weight_decay)
+        return AdamW(cfg.lr, tuple(s["betas"]), s["eps"], cfg.weight_decay)
     raise ValueError(f"unknown optimizer {cfg.optimizer!r}; expected {', '.join(OPTIMIZERS)}")
 
 
-def check_output_path(path: Optional[str], option: str) -> None:
-    """Fail before training, not after it, when ``path`` cannot be written."""
+def check_output_path(path: Optional[str], option: str, *others: tuple[str, Optional[str]]) -> None:
+    """Fail before any work, not after it, when ``path`` cannot be written, or names the same file as one of
+    ``others``, the (option, path) pairs of the command's inputs and other outputs: writing it would replace that
+    file (a model or data set read, a file just written) and the command would still succeed. Every command with
+    an output checks it here (``None``: an option not given)."""
     if path is None:
         return
     directory = os.path.dirname(os.path.abspath(path))
@@ -121,3 +144,18 @@ def check_output_path(path: Optional[str], option: str) -> None:
         raise ValueError(f"{option} {path}: the directory {directory} does not exist")
     if not os.access(directory, os.W_OK):
         raise ValueError(f"{option} {path}: the directory {directory} is not writable")
+    for other_option, other in others:
+        if other is not None and same_file(path, other):
+            raise ValueError(f"{option} {path}: the same file as {other_option} {other}; expected another path "
+                             "(writing it would replace that file)")
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same once links and ``..`` are resolved, or, both existing, the same
+    file on disk (a hard link, a case-insensitive file system's other spelling)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): not the same file as one that does
+        return False

@@ -144,7 +144,7 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool =
         log, progress = (lambda line: None), False  # rank 0 speaks for the job
     if problems:
         raise ValueError("; ".join(problems))
-    check_output_path(cfg.save, "--save")
+    check_output_path(cfg.save, "--save", ("--data", cfg.data))  # (--resume X --save X continues X: allowed)
     ckpt = _read_resume(cfg.resume) if cfg.resume else None
     extra = ckpt.extra if ckpt else None
     data = load_data(cfg.data)

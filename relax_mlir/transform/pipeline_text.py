@@ -33,9 +33,14 @@ def parse_pipeline(text: str) -> list[Pass]:
 
 
 def _split(text: str) -> list[str]:
-    """Top-level comma-separated items (commas inside parentheses or brackets belong to options)."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
+    """Top-level comma-separated items (commas inside parentheses, brackets or string literals belong to options:
+    ``Gradient(func_name="a(b")`` is one item, as Python reads it)."""
+    items, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        ch = text[i]
+        if ch in "'\"":
+            i = _string_end(text, i)
+            continue
         if ch in "([{":
             depth += 1
         elif ch in ")]}":
@@ -45,10 +50,26 @@ def _split(text: str) -> list[str]:
         elif ch == "," and depth == 0:
             items.append(text[start:i].strip())
             start = i + 1
+        i += 1
     if depth:
         raise PipelineError(f"--passes: unclosed parenthesis in {text!r}")
     items.append(text[start:].strip())
     return items
+
+
+def _string_end(text: str, i: int) -> int:
+    """The index just past the string literal opening at ``text[i]`` (single or triple quotes; a backslash escapes
+    the next character, in a raw string too, as Python's tokenizer reads it)."""
+    quote = text[i:i + 3] if text[i:i + 3] in ('"""', "'''") else text[i]
+    j = i + len(quote)
+    while j < len(text):
+        if text[j] == "\\":
+            j += 2
+        elif text.startswith(quote, j):
+            return j + len(quote)
+        else:
+            j += 1
+    raise PipelineError(f"--passes: unclosed string (from character {i + 1}) in {text!r}")
 
 
 def _make(item: str) -> Pass:
@@ -82,7 +103,8 @@ def _make(item: str) -> Pass:
     try:
         made = cls(*args, **kwargs)  # (a pass that checks its options says what is wrong in its own words)
     except (TypeError, ValueError) as exc:
-        raise PipelineError(f"--passes: {name}: {exc}; its options: {', '.join(options) or '(none)'}") from None
+        said = str(exc) if str(exc).startswith(f"{name}:") else f"{name}: {exc}"  # (named once, not "A: A: ...")
+        raise PipelineError(f"--passes: {said}; its options: {', '.join(options) or '(none)'}") from None
     except Exception as exc:  # noqa: BLE001 (an option of the wrong type met unchecked: said below instead)
         failure = exc
     hints = typing.get_type_hints(cls)  # ... the others are checked against their annotations here

@@ -193,6 +193,63 @@ def test_errors_exit_1_with_one_line(bad_data, args, message):
     assert message.format(**bad_data) in err
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--save", "{dir}/ck.npz", "--plot", "{dir}/ck.npz"], "--plot {dir}/ck.npz: the same file as --save {dir}/ck.npz"),
+    (["--data", "{labels}", "--save", "{labels}"], "--save {labels}: the same file as --data {labels}"),
+    (["--data", "{labels}", "--save", "{dir}/link.npz"], "--save {dir}/link.npz: the same file as --data {labels}"),
+    (["--data", "{labels}", "--plot", "{dir}/magic/../labels.npz"], "--plot {dir}/magic/../labels.npz: the same "
+                                                                     "file as --data {labels}"),
+    (["--resume", "{missing}", "--plot", "{missing}"], "--plot {missing}: the same file as --resume {missing}"),
+])
+def test_an_output_naming_an_input_or_the_other_output_is_refused_before_any_work(bad_data, args, message):
+    """They exited 0: `--save ck.npz --plot ck.npz` replaced the checkpoint with the PNG, `--data d.npz --save
+    d.npz` the data set with a checkpoint. (`--resume X --save X` continues X: test_resume_equals_uninterrupted_run.)"""
+    import os
+
+    os.link(bad_data["labels"], f"{bad_data['dir']}/link.npz")  # a hard link: another path, the same file
+    files = {path: open(path, "rb").read() for path in (bad_data["labels"], bad_data["missing"])}
+    code, out, err = _run(*[a.format(**bad_data) for a in args])
+    assert code == 1 and out == ""
+    assert err == (f"relax-mlir train: error: {message.format(**bad_data)}; expected another path (writing it "
+                   "would replace that file)\n")
+    assert {path: open(path, "rb").read() for path in files} == files
+    assert not os.path.exists(f"{bad_data['dir']}/ck.npz")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--momentum", "0.5"], "--momentum needs --optimizer momentum"),
+    (["--optimizer", "adam", "--dampening", "0.5"], "--dampening needs --optimizer momentum"),
+    (["--optimizer", "momentum", "--betas", "0.5", "0.5"], "--betas needs --optimizer adam or adamw"),
+    (["--optimizer", "momentum", "--eps", "1"], "--eps needs --optimizer adam or adamw"),
+    (["--betas", "0.5", "0.5", "--eps", "1.0", "--momentum", "0.1", "--dampening", "0.5", "--nesterov"],
+     "--momentum needs --optimizer momentum; --dampening needs --optimizer momentum; --nesterov needs --optimizer "
+     "momentum; --betas needs --optimizer adam or adamw; --eps needs --optimizer adam or adamw"),
+])
+def test_options_of_another_optimizer_are_refused(args, message):
+    """As --nesterov without momentum: the run trained with plain SGD (or Adam without momentum's settings) and
+    said nothing, which is not what was asked for."""
+    code, out, err = _run("--epochs", "1", *args)
+    assert (code, out, err) == (1, "", f"relax-mlir train: error: {message}\n")
+
+
+def test_unset_optimizer_settings_are_the_defaults_and_checkpoints_record_them_as_before():
+    """An optimizer-specific setting left unset (None) is its default: the optimizer gets it and a checkpoint's
+    record of the run holds it, as checkpoints written when the settings defaulted to the values did."""
+    from relax_mlir.training.config import TrainConfig, make_optimizer
+
+    momentum, adam = TrainConfig(optimizer="momentum").trajectory(), TrainConfig(optimizer="adamw").trajectory()
+    assert [momentum[k] for k in ("momentum", "dampening", "nesterov")] == [0.9, 0.0, False]
+    assert [adam[k] for k in ("betas", "eps")] == [[0.9, 0.999], 1e-8] and "momentum" not in adam
+    assert not {"momentum", "dampening", "nesterov", "betas", "eps"} & set(TrainConfig().trajectory())
+    sgd = make_optimizer(TrainConfig(optimizer="momentum", momentum=0.5, dampening=0.25, nesterov=True))
+    assert (sgd.momentum, sgd.dampening, sgd.nesterov) == (0.5, 0.25, True)
+    adamw = make_optimizer(TrainConfig(optimizer="adamw", betas=(0.8, 0.9), eps=1e-6))
+    assert (adamw.beta1, adamw.beta2, adamw.eps) == (0.8, 0.9, 1e-6)
+    assert make_optimizer(TrainConfig(optimizer="adam")).eps == 1e-8
+    assert TrainConfig(momentum=0.5).problems() == ["--momentum needs --optimizer momentum"]
+    assert TrainConfig(optimizer="momentum", momentum=0.5, nesterov=True).problems() == []
+
+
 def test_resume_refuses_other_settings(tutorial_run):
     tmp, _ = tutorial_run
     code, _, err = _run("--resume", str(tmp / "full.npz"), "--lr", "0.02", "--seed", "1", "--epochs", "6")

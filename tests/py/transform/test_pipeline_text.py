@@ -32,7 +32,26 @@ def test_names_and_options_build_the_passes():
     ("FoldConstant,,FoldConstant", r"entry 2 of 'FoldConstant,,FoldConstant' is empty"),
     ("FoldConstant, ", r"entry 2 of 'FoldConstant, ' is empty"),
     (" , ", "expected pass names"),
+    ('Gradient(func_name="main)', r"unclosed string \(from character 20\) in 'Gradient\(func_name=\"main\)'"),
+    ("Gradient(func_name='a(b'", "unclosed parenthesis"),
+    # a pass's own check that names it is not named twice ("TopologicalSort: TopologicalSort: ...")
+    ("TopologicalSort('nope')", r"^--passes: TopologicalSort: order must be one of depth-first, breadth-first"),
 ])
 def test_bad_pipelines_say_what_is_allowed(text, message):
     with pytest.raises(PipelineError, match=message):
         parse_pipeline(text)
+
+
+@pytest.mark.parametrize("text, names", [
+    ('Gradient(func_name="a(b")', ["a(b"]),
+    ("Gradient(func_name='a,b)]'), Gradient(func_name=main)", ["a,b)]", "main"]),
+    (r"""Gradient(func_name="a\"(,"), Gradient(func_name='\'[')""", ['a"(,', "'["]),
+    ("Gradient(func_name='''it's ('''),Gradient(func_name=\"\"\"x\"y)\"\"\")", ["it's (", 'x"y)']),
+    (r'Gradient(func_name=r"\"("), Gradient(func_name="")', [r'\"(', ""]),  # (raw: \" is both characters)
+])
+def test_brackets_and_commas_in_strings_belong_to_the_string(text, names):
+    """The splitter counted the brackets inside quoted strings: `Gradient(func_name="a(b")` was refused as an
+    unclosed parenthesis. Strings in either quote, triple-quoted, with escapes, raw, are skipped as Python reads
+    them."""
+    passes = parse_pipeline(text)
+    assert [p.func_name for p in passes] == names
