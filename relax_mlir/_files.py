@@ -12,11 +12,20 @@ import stat
 import tempfile
 
 
+def checked_path(path, where: str) -> str:
+    """``path`` as a ``str``: a ``str``, an ``os.PathLike`` or ``bytes`` (decoded as the OS does, ``os.fsdecode``).
+    Anything else is a ``TypeError`` said first: an int in particular, which ``open`` and ``os.path`` would take
+    as a file descriptor (reading the caller's descriptor, or stdin, and closing it)."""
+    if isinstance(path, (str, bytes, os.PathLike)):
+        return os.fsdecode(path)
+    raise TypeError(f"{where}: path must be a str or os.PathLike, got {type(path).__name__}")
+
+
 def write_atomically(path: str, write, where: str, expected: str = "a file name") -> None:
     """Call ``write(f)`` on a binary file that replaces ``path`` only once whole (see the module docstring); a
     writer killed at any moment leaves the old file, or none. An error creating the temporary file names ``path``,
     the file the caller asked for."""
-    path = os.fspath(path)
+    path = checked_path(path, where)
     if not path or path.endswith(("/", os.sep)) or os.path.basename(path) in ("", ".", ".."):
         raise IsADirectoryError(f"{where}: {path!r} names no file; expected {expected}")
     if os.path.islink(path):  # a link stays a link: the file it names is the one replaced

@@ -1,10 +1,13 @@
 """Checkpoint files: the one place that writes and reads them (``Trainer.save``/``load``, ``relax-mlir train``).
 
 A checkpoint is an uncompressed ``.npz`` (a zip of ``.npy`` members) holding ``format`` (the integer
-:data:`FORMAT`), ``step``, ``seed``, ``param/<name>``, ``state/<name>``, ``optim/<i>`` and free ``extra/<key>``
-entries. Reading never unpickles, and every way a file can be wrong (missing, empty, truncated, not a zip, a zip
-that is not ours, a wrong ``format``, another model's arrays, wrong dtypes, NaN/Inf values) raises one
-:class:`CheckpointError` that says what is wrong and what was expected, before anything is compiled.
+:data:`FORMAT`), ``step``, ``seed``, ``optimizer`` (the optimizer's class name, ``"AdamW"``; files written before
+it was recorded lack it, and still load), ``param/<name>``, ``state/<name>``, ``optim/<i>`` and free
+``extra/<key>`` entries. Reading never unpickles, and every way a file can be wrong (missing, empty, truncated,
+not a zip, a zip that is not ours, a wrong ``format``, another model's arrays, another optimizer's state, wrong
+dtypes, NaN/Inf values) raises one :class:`CheckpointError` that says what is wrong and what was expected, before
+anything is compiled. A path is a str, bytes or os.PathLike; anything else (an int, which ``open`` would take
+for a file descriptor) is a TypeError.
 
 Writing is atomic: a uniquely named temporary file in the same directory, flushed and ``fsync``ed, renamed over
 the target with ``os.replace`` and the directory synced. A writer killed at any moment (SIGKILL included) leaves
@@ -20,11 +23,11 @@ import os
 import zipfile
 import zlib
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from .._files import write_atomically
+from .._files import checked_path, write_atomically
 
 FORMAT = 1
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -43,6 +46,7 @@ class Checkpoint:
     arrays: dict[str, np.ndarray]
     step: int = 0
     seed: int = 0
+    optimizer: Optional[str] = None  # the class name of the optimizer that wrote it (None: not recorded)
     extra: dict[str, np.ndarray] = field(default_factory=dict)
 
 
@@ -58,6 +62,7 @@ def read_checkpoint(path: str, where: str) -> Checkpoint:
     """Read every array of the checkpoint at ``path`` (no unpickling), checking the file is a relax-mlir
     checkpoint: raises :class:`CheckpointError` (or ``FileNotFoundError`` for a missing file) otherwise.
     ``where`` starts every message and names the file (``"Trainer.load: ckpt.npz"``, ``"--resume ckpt.npz"``)."""
+    path = checked_path(path, where)
     arrays = read_npz(path, where, CheckpointError, _CHECKPOINT)
     _check_format(arrays, where)
     for key in ("step", "seed"):
@@ -68,7 +73,20 @@ def read_checkpoint(path: str, where: str) -> Checkpoint:
             # (a Trainer's step and seed are int64s: 2**64 - 1 as uint64 loaded, then its next save failed)
             raise CheckpointError(f"{where}: the {key!r} entry must be an integer scalar in [0, 2**63), got {got}")
     extra = {k[len("extra/"):]: v for k, v in arrays.items() if k.startswith("extra/")}
-    return Checkpoint(path, arrays, int(arrays["step"]), int(arrays["seed"]), extra)
+    return Checkpoint(path, arrays, int(arrays["step"]), int(arrays["seed"]),
+                      _optimizer_entry(arrays, where), extra)
+
+
+def _optimizer_entry(arrays: Mapping[str, np.ndarray], where: str) -> Optional[str]:
+    """The ``optimizer`` entry (a class name such as ``"Adam"``), or None for a file written before it was
+    recorded."""
+    value = arrays.get("optimizer")
+    if value is None:
+        return None
+    if value.shape != () or value.dtype.kind != "U" or not str(value).isidentifier():
+        raise CheckpointError(f"{where}: the 'optimizer' entry must be a class name (a string such as 'Adam'), "
+                              f"got {value.dtype} " + (repr(str(value)) if value.shape == () else str(value.shape)))
+    return str(value)
 
 
 _CHECKPOINT = "a checkpoint (.npz) written by Trainer.save or --save"
@@ -79,7 +97,9 @@ def read_npz(path: str, where: str, error: type = CheckpointError, expected: str
     """Every array of the ``.npz`` at ``path``, read without unpickling. A missing file raises
     ``FileNotFoundError``; a directory, an empty file, a single ``.npy``, a file that is not a zip, a truncated
     or damaged archive, a member that is not ``.npy`` or holds Python objects raise ``error`` (a ValueError
-    subclass) with a message that starts with ``where`` and ends with ``expected <expected>``."""
+    subclass) with a message that starts with ``where`` and ends with ``expected <expected>``. A ``path`` that is
+    not a str, bytes or os.PathLike (an int would be taken for a file descriptor) is a TypeError."""
+    path = checked_path(path, where)
     _check_file(path, where, error, expected)
     return _read_members(path, where, error, expected)
 
@@ -144,31 +164,56 @@ def _listing(names: Sequence[str], limit: int = 6) -> str:
 
 
 # -- checking against a model ---------------------------------------------------------------------------------------
-def check_arrays(ckpt: Checkpoint, expected: Mapping[str, tuple[tuple[int, ...], np.dtype]], where: str) -> None:
+def check_arrays(ckpt: Checkpoint, expected: Mapping[str, tuple[tuple[int, ...], np.dtype]], where: str,
+                 optimizer: Optional[str] = None) -> None:
     """Check that ``ckpt`` holds exactly the ``param/``, ``state/`` and ``optim/`` entries of ``expected`` (name
-    -> (shape, dtype)) with those shapes and dtypes and finite values; every problem is named in one error.
-    ``where`` starts the message and names the file, as in :func:`read_checkpoint`."""
-    kinds = ("param/", "state/", "optim/")
-    present = [k for k in ckpt.arrays if k.startswith(kinds)]
-    missing = [k for k in expected if k not in ckpt.arrays]
-    unknown = [k for k in present if k not in expected]
+    -> (shape, dtype)) with those shapes and dtypes and finite values, and that it was written with the optimizer
+    class ``optimizer`` (the trainer's, when known) if it records one; every problem is named in one error.
+    ``where`` starts the message and names the file, as in :func:`read_checkpoint`.
+
+    The optimizer's class is compared, not its hyper-parameters: resuming with another learning rate (a schedule)
+    is legitimate, but another class would continue the same state under another update rule, silently when the
+    layouts agree (Adam's and AdamW's do)."""
+    other_optimizer = optimizer is not None and ckpt.optimizer is not None and ckpt.optimizer != optimizer
     problems = []
-    if missing or unknown:
-        lacks = f"it lacks {_listing(missing)}" if missing else ""
-        has = f"it has {_listing(unknown)} that this model does not" if unknown else ""
-        problems.append("a checkpoint of another model: " + "; ".join(p for p in (lacks, has) if p))
-    for key, (shape, dtype) in expected.items():
-        a = ckpt.arrays.get(key)
-        if a is None:
-            continue
-        if a.shape != tuple(shape) or a.dtype != np.dtype(dtype):
-            problems.append(f"{key} is {a.dtype} {a.shape}, expected {np.dtype(dtype)} {tuple(shape)}")
+    if other_optimizer:
+        problems.append(f"saved with the optimizer {ckpt.optimizer}, but this trainer's is {optimizer} (the state "
+                        f"would continue under another update rule); expected a checkpoint saved with {optimizer}")
+    names, layouts = _differences(ckpt, expected, ("param/", "state/"), "this model")
+    if names:
+        problems.append("a checkpoint of another model: " + "; ".join(names))
+    problems += layouts
+    optim_names, optim_layouts = _differences(ckpt, expected, ("optim/",), "this optimizer")
+    optim = [] if other_optimizer else optim_names + optim_layouts
+    if optim:
+        causes = ["saved with another optimizer"] if ckpt.optimizer is None else []  # (a file that predates the record)
+        causes += ["for another model's parameters"] if names or layouts else []
+        cause = f" ({', or '.join(causes)})" if causes else ""
+        problems.append(f"its optimizer state does not fit this trainer's {optimizer or 'optimizer'}{cause}: "
+                        + "; ".join(optim))
     problems += non_finite_problems({k: a for k, a in ckpt.arrays.items() if k in expected})
     steps = ckpt.arrays.get("optim/0")  # every optimizer's state starts with its step count (optimizer.py)
     if "optim/0" in expected and steps is not None and steps.shape == () and steps.dtype.kind == "i" and steps < 0:
         problems.append(f"optim/0 (the optimizer's step count) is {int(steps)}, expected a count >= 0")
     if problems:
         raise CheckpointError(f"{where}: " + "; ".join(problems))
+
+
+def _differences(ckpt: Checkpoint, expected: Mapping[str, tuple[tuple[int, ...], np.dtype]], kinds: tuple[str, ...],
+                 owner: str) -> tuple[list[str], list[str]]:
+    """What differs between the ``kinds`` entries of ``ckpt`` and ``expected``: the entries it lacks or has that
+    ``owner`` does not, then the wrong shapes or dtypes."""
+    wanted = [k for k in expected if k.startswith(kinds)]
+    missing = [k for k in wanted if k not in ckpt.arrays]
+    unknown = [k for k in ckpt.arrays if k.startswith(kinds) and k not in expected]
+    names = [f"it lacks {_listing(missing)}"] if missing else []
+    names += [f"it has {_listing(unknown)} that {owner} does not"] if unknown else []
+    layouts = []
+    for key in wanted:
+        a, (shape, dtype) = ckpt.arrays.get(key), expected[key]
+        if a is not None and (a.shape != tuple(shape) or a.dtype != np.dtype(dtype)):
+            layouts.append(f"{key} is {a.dtype} {a.shape}, expected {np.dtype(dtype)} {tuple(shape)}")
+    return names, layouts
 
 
 def non_finite_problems(arrays: Mapping[str, np.ndarray]) -> list[str]:

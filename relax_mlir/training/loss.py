@@ -209,18 +209,24 @@ class _WeightedLoss(Loss):
 class CrossEntropyLoss(_WeightedLoss):
     """Softmax cross-entropy (``cross_entropy_loss``): ``CrossEntropyLoss(reduction="mean", ignore_index=-100)``.
 
+    The class axis is PyTorch's: axis 1 of predictions (N, C) or (N, C, d1, ..., dk) (an image's per-pixel
+    classes), axis 0 of unbatched predictions (C,). It is the axis ``nll_loss`` picks the class along, so the
+    softmax runs over it too: ``log_softmax(predictions, axis=1)`` for rank >= 3, the default last axis (the same
+    axis) below. (TVM normalises over the last axis whatever the rank, and so mixes two axes for rank >= 3.)
+
     The targets' form is read from their struct info:
 
-    * **class indices**, an int tensor of one rank less than ``predictions`` ((N,) for (N, C)): as TVM,
-      ``nll_loss(log_softmax(predictions), targets, weights, reduction, ignore_index)``. "mean" is nll_loss's
-      weighted mean ``sum(-w[t] * logp[n, t]) / sum(w[t])`` over non-ignored targets (NaN if all are ignored).
+    * **class indices**, an int tensor of one rank less than ``predictions`` ((N,) for (N, C), (N, d1, ...) for
+      (N, C, d1, ...)): ``nll_loss(log_softmax(predictions), targets, weights, reduction, ignore_index)``. "mean"
+      is nll_loss's weighted mean ``sum(-w[t] * logp[n, t]) / sum(w[t])`` over non-ignored targets (NaN if all
+      are ignored, or the batch is empty).
     * **class probabilities or one-hot**, a tensor of the predictions' shape, int or float (PyTorch accepts this;
-      the tutorial feeds one-hot labels): ``l = -sum(targets * log_softmax(predictions), axis=-1)`` (times
-      ``weights`` per class before the sum, if given), then "mean" is ``mean(l)`` over N, "sum" ``sum(l)``,
-      "none" ``l`` of shape (N,). Int targets are cast to the predictions' dtype; ``ignore_index`` does not apply.
+      the tutorial feeds one-hot labels): ``l = -sum(targets * log_softmax(predictions), axis=C's)`` (times
+      ``weights`` per class before the sum, if given), then "mean" is ``mean(l)`` over N (and d1, ...), "sum"
+      ``sum(l)``, "none" ``l`` of shape (N,) (or (N, d1, ...)). Int targets are cast to the predictions' dtype;
+      ``ignore_index`` does not apply.
 
-    The class axis is the last one (``log_softmax``'s default), as in TVM; for (N, C) it is PyTorch's. IR
-    (probability targets, reduction "sum")::
+    IR (probability targets of rank 2, reduction "sum")::
 
         log_probs = R.nn.log_softmax(predictions)
         lv = R.astype(targets, "float32")
@@ -249,9 +255,18 @@ class CrossEntropyLoss(_WeightedLoss):
         elif not is_int(t.dtype):
             raise TypeError(f"{self._loss_name}: targets must be class indices (an int tensor of rank "
                             f"{p.ndim - 1}) or probabilities of the predictions' shape {p}, got {t}")
+        elif p.ndim >= 3 and t.ndim == p.ndim - 1 and p.shape is not None and t.shape is not None:
+            per_item = (p.shape[0], *p.shape[2:])
+            if any(isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(per_item, t.shape)):
+                raise ValueError(f"{self._loss_name}: class-index targets {t} do not fit predictions {p}: the class "
+                                 f"axis is axis 1 (predictions (N, C, d1, ...), targets (N, d1, ...), as PyTorch), so "
+                                 f"the targets' shape must be ({', '.join(map(str, per_item))}); move a last class "
+                                 "axis to axis 1 first (R.permute_dims)")
 
     def compute(self, bb: BlockBuilder, predictions: Var, targets: Var, weights: Optional[Var] = None) -> Expr:
-        log_probs = bb.emit(op.nn.log_softmax(predictions), "log_probs")
+        rank = predictions.struct_info.ndim
+        axis = 1 if rank >= 3 else -1  # the class axis (see the class docstring); -1 keeps TVM's IR for (N, C)
+        log_probs = bb.emit(op.nn.log_softmax(predictions, axis=axis), "log_probs")
         if not self._is_probabilities(predictions, targets):
             return op.nn.nll_loss(log_probs, targets, weights, reduction=self._reduction,
                                   ignore_index=self.ignore_index)
@@ -259,8 +274,10 @@ class CrossEntropyLoss(_WeightedLoss):
         probs = targets if targets.struct_info.dtype == dtype else op.astype(targets, dtype)
         weighted = op.multiply(probs, log_probs)
         if weights is not None:
-            weighted = op.multiply(weighted, weights)  # (N, C) * (C,): broadcast over N
-        return self._with_reduction(op.negative(op.sum(weighted, axis=-1)))
+            # (N, C) * (C,) broadcasts over N; for (N, C, d1, ...) the weights become (C, 1, ...) first
+            per_class = weights if rank < 3 else bb.emit(op.expand_dims(weights, list(range(1, rank - 1))))
+            weighted = op.multiply(weighted, per_class)
+        return self._with_reduction(op.negative(op.sum(weighted, axis=axis)))
 
 
 class CategoricalCrossEntropyLoss(_WeightedLoss):

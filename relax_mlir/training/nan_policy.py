@@ -100,13 +100,16 @@ class FiniteCheck:
 
 
 def non_finite_error(step: int, outputs: Sequence[tuple[str, np.ndarray]],
-                     inputs: Sequence[tuple[str, np.ndarray]]) -> NonFiniteError:
+                     inputs: Sequence[tuple[str, np.ndarray]], cause: Optional[str] = None) -> NonFiniteError:
     """The error for a step whose outputs (name, array) hold a non-finite value; ``inputs`` are the batch's
-    (name, array) pairs, searched for the first example with a NaN or an infinity (only now, off the fast path)."""
+    (name, array) pairs, searched for the first example with a NaN or an infinity (only now, off the fast path).
+    ``cause`` says why when the inputs are finite and the caller knows (a mean over no targets), instead of the
+    usual guess, a divergence."""
     tensor, array = next((n, a) for n, a in outputs if a.dtype.kind == "f" and not np.isfinite(a).all())
     index = first_non_finite(array)
     value = array[tuple(index)] if index else array[()]
-    batch_index, culprit = None, "the batch's inputs are finite (the step diverged: lower the learning rate?)"
+    batch_index = None
+    culprit = cause or "the batch's inputs are finite (the step diverged: lower the learning rate?)"
     for name, x in inputs:
         if x.dtype.kind == "f" and x.ndim and not np.isfinite(x).all():
             where = first_non_finite(x)

@@ -15,7 +15,8 @@ name it) returning the prediction, or
   optimizer update) in one function, with the calls inlined, so it compiles to one native function.
 
 and the module attributes ``input_num``, ``param_num``, ``state_num``, ``optim_state`` (the optimizer's
-initial state, a tuple of NumPy arrays), ``rng_key_num`` and ``loss_reduction``.
+initial state, a tuple of NumPy arrays), ``optimizer_kind`` (its class name, which ``Trainer.save`` records and
+``Trainer.load`` compares), ``rng_key_num`` and ``loss_reduction``.
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ class SetupTrainer:
         out["update_params"] = self._update_params(out, input_num, param_num, state_num)
         out.attrs.update({"input_num": input_num, "param_num": param_num, "state_num": state_num,
                           "optim_state": tuple(self.optimizer.state), "rng_key_num": rng_key_num,
+                          "optimizer_kind": type(self.optimizer).__name__,
                           "loss_reduction": self.loss.reduction})  # a data-parallel step reduces by it
         if self.loss.ignore_index is not None:
             out.attrs["ignore_index"] = self.loss.ignore_index

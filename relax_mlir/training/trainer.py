@@ -21,6 +21,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ..backend.arguments import ArgumentError, conform
+from .._files import checked_path
 from ..backend.callpath import _native  # relax_mlir/_callpath.c, or None when it was not built at install
 from ..ir.dtype import is_int, to_numpy
 from ..ir.module import IRModule
@@ -123,6 +124,8 @@ class Trainer:
         self.states = [np.full(_static_shape(v), fills.get(v.name_hint, 0), to_numpy(v.struct_info.dtype))
                        for v in self.state_vars]
         self.optim_state = [np.array(a, copy=True) for a in mod.attrs["optim_state"]]
+        # the optimizer's class name, which save records and load compares (None: a module made without it)
+        self.optimizer_kind: Optional[str] = mod.attrs.get("optimizer_kind")
         self.step, self.seed, self.skipped_steps = 0, _checked_seed(seed), 0
         self._finite = FiniteCheck()
         self.vm = None
@@ -265,7 +268,7 @@ class Trainer:
             inputs, targets = self._training_batch(batch)
             args = self._step_args(inputs, targets)
             loss, params, states, optim = vm["update_params"](*args)
-            return self._finish_step(loss, params, states, optim, inputs)
+            return self._finish_step(loss, params, states, optim, inputs, targets)
         # the compiled step's route, written flat: it is a few microseconds of every step (trainer_overhead.py)
         spare = self._spare
         if spare.__class__ is not tuple:
@@ -273,7 +276,7 @@ class Trainer:
         loss = np.empty((), self._loss_dtype)  # returned to the caller: fresh each step
         outs = (loss, *spare)
         check = self.nan_policy != "ignore"
-        finite = inputs = None
+        finite = inputs = targets = None
         if self._labels_fit(batch):  # the common case: the batch goes as given, checked natively in the call
             n_in = self._n_inputs
             args = (*batch[:n_in], *self.params, *self.states, *batch[n_in:],
@@ -288,7 +291,9 @@ class Trainer:
             finite = not check or self._finite.all_finite(outs)
         p, s = self.param_num, self.param_num + self.state_num
         if not finite:
-            self._refuse(loss, spare[:p], spare[p:s], spare[s:], batch[:self._n_inputs] if inputs is None else inputs)
+            if inputs is None:
+                inputs, targets = batch[:self._n_inputs], batch[self._n_inputs:]
+            self._refuse(loss, spare[:p], spare[p:s], spare[s:], inputs, targets)
             return loss.view(NDArray)  # (the spare buffers stay spare)
         # adopted: the arrays replaced become the next step's buffers, where they are the Trainer's own
         current, made = (*self.params, *self.states, *self.optim_state), self._made
@@ -366,21 +371,39 @@ class Trainer:
         """The dropout key of this step (none for a model without random ops)."""
         return [fold_in(self.seed, self.step)] if self.has_rng_key else []
 
-    def _finish_step(self, loss, params, states, optim, inputs) -> NDArray:
+    def _finish_step(self, loss, params, states, optim, inputs, targets=None) -> NDArray:
         """Adopt the outputs of a step that wrote fresh buffers (the interpreter's, a distributed step's), or refuse
         them as ``nan_policy`` says; returns the loss. A refused step is one whose outputs are not adopted."""
         if self.nan_policy != "ignore" and not self._finite.all_finite([loss, *params, *states, *optim]):
-            self._refuse(loss, params, states, optim, inputs)
+            if targets is None:  # (DistributedTrainer's _refuse takes no targets)
+                self._refuse(loss, params, states, optim, inputs)
+            else:
+                self._refuse(loss, params, states, optim, inputs, targets)
             return _nd(loss)
         self.params, self.states, self.optim_state = list(params), list(states), list(optim)
         self.step += 1
         return _nd(loss)
 
-    def _refuse(self, loss, params, states, optim, inputs) -> None:
+    def _refuse(self, loss, params, states, optim, inputs, targets=None) -> None:
         """Raise NonFiniteError (policy "raise") or warn and count the skipped step (policy "skip")."""
         outputs = self._step_outputs(loss, params, states, optim)
-        error = non_finite_error(self.step, outputs, [(v.name_hint, a) for v, a in zip(self.input_vars, inputs)])
+        error = non_finite_error(self.step, outputs, [(v.name_hint, a) for v, a in zip(self.input_vars, inputs)],
+                                 self._mean_over_nothing(loss, targets))
         self._raise_or_skip(error, stacklevel=3)
+
+    def _mean_over_nothing(self, loss, targets) -> Optional[str]:
+        """Why a NaN loss is no divergence, when the batch says so: a "mean" over no targets is 0/0, as in TVM
+        and PyTorch (an empty batch, or class-index targets that are all ``ignore_index``). None otherwise."""
+        if not targets or self.mod.attrs.get("loss_reduction") != "mean" or not np.isnan(loss):
+            return None
+        targets = [np.asarray(t) for t in targets]
+        if any(t.size == 0 for t in targets):
+            return "the batch is empty: the loss's mean over no examples is 0/0 = NaN"
+        ignore, labels = self.mod.attrs.get("ignore_index"), self._labels or self._label_targets()
+        if ignore is None or not labels or not all((targets[i] == ignore).all() for i, _ in labels):
+            return None
+        return (f"every target of the batch is ignore_index ({ignore}): the loss's mean over no targets is 0/0 = "
+                "NaN; leave such batches out, or use reduction 'sum'")
 
     def _step_outputs(self, loss, params, states, optim) -> list[tuple[str, np.ndarray]]:
         """A step's outputs as ``non_finite_error`` names them."""
@@ -437,12 +460,16 @@ class Trainer:
 
     def _label_targets(self) -> list[tuple[int, int]]:
         """``(position among the targets, number of classes)`` of every class-index target (an integer target one
-        rank below the prediction, whose last dimension is static); worked out once."""
+        rank below the prediction, whose class axis is static); worked out once. The class axis is nll_loss's
+        (and PyTorch's): 1 of (N, C, d1, ...), 0 of an unbatched (C,)."""
         pred = self.mod["predict"].ret_struct_info
         pred = pred.fields[0] if self.state_num else pred
-        if not isinstance(pred, TensorStructInfo) or pred.shape is None or not isinstance(pred.shape[-1], int):
+        if not isinstance(pred, TensorStructInfo) or pred.shape is None or pred.ndim < 1:
             return []
-        return [(i, pred.shape[-1]) for i, v in enumerate(self.target_vars)
+        classes = pred.shape[min(1, pred.ndim - 1)]
+        if not isinstance(classes, int):
+            return []
+        return [(i, classes) for i, v in enumerate(self.target_vars)
                 if is_int(v.struct_info.dtype) and v.struct_info.ndim == pred.ndim - 1]
 
     def _check_labels(self, targets: list[np.ndarray]) -> None:
@@ -467,12 +494,16 @@ class Trainer:
 
     # -- checkpoints ------------------------------------------------------------------------------
     def save(self, path: str, extra: Optional[Mapping[str, Any]] = None) -> None:
-        """Write parameters, states, optimizer state and step to one ``.npz``, atomically (``checkpoint_io``:
-        a crash or a SIGKILL at any moment leaves the old file intact). Non-finite values are refused: a
-        checkpoint is always one that :meth:`load` accepts."""
+        """Write parameters, states, optimizer state (and the optimizer's class name) and step to one ``.npz``,
+        atomically (``checkpoint_io``: a crash or a SIGKILL at any moment leaves the old file intact). ``path``: a
+        str, bytes or os.PathLike. Non-finite values are refused: a checkpoint is always one that :meth:`load`
+        accepts."""
+        path = checked_path(path, "Trainer.save")
         if self.params is None:
             raise RuntimeError("Trainer.save: no parameters yet")
         arrays = {"step": np.array(self.step, np.int64), "seed": np.array(self.seed, np.int64)}
+        if self.optimizer_kind is not None:
+            arrays["optimizer"] = np.array(self.optimizer_kind)
         arrays.update(self._checkpoint_arrays())
         bad = checkpoint_io.non_finite_problems(arrays)
         if bad:
@@ -483,7 +514,10 @@ class Trainer:
     def load(self, path: str) -> dict[str, np.ndarray]:
         """Restore what :meth:`save` wrote (exactly), including the step and the seed (which decide dropout
         keys), so training continues as if never stopped; returns the ``extra`` entries. Nothing is changed
-        unless the whole file is right; a bad file raises one ``CheckpointError`` naming every problem."""
+        unless the whole file is right; a bad file raises one ``CheckpointError`` naming every problem, a file
+        saved with another optimizer class (Adam into AdamW) included; other hyper-parameters (the learning
+        rate) may differ. ``path``: a str, bytes or os.PathLike."""
+        path = checked_path(path, "Trainer.load")
         where = f"Trainer.load: {path}"
         return self.restore(checkpoint_io.read_checkpoint(path, where), where)
 
@@ -493,7 +527,7 @@ class Trainer:
         refuse a bad file before compiling. ``where`` starts error messages (default ``Trainer.restore: <path>``)."""
         where = where or f"Trainer.restore: {ckpt.path}"
         expected = {k: (a.shape, a.dtype) for k, a in self._checkpoint_arrays(template=True).items()}
-        checkpoint_io.check_arrays(ckpt, expected, where)
+        checkpoint_io.check_arrays(ckpt, expected, where, self.optimizer_kind)
         take = lambda prefix, variables: [ckpt.arrays[f"{prefix}/{v.name_hint}"].copy() for v in variables]  # noqa: E731
         self.params, self.states = take("param", self.param_vars), take("state", self.state_vars)
         self.optim_state = [ckpt.arrays[f"optim/{i}"].copy() for i in range(len(self.optim_state))]

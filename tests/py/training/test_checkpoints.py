@@ -18,9 +18,9 @@ import pytest
 from relax_mlir.ir import TensorStructInfo
 from relax_mlir.models import cnn, mlp
 from relax_mlir.training import SetupTrainer, Trainer
-from relax_mlir.training.checkpoint_io import CheckpointError, read_checkpoint, write_checkpoint
+from relax_mlir.training.checkpoint_io import CheckpointError, read_checkpoint, read_npz, write_checkpoint
 from relax_mlir.training.loss import CrossEntropyLoss
-from relax_mlir.training.optimizer import Adam
+from relax_mlir.training.optimizer import Adam, AdamW, MomentumSGD
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 B, SIZES = 8, (6, 5, 3)
@@ -117,19 +117,25 @@ def _malformed(tmp_path, saved) -> dict[str, tuple[str, str]]:
         "shape": (_rewrite(tmp_path, arrays, "shape.npz", **{"param/b1": np.zeros(4, np.float32)}),
                   r"shape.npz: param/b1 is float32 \(4,\), expected float32 \(3,\)$"),
         "optim missing": (_rewrite(tmp_path, arrays, "optim.npz", **{"optim/10": None}),
-                          r"optim.npz: a checkpoint of another model: it lacks optim/10$"),
+                          r"optim.npz: its optimizer state does not fit this trainer's Adam: it lacks optim/10$"),
         "nan": (_rewrite(tmp_path, arrays, "nan.npz", **{"param/w0": nan_w0}),
                 r"nan.npz: param/w0 holds 1 NaN \(first at \[1, 2\]\), expected finite values$"),
         "inf": (_rewrite(tmp_path, arrays, "inf.npz", **{"optim/3": inf_opt}),
                 r"inf.npz: optim/3 holds 1 Inf \(first at \[0, 0\]\), expected finite values$"),
         "negative steps": (_rewrite(tmp_path, arrays, "steps.npz", **{"optim/0": np.array(-7, np.int64)}),
                            r"steps.npz: optim/0 \(the optimizer's step count\) is -7, expected a count >= 0$"),
+        "optimizer number": (_rewrite(tmp_path, arrays, "optnum.npz", optimizer=np.array(3)),
+                             r"optnum.npz: the 'optimizer' entry must be a class name \(a string such as 'Adam'\), "
+                             r"got int64 '3'$"),
+        "optimizer list": (_rewrite(tmp_path, arrays, "optlist.npz", optimizer=np.array(["Adam", "SGD"])),
+                           r"optlist.npz: the 'optimizer' entry must be a class name \(a string such as 'Adam'\), "
+                           r"got <U4 \(2,\)$"),
     }
 
 
 CASES = ["missing", "directory", "empty", "truncated", "text", "npy", "foreign zip", "pickled", "foreign npz",
          "format text", "format 2", "no step", "float step", "huge seed", "dtype", "shape", "optim missing", "nan", "inf",
-         "negative steps"]
+         "negative steps", "optimizer number", "optimizer list"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -156,6 +162,82 @@ def test_another_models_checkpoint_names_every_difference(tmp_path, saved):
                                               r"it has param/w0, param/b0, param/w1, param/b1 that this model does "
                                               r"not"):
         other.load(path)
+
+
+def _other_optimizer(optimizer) -> Trainer:
+    """The MLP of ``_trainer`` with another optimizer."""
+    setup = SetupTrainer(CrossEntropyLoss(), optimizer,
+                         [TensorStructInfo((B, SIZES[-1]), "float32"), TensorStructInfo((B,), "int64")])
+    return Trainer(mlp(B, SIZES), len(SIZES) * 2 - 2, setup)
+
+
+def test_a_checkpoint_of_another_optimizer_class_is_refused_naming_both(tmp_path, saved):
+    # Adam's and AdamW's states have one layout: without the record the state loaded and went on under AdamW's
+    # decoupled decay. The learning rate (a schedule) may change.
+    path, arrays = saved
+    assert str(arrays["optimizer"]) == "Adam"
+    with pytest.raises(CheckpointError, match=r"^Trainer.load: .*good.npz: saved with the optimizer Adam, but this "
+                                              r"trainer's is AdamW \(the state would continue under another update "
+                                              r"rule\); expected a checkpoint saved with AdamW$"):
+        _other_optimizer(AdamW(0.01)).load(path)
+    with pytest.raises(CheckpointError, match=r"saved with the optimizer Adam, but this trainer's is MomentumSGD "
+                                              r"\(.*\); expected a checkpoint saved with MomentumSGD$"):
+        _other_optimizer(MomentumSGD(0.1, 0.9)).load(path)
+    adamw = _other_optimizer(AdamW(0.01))
+    _version(adamw, 2)
+    adamw.save(str(tmp_path / "adamw.npz"))
+    with pytest.raises(CheckpointError, match=r"saved with the optimizer AdamW, but this trainer's is Adam "):
+        _trainer().load(str(tmp_path / "adamw.npz"))
+    faster = _other_optimizer(Adam(0.5, betas=(0.8, 0.99)))  # other hyper-parameters: accepted
+    faster.load(path)
+    _assert_is_version(faster, 3)
+
+
+def test_a_checkpoint_without_the_optimizer_record_still_loads(tmp_path, saved):
+    # (files written before the record existed); another optimizer's layout is then named as the optimizer state's
+    _, arrays = saved
+    old = _rewrite(tmp_path, arrays, "old.npz", optimizer=None)
+    trainer = _other_optimizer(AdamW(0.01))
+    trainer.load(old)
+    _assert_is_version(trainer, 3)
+    with pytest.raises(CheckpointError, match=r"^Trainer.load: .*old.npz: its optimizer state does not fit this "
+                                              r"trainer's MomentumSGD \(saved with another optimizer\): it has "
+                                              r"optim/5, .* that this optimizer does not; optim/1 is float32 \(\), "
+                                              r"expected float32 \(6, 5\); "):
+        _other_optimizer(MomentumSGD(0.1, 0.9)).load(old)
+
+
+def test_paths_are_str_bytes_or_pathlike_and_never_file_descriptors(tmp_path, saved):
+    # open() and os.path take an int for a file descriptor: load(3) read the caller's descriptor and closed it,
+    # load(0) read stdin
+    path, _ = saved
+    trainer = _trainer()
+    _version(trainer, 7)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for bad in (fd, 0, 1.5, None):
+            with pytest.raises(TypeError, match=rf"^Trainer.load: path must be a str or os.PathLike, got "
+                                                rf"{type(bad).__name__}$"):
+                trainer.load(bad)
+        assert os.lseek(fd, 0, os.SEEK_CUR) == 0  # the descriptor is open and unread
+        with pytest.raises(TypeError, match=r"^Trainer.save: path must be a str or os.PathLike, got int$"):
+            trainer.save(fd)
+        with pytest.raises(TypeError, match=r"^data.npz: path must be a str or os.PathLike, got int$"):
+            read_npz(fd, "data.npz")
+        with pytest.raises(TypeError, match=r"^--resume 3: path must be a str or os.PathLike, got int$"):
+            read_checkpoint(fd, "--resume 3")
+        assert os.lseek(fd, 0, os.SEEK_CUR) == 0
+    finally:
+        os.close(fd)
+    _assert_is_version(trainer, 7)
+    trainer.save(os.fsencode(tmp_path / "bytes.npz"))
+    trainer.save(tmp_path / "pathlib.npz")
+    for p in (os.fsencode(tmp_path / "pathlib.npz"), tmp_path / "bytes.npz"):
+        loaded = _trainer()
+        loaded.load(p)
+        _assert_is_version(loaded, 7)
+    with pytest.raises(FileNotFoundError, match=r"^Trainer.load: .*/absent.npz: no such file"):
+        trainer.load(os.fsencode(tmp_path / "absent.npz"))  # the message shows the path, not b'...'
 
 
 def test_good_checkpoint_round_trips_exactly(saved):

@@ -149,6 +149,76 @@ def test_probability_targets_gradient_is_softmax_minus_targets(data):
     np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-7)
 
 
+# -- CrossEntropyLoss with predictions (N, C, d1, ...): the class axis is 1, as PyTorch's --------------------------
+def _class_last(x):
+    """(N, C, d1, ...) -> rows (N * d1 * ..., C): each row one item's class scores, for the (N, C) references."""
+    return np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("ignore_index", [-100, 2])
+@pytest.mark.parametrize("shape", [(2, C, 3), (3, C, 2, 3)])
+def test_cross_entropy_class_indices_of_rank_3_and_more_pick_along_axis_1(rng, reduction, weighted, ignore_index,
+                                                                          shape):
+    # log_softmax ran over the last axis while nll_loss picked the class along axis 1: neither PyTorch's value
+    # nor the class-last one
+    pred = rng.normal(size=shape).astype(np.float32)
+    labels = rng.integers(0, C, size=shape[:1] + shape[2:])
+    labels.flat[::3] = ignore_index
+    weights = rng.uniform(0.5, 2.0, size=C).astype(np.float32)
+    sinfos = [T(shape), T(labels.shape, "int64")] + ([T((C,))] if weighted else [])
+    got = run(CrossEntropyLoss(reduction, ignore_index)(*sinfos), pred, labels, *([weights] if weighted else []))
+    expected = np_nll(np_log_softmax(_class_last(pred)), labels.reshape(-1), weights if weighted else None,
+                      reduction, ignore_index)
+    np.testing.assert_allclose(got, expected.reshape(labels.shape) if reduction == "none" else expected, **TOL)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_probability_targets_of_rank_3_sum_over_axis_1(rng, reduction, weighted):
+    shape = (2, C, 3, 2)
+    pred = rng.normal(size=shape).astype(np.float32)
+    probs = rng.random(shape).astype(np.float32)
+    probs /= probs.sum(axis=1, keepdims=True)
+    weights = rng.uniform(0.5, 2.0, size=C).astype(np.float32)
+    sinfos = [T(shape), T(shape)] + ([T((C,))] if weighted else [])
+    got = run(CrossEntropyLoss(reduction)(*sinfos), pred, probs, *([weights] if weighted else []))
+    w = weights.astype(np.float64) if weighted else np.ones(C)
+    per_item = -(w * _class_last(probs).astype(np.float64) * np_log_softmax(_class_last(pred))).sum(axis=1)
+    per_item = per_item.reshape(2, 3, 2)  # PyTorch: l[n, d1, d2], "mean" over all of them
+    np.testing.assert_allclose(got, np_reduce(per_item, reduction), **TOL)
+
+
+@pytest.mark.parametrize("form", ["indices", "probabilities"])
+def test_cross_entropy_gradient_of_rank_3_is_softmax_minus_targets_along_axis_1(rng, form):
+    shape = (2, C, 3)
+    pred = rng.normal(size=shape)
+    labels = rng.integers(0, C, size=(2, 3))
+    labels[0, 1] = -100
+    onehot = np.moveaxis(np.eye(C)[np.where(labels < 0, 0, labels)], -1, 1)  # (N, C, d), ignored items below
+    targets = labels if form == "indices" else onehot
+    mod = IRModule({"loss": CrossEntropyLoss("sum")(T(shape, "float64"), T(targets.shape, str(targets.dtype)))})
+    mod = roundtrip(Gradient("loss", require_grads=mod["loss"].params[0])(mod))
+    _, (grad,) = interpret(mod, "loss_adjoint", pred, targets)
+    softmax = np.exp(pred - pred.max(axis=1, keepdims=True))
+    softmax /= softmax.sum(axis=1, keepdims=True)
+    expected = softmax - onehot
+    if form == "indices":
+        expected[0, :, 1] = 0  # an ignored target contributes nothing
+    np.testing.assert_allclose(grad, expected, rtol=1e-12, atol=1e-14)
+    (fd,) = finite_difference_gradients(mod, "loss", [pred, targets], [0])
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-7)
+
+
+def test_cross_entropy_class_last_targets_are_refused_naming_the_class_axis():
+    with pytest.raises(ValueError, match=r"cross_entropy_loss: class-index targets .* do not fit predictions .*: the "
+                                         r"class axis is axis 1 \(predictions \(N, C, d1, \.\.\.\), targets \(N, d1, "
+                                         r"\.\.\.\), as PyTorch\), so the targets' shape must be \(2, 3\); move a last "
+                                         r"class axis to axis 1 first"):
+        CrossEntropyLoss()(T((2, 4, 3)), T((2, 4), "int64"))
+
+
 # -- CategoricalCrossEntropyLoss --------------------------------------------------------------------------
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("weighted", [False, True])

@@ -92,6 +92,36 @@ def test_a_non_finite_update_with_a_finite_loss_is_caught(target):
 
 
 @pytest.mark.parametrize("target", ["numpy", "cpu"])
+def test_a_batch_whose_targets_are_all_ignored_names_the_empty_mean(target):
+    # mean over no targets: 0/0 = NaN (as TVM's nll_loss and PyTorch); the message blamed the learning rate
+    trainer = _trainer(target)
+    trainer.update_params(*_batch(0))
+    before = _state(trainer)
+    x, y = _batch(1)
+    with pytest.raises(NonFiniteError, match=r"^Trainer.update_params: step 1 produced a non-finite loss \(nan\); "
+                                             r"every target of the batch is ignore_index \(-100\): the loss's mean "
+                                             r"over no targets is 0/0 = NaN; leave such batches out, or use reduction "
+                                             r"'sum'; parameters, states and optimizer state are left as before the "
+                                             r"step$") as info:
+        trainer.update_params(x, np.full_like(y, -100))
+    assert info.value.batch_index is None
+    _assert_same(before, trainer)
+    y[1:] = -100  # one target left: a mean over one
+    assert np.isfinite(trainer.update_params(x, y).numpy())
+
+
+@pytest.mark.parametrize("target", ["numpy", "cpu"])
+def test_an_empty_batch_names_the_empty_mean(target):
+    setup = SetupTrainer(CrossEntropyLoss(), Adam(0.01),
+                         [TensorStructInfo(("n", 3), "float32"), TensorStructInfo(("n",), "int64")])
+    trainer = Trainer(mlp("n", SIZES), 4, setup).build(target=target)
+    trainer.xavier_uniform_init_params(seed=1)
+    with pytest.raises(NonFiniteError, match=r"step 0 produced a non-finite loss \(nan\); the batch is empty: the "
+                                             r"loss's mean over no examples is 0/0 = NaN; parameters"):
+        trainer.update_params(np.zeros((0, 6), np.float32), np.zeros(0, np.int64))
+
+
+@pytest.mark.parametrize("target", ["numpy", "cpu"])
 def test_skip_warns_counts_and_continues_as_if_the_batch_was_never_seen(target):
     skipping, clean = _trainer(target, "skip"), _trainer(target)
     for trainer in (skipping, clean):

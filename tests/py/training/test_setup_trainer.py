@@ -329,3 +329,45 @@ def test_a_tuple_built_in_a_block_and_projected_after_it_trains():
         losses[target] += [float(trainer.update_params(x, y).numpy()) for _ in range(4)]
     np.testing.assert_allclose(losses["cpu"], losses["numpy"], rtol=1e-5)  # float32, summation orders differ
     assert losses["cpu"][-1] < losses["cpu"][0]
+
+
+# Per-item classes (a segmentation's per-pixel classes): predictions (N, C, d), class-index targets (N, d).
+PER_ITEM_BACKBONE = """
+@I.ir_module
+class Module:
+    I.module_attrs({"param_num": 1, "state_num": 0})
+
+    @R.function
+    def backbone(x: R.Tensor((2, 6), "float32"), w: R.Tensor((6, 15), "float32")):
+        with R.dataflow():
+            h = R.matmul(x, w)
+            out = R.reshape(h, (2, 5, 3))
+            R.output(out)
+        return out
+"""
+
+
+@pytest.mark.parametrize("target", ["numpy", "cpu"])
+def test_per_item_class_indices_train_along_class_axis_1(target):
+    # the Trainer checked labels against the last axis (3) and the loss normalised over it while picking along
+    # axis 1: label 4 of 5 classes was refused, and the loss mixed two axes
+    from relax_mlir.script import from_source
+
+    setup = SetupTrainer(CrossEntropyLoss(reduction="sum"), SGD(0.1),
+                         [TensorStructInfo((2, 5, 3), "float32"), TensorStructInfo((2, 3), "int64")])
+    trainer = Trainer(from_source(PER_ITEM_BACKBONE), None, setup).build(target=target)
+    rng = np.random.default_rng(3)
+    x, w = rng.normal(size=(2, 6)).astype(np.float32), rng.normal(size=(6, 15)).astype(np.float32)
+    y = np.array([[4, 0, 2], [1, 4, 3]])
+    trainer.load_params([w])
+    loss = float(trainer.update_params(x, y).numpy())
+    z = (x.astype(np.float64) @ w).reshape(2, 5, 3)  # by hand: log_softmax over the 5 classes of axis 1
+    logp = z - np.log(np.exp(z - z.max(1, keepdims=True)).sum(1, keepdims=True)) - z.max(1, keepdims=True)
+    n, i = np.meshgrid(np.arange(2), np.arange(3), indexing="ij")
+    dz = np.exp(logp)
+    dz[n, y, i] -= 1
+    assert loss == pytest.approx(-logp[n, y, i].sum(), rel=1e-5)
+    np.testing.assert_allclose(trainer.params[0], w - 0.1 * x.T @ dz.reshape(2, 15), rtol=1e-5, atol=1e-6)
+    y[1, 2] = 5
+    with pytest.raises(ValueError, match=r"'targets' holds labels outside the 5 classes \[0, 5\): \[5\]"):
+        trainer.update_params(x, y)
