@@ -16,6 +16,7 @@ from typing import Iterator, Mapping, Optional
 
 import numpy as np
 
+from .._files import checked_path
 from .checkpoint_io import read_npz
 
 SPLIT_SEED = 0  # the 80/20 split of digits (and of an npz's x, y) is the same whatever --seed says
@@ -252,6 +253,7 @@ def load_data(path: Optional[str], seed: int = SPLIT_SEED) -> Dataset:
     ``y_train``, ``x_test``, ``y_test`` (or ``x``, ``y``, split 80/20 with ``seed``)."""
     if path is None:
         return load_digits_dataset(seed)
+    path = checked_path(path, "load_data")  # (an int would be taken for a file descriptor)
     if os.path.isdir(path):
         return load_idx_dir(path)
     if not os.path.exists(path):

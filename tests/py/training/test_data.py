@@ -228,3 +228,20 @@ def test_batches_keep_last_and_no_shuffle():
     assert [b.tolist() for b in plain] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     with pytest.raises(ValueError, match="batch_size"):
         list(batches(10, 0, seed=0, epoch=0))
+
+
+def test_a_path_is_a_str_bytes_or_pathlike_never_a_file_descriptor(tmp_path):
+    """``os.path`` and ``open`` take an int for a file descriptor: ``load_data(0)`` read stdin."""
+    import pathlib
+
+    with pytest.raises(TypeError, match=r"^load_data: path must be a str or os.PathLike, got int$"):
+        load_data(0)
+    rng = np.random.default_rng(0)
+    path = tmp_path / "d.npz"
+    np.savez(path, x=rng.random((10, 4)).astype(np.float32), y=rng.integers(0, 3, 10))
+    want = load_data(str(path))
+    assert want.x_train.shape[0] + want.x_test.shape[0] == 10
+    for given in (bytes(path), pathlib.Path(path)):
+        got = load_data(given)
+        np.testing.assert_array_equal(got.x_train, want.x_train)
+        np.testing.assert_array_equal(got.y_test, want.y_test)
