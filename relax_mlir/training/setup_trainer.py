@@ -66,6 +66,11 @@ class SetupTrainer:
     """
 
     BACKBONE = "backbone"
+    # TVM's class constants, so that code reading ``vm[SetupTrainer.ADJOINT_FUNC]`` finds the function here. The
+    # names are those of the TVM version of the tutorial (``loss``, ``loss_adjoint``); current TVM spells the
+    # last two ``backbone_loss`` and ``backbone_loss_adjoint``.
+    BACKBONE_FUNC, BACKBONE_LOSS_FUNC, ADJOINT_FUNC, OPTIMIZER_FUNC = BACKBONE, "loss", "loss_adjoint", "optimizer"
+    PARAM_NUM_ATTR_KEY, STATE_NUM_ATTR_KEY = "param_num", "state_num"
 
     def __init__(self, loss: Loss, optimizer: Optimizer, loss_args: Sequence, legalize: bool = True):
         if not isinstance(loss, Loss):

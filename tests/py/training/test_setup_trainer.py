@@ -371,3 +371,13 @@ def test_per_item_class_indices_train_along_class_axis_1(target):
     y[1, 2] = 5
     with pytest.raises(ValueError, match=r"'targets' holds labels outside the 5 classes \[0, 5\): \[5\]"):
         trainer.update_params(x, y)
+
+
+def test_tvms_class_constants_name_the_functions_setup_trainer_adds():
+    mod = _setup()(mlp(B, SIZES))
+    names = (SetupTrainer.BACKBONE_FUNC, SetupTrainer.BACKBONE_LOSS_FUNC, SetupTrainer.ADJOINT_FUNC,
+             SetupTrainer.OPTIMIZER_FUNC)
+    assert all(name in mod for name in names), (names, list(mod))
+    adjoint = mod[SetupTrainer.ADJOINT_FUNC].ret_struct_info  # (loss, (one gradient per parameter))
+    assert len(adjoint.fields) == 2 and len(adjoint.fields[1].fields) == 4
+    assert mod.attrs[SetupTrainer.PARAM_NUM_ATTR_KEY] == 4 and mod.attrs[SetupTrainer.STATE_NUM_ATTR_KEY] == 0
