@@ -8,8 +8,10 @@ An unused binding goes when its value is pure, as in TVM: calls of Relax ops (al
 says ``pure=False``), of pure module or local functions, tuples and projections. A binding with an effect stays
 even when nothing reads its variable, and so do the bindings it reads: an ``R.call_packed`` of a host function, a
 call of a function declared ``@R.function(pure=False)``, a call of a callback parameter (``R.Callable``, whose
-purity the signature does not say: LazySetOutput's ``fset_output`` is one). Functions not reachable from
-``entry_functions`` (default: every function not declared ``@R.function(private=True)``) are removed, as TVM does.
+purity the signature does not say: LazySetOutput's ``fset_output`` is one). Functions the entries do not reach
+(through calls or references, in local functions too) are removed, as TVM does. The entries are every function
+not declared ``@R.function(private=True)`` (TVM's externally visible ones) and the private ones ``entry_functions``
+names: naming ``["main"]`` keeps the other public functions as well, as in TVM.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ from ..ir.module import IRModule
 from ..ir.struct_info import PrimStructInfo, StructInfo, TupleStructInfo, free_vars as struct_free_vars
 from ..ir.sym import free_vars as dim_free_vars
 from .pass_infra import Pass, PassContext
-from .utils import free_vars, name_list_option, with_body
+from .utils import callees, free_vars, name_list_option, with_body
 
 
 @dataclass(frozen=True)
 class DeadCodeElimination(Pass):
-    """Remove unused bindings, and the functions the entries (``entry_functions``, default: every function not
-    declared private) do not reach.
+    """Remove unused bindings, and the functions the entries (every function not declared private, and those
+    ``entry_functions`` names) do not reach.
 
     Example, applied as ``DeadCodeElimination(["main"])``::
 
@@ -42,7 +44,7 @@ class DeadCodeElimination(Pass):
                     R.output(gv)
                 return gv
 
-            @R.function
+            @R.function(private=True)
             def unreachable(x: R.Tensor((3,), "float32")):
                 return x
 
@@ -69,13 +71,11 @@ class DeadCodeElimination(Pass):
         out = mod.copy()
         for name, func in mod.items():
             out[name] = remove_unused_bindings(func, mod)
-        if self.entry_functions is not None:
-            for missing in set(self.entry_functions) - set(mod):
-                raise ValueError(f"DeadCodeElimination: entry function {missing!r} is not in the module")
-            entries = list(self.entry_functions)
-        else:  # every function not declared private is an entry
-            entries = [name for name, func in out.items() if not getattr(func, "is_private", False)]
-        reached = _reachable(out, entries)
+        for missing in set(self.entry_functions or ()) - set(mod):
+            raise ValueError(f"DeadCodeElimination: entry function {missing!r} is not in the module")
+        # as TVM: the named entries add to the public functions, which stay whatever the option says
+        public = [name for name, func in out.items() if not getattr(func, "is_private", False)]
+        reached = _reachable(out, [*(self.entry_functions or ()), *public])
         for name in list(out):
             if name not in reached:
                 del out[name]
@@ -163,15 +163,15 @@ def remove_unused_bindings(func: Function, mod: Optional[IRModule] = None) -> Fu
 
 
 def _reachable(mod: IRModule, entries: Sequence[str]) -> set[str]:
+    """The functions ``entries`` reach: every module function a reached one refers to, called or passed as a value,
+    in its local functions too (a private helper only a local function calls is still needed)."""
     seen: set[str] = set()
     todo = list(entries)
     while todo:
         name = todo.pop()
-        if name in seen:
+        if name in seen or name not in mod:
             continue
         seen.add(name)
-        for block in mod[name].blocks:
-            for b in block.bindings:
-                if isinstance(b.value, Call) and isinstance(b.value.op, GlobalVar):
-                    todo.append(b.value.op.name_hint)
+        if isinstance(mod[name], Function):
+            todo += callees(mod[name])
     return seen

@@ -17,21 +17,18 @@ from typing import Optional
 
 from ..ir.expr import Call, Expr, Function, GlobalVar, SeqExpr, Tuple, TupleGetItem, Var
 from ..ir.module import IRModule
-from ..ir.visitor import ExprMutator
+from ..ir.visitor import ExprMutator, ExprVisitor
 from .pass_infra import Pass, PassContext
 from .utils import private_functions
 
 
 def used_fields(mod: IRModule, name: str) -> Optional[set[int]]:
     """The result fields of ``name`` its callers read, or None if some caller uses a result whole."""
-    results: set[Var] = set()
-    for _, func in mod.items():
-        for block in func.blocks:
-            for b in block.bindings:
-                if isinstance(b.value, Call) and isinstance(b.value.op, GlobalVar) and b.value.op.name_hint == name:
-                    results.add(b.var)
+    calls = _CallResults(name)
+    calls.visit_module(mod)
+    results = calls.results
     fields: set[int] = set()
-    whole = False
+    whole = calls.whole
 
     def look(e: Expr) -> None:
         nonlocal whole
@@ -43,6 +40,27 @@ def used_fields(mod: IRModule, name: str) -> Optional[set[int]]:
     for _, func in mod.items():
         _visit_uses(func, look)
     return None if whole else fields
+
+
+class _CallResults(ExprVisitor):
+    """The variables bound to a call of ``name``, in every function and local function (``_Renumber`` renumbers
+    the items read from them wherever they are). ``whole`` is set when ``name`` appears anywhere else: a call
+    that is not a binding's whole value, or the function passed as a value; its result may then be used whole."""
+
+    def __init__(self, name: str):
+        self.name, self.results, self.whole = name, set(), False
+
+    def visit_var_binding_(self, binding) -> None:
+        value = binding.value
+        if isinstance(value, Call) and isinstance(value.op, GlobalVar) and value.op.name_hint == self.name:
+            self.results.add(binding.var)
+            for arg in value.args:
+                self.visit_expr(arg)
+        else:
+            self.visit_expr(value)
+
+    def visit_global_var_(self, gvar: GlobalVar) -> None:
+        self.whole = self.whole or gvar.name_hint == self.name
 
 
 def _visit_uses(func: Function, fn) -> None:

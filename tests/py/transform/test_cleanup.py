@@ -85,16 +85,22 @@ def f(x: R.Tensor((3,), "float32")):
 
 
 def test_dead_functions_are_removed_from_entries_only():
+    # As TVM's DeadCodeElimination: every public function is an entry, and entry_functions adds to them (it used
+    # to replace them: DeadCodeElimination(["main"]) removed the public `unused`)
     text = '''
 @I.ir_module
 class M:
-    @R.function
+    @R.function(private=True)
     def helper(x: R.Tensor((3,), "float32")):
         y = R.exp(x)
         return y
 
     @R.function
     def unused(x: R.Tensor((3,), "float32")):
+        return x
+
+    @R.function(private=True)
+    def unused_private(x: R.Tensor((3,), "float32")):
         return x
 
     @R.function
@@ -104,7 +110,9 @@ class M:
 '''
     mod = from_source(text)
     assert list(transform.DeadCodeElimination()(mod)) == ["helper", "unused", "main"]
-    assert list(transform.DeadCodeElimination(["main"])(mod)) == ["helper", "main"]
+    assert list(transform.DeadCodeElimination(["main"])(mod)) == ["helper", "unused", "main"]
+    assert list(transform.DeadCodeElimination(["unused_private"])(mod)) == ["helper", "unused", "unused_private",
+                                                                            "main"]
     with pytest.raises(ValueError, match="entry function 'nope' is not in the module"):
         transform.DeadCodeElimination(["nope"])(mod)
 
@@ -288,3 +296,37 @@ class M:
     after = transform.DeadCodeElimination()(mod)
     names = [b.var.name_hint for block in after["main"].blocks for b in block.bindings]
     assert names == ["impure_inner", "b", "c"]
+
+
+def test_dead_code_elimination_keeps_a_private_function_only_a_local_function_calls():
+    # Reachability looked only at the top-level bindings of each function: `helper`, called from `inner` alone,
+    # was removed (WellFormedError: call to undefined function 'helper'); the unreached private `unused` goes.
+    import numpy as np
+
+    import relax_mlir
+
+    mod = from_source('''
+@I.ir_module
+class M:
+    @R.function(private=True)
+    def helper(a: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+        b = R.exp(a)
+        return b
+
+    @R.function(private=True)
+    def unused(a: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+        return a
+
+    @R.function
+    def main(x: R.Tensor((3,), "float32")):
+        @R.function
+        def inner(y: R.Tensor((3,), "float32")):
+            z = cls.helper(y)
+            return z
+        o = inner(x)
+        return o
+''')
+    out = transform.DeadCodeElimination()(mod)
+    assert list(out) == ["helper", "main"]
+    x = np.array([0.0, 1.0, -2.0], "float32")
+    np.testing.assert_allclose(relax_mlir.interpret(out, "main", x), np.exp(x), rtol=1e-6)
