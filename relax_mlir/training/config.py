@@ -98,6 +98,55 @@ class TrainConfig:
         return out
 
 
+# What ``trajectory()`` records, key by key, as its JSON reads back: the kind of value and whether every record has
+# it. The model's widths are "hidden" (mlp) or "channels" (cnn); the optimizer-specific settings only for the
+# optimizers that read them; "batch_norm_statistics" only for the CNN, and not in records written before it was.
+_RECORD = {"model": ("str", True), "hidden": ("widths", False), "channels": ("widths", False),
+           "optimizer": ("str", True), "lr": ("number", True), "weight_decay": ("number", True),
+           "reduction": ("str", True), "batch_size": ("int", True), "seed": ("int", True),
+           "momentum": ("number", False), "dampening": ("number", False), "nesterov": ("bool", False),
+           "betas": ("pair", False), "eps": ("number", False), "batch_norm_statistics": ("str", False)}
+_KINDS = {"str": "a string", "int": "an integer", "number": "a number", "bool": "true or false",
+          "widths": "a list of integers", "pair": "a list of two numbers"}
+REDUCTIONS = ("sum", "mean")
+
+
+def record_problems(record) -> list[str]:
+    """What is wrong with a checkpoint's record of a run's settings (``trajectory()`` as read back from its JSON):
+    not an object, a setting missing, unknown or of another kind, or a value no run can have (``problems()``,
+    phrased as the CLI options). Empty for every record ``trajectory()`` writes, and wrote before."""
+    if not isinstance(record, dict):
+        return [f"it holds {type(record).__name__} {_short(record)}, not an object of settings"]
+    out = [f"it lacks {key!r}" for key, (_, required) in _RECORD.items() if required and key not in record]
+    out += [f"it has {key!r}, which is not a setting" for key in record if key not in _RECORD]
+    out += [f"{key!r} is {_short(record[key])}, expected {_KINDS[_RECORD[key][0]]}"
+            for key in record if key in _RECORD and not _is_kind(record[key], _RECORD[key][0])]
+    if out:
+        return out
+    widths = "hidden" if record["model"] == "mlp" else "channels"
+    if record["model"] in MODELS and widths not in record:
+        out.append(f"it lacks {widths!r} (the {record['model']}'s widths)")
+    if record["reduction"] not in REDUCTIONS:
+        out.append(f"'reduction' is {record['reduction']!r}, expected one of {', '.join(REDUCTIONS)}")
+    settings = {k: tuple(v) if isinstance(v, list) else v for k, v in record.items() if k != "batch_norm_statistics"}
+    return out + TrainConfig(**settings).problems()
+
+
+def _is_kind(value, kind: str) -> bool:
+    if kind in ("int", "number") and isinstance(value, bool):
+        return False  # (JSON's true is not a number)
+    if kind == "widths":
+        return isinstance(value, list) and all(_is_kind(v, "int") for v in value)
+    if kind == "pair":
+        return isinstance(value, list) and len(value) == 2 and all(_is_kind(v, "number") for v in value)
+    return isinstance(value, {"str": str, "int": int, "number": (int, float), "bool": bool}[kind])
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 GLOBAL_BATCH_NORM = "the global batch's (one process, or --sync-batch-norm)"
 
 

@@ -5,7 +5,8 @@ Deterministic for a given seed: the initial parameters, the batch order of every
 ``(seed, epoch)``) and dropout keys all derive from it; the 80/20 split of digits is fixed. A checkpoint
 (``save``, written after every epoch) holds parameters, states, optimizer state, step, the history and the
 settings that shape the trajectory; ``resume`` checks those settings and continues so that the final
-parameters and every epoch's loss and accuracy are bit for bit those of an uninterrupted run.
+parameters and every epoch's loss and accuracy are bit for bit those of an uninterrupted run. (The same code too:
+another ``--target`` or ``--opt-level`` is allowed, with a note, and matches up to float rounding.)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -22,7 +24,8 @@ import numpy as np
 
 from ..distributed.launch import Ranks, from_environment
 from .checkpoint_io import Checkpoint, CheckpointError, read_checkpoint
-from .config import GLOBAL_BATCH_NORM, MODELS, TrainConfig, check_output_path, make_optimizer
+from .config import (GLOBAL_BATCH_NORM, MODELS, TrainConfig, check_output_path, make_optimizer,
+                     record_problems)
 from .data import Dataset, batches, load_data
 from .nan_policy import NonFiniteError
 
@@ -100,12 +103,108 @@ def data_fingerprint(data: Dataset) -> str:
 
 
 def _read_resume(path: str) -> Checkpoint:
-    """The checkpoint to resume, read and checked before the data are loaded and anything is compiled."""
+    """The checkpoint to resume, read and checked before the data are loaded and anything is compiled: its arrays
+    (``read_checkpoint``) and every entry of the run's record ``train`` reads (``_check_record``)."""
     ckpt = read_checkpoint(path, f"--resume {path}")
     if "config" not in ckpt.extra or "epoch" not in ckpt.extra:
         raise CheckpointError(f"--resume {path}: a Trainer.save checkpoint without the run's record (extra/config, "
                               "extra/epoch); expected a checkpoint written by `relax-mlir train --save`")
+    _check_record(ckpt, f"--resume {path}")
     return ckpt
+
+
+_HISTORY = ("epoch_loss", "accuracy", "seconds", "step_loss")
+_TARGETS = {"cpu": "cpu", "llvm": "cpu", "numpy": "numpy", "interpreter": "numpy"}  # Trainer.build's names
+
+
+def _check_record(ckpt: Checkpoint, where: str) -> None:
+    """The run's record, entry by entry, as ``_save`` writes it: one CheckpointError naming the entry, what it
+    holds and what was expected (unchecked, a bad entry was a traceback, a bare ``int()`` or JSON message naming
+    no file, or an error from NumPy after compiling). The history, ``target`` and ``opt_level`` may be missing
+    (``train`` does without them); the history's lengths must agree with ``epoch`` and ``step``."""
+    epoch = _check_epoch(ckpt, where)
+    _check_config(ckpt.extra, where)
+    _check_fingerprint(ckpt.extra, where)
+    for key in _HISTORY:
+        if key in ckpt.extra:
+            _check_history(ckpt.extra[key], key, ckpt.step if key == "step_loss" else epoch + 1, where)
+    _check_code(ckpt.extra, where)
+
+
+def _check_epoch(ckpt: Checkpoint, where: str) -> int:
+    epoch = _scalar(ckpt.extra, "epoch", "iu", where, "an integer >= 0 (the last whole epoch, counted from 0)")
+    if not 0 <= epoch < ckpt.step:  # (every epoch takes at least one step)
+        raise CheckpointError(f"{where}: extra/epoch is {epoch}, expected an integer in [0, {ckpt.step}) (the last "
+                              f"whole epoch, counted from 0: each epoch takes a step or more, and 'step' is "
+                              f"{ckpt.step})")
+    return epoch
+
+
+def _check_config(extra: dict, where: str) -> None:
+    """The settings as JSON, each of the kind and in the range ``TrainConfig`` allows (``record_problems``)."""
+    text = _scalar(extra, "config", "U", where, "the run's settings as a JSON object")
+    try:
+        problems = record_problems(json.loads(text))
+    except (ValueError, RecursionError) as exc:
+        problems = [f"it is not JSON ({exc})" if isinstance(exc, ValueError) else "it nests too deeply"]
+    if problems:
+        raise CheckpointError(f"{where}: extra/config: {'; '.join(problems)}; expected the run's settings as "
+                              "`relax-mlir train --save` writes them (a JSON object)")
+
+
+def _check_fingerprint(extra: dict, where: str) -> None:
+    """``data_fingerprint``'s hex digest (missing or another string, ``_check_resumable`` said "the data differ")."""
+    if "data" not in extra:
+        raise CheckpointError(f"{where}: the run's record lacks extra/data (the training set's fingerprint); expected "
+                              "a checkpoint written by `relax-mlir train --save`")
+    data = _scalar(extra, "data", "U", where, "the training set's fingerprint (16 hex digits)")
+    if not re.fullmatch("[0-9a-f]{16}", data):
+        raise CheckpointError(f"{where}: extra/data is {data[:40]!r}, expected the training set's fingerprint (16 "
+                              "hex digits)")
+
+
+def _check_code(extra: dict, where: str) -> None:
+    """``target`` and ``opt_level``, both or neither (files written before they were recorded)."""
+    if ("target" in extra) != ("opt_level" in extra):
+        have, lack = ("target", "opt_level") if "target" in extra else ("opt_level", "target")
+        raise CheckpointError(f"{where}: it has extra/{have} without extra/{lack}; expected both or neither")
+    if "target" in extra:
+        target = _scalar(extra, "target", "U", where, f"one of {', '.join(_TARGETS)}")
+        level = _scalar(extra, "opt_level", "iu", where, "an integer in [0, 3]")
+        if target not in _TARGETS or not 0 <= level <= 3:
+            raise CheckpointError(f"{where}: extra/target {target[:40]!r} and extra/opt_level {level}: expected a "
+                                  f"target of {', '.join(_TARGETS)} and an --opt-level in [0, 3]")
+
+
+def _scalar(extra: dict, key: str, kinds: str, where: str, expected: str):
+    """``extra[key]`` as a Python int (dtype kinds "iu") or str ("U"), refused unless it is one scalar of them."""
+    value = extra[key]
+    if value.shape != () or value.dtype.kind not in kinds:
+        raise CheckpointError(f"{where}: extra/{key} holds {_held(value)}; expected {expected}")
+    return str(value) if kinds == "U" else int(value)
+
+
+def _held(value: np.ndarray) -> str:
+    """What an entry holds, for a message: "the string 'abc'", "the float 1.7", "an array of int64, shape (2,)"."""
+    if value.shape != ():
+        return f"an array of {value.dtype}, shape {value.shape}"
+    kind = {"U": "string", "S": "bytes", "b": "bool", "f": "float", "i": "integer", "u": "integer"}
+    text = str(value)
+    return f"the {kind.get(value.dtype.kind, str(value.dtype))} {repr(text[:40]) if value.dtype.kind == 'U' else text}"
+
+
+def _check_history(value: np.ndarray, key: str, length: int, where: str) -> None:
+    """One list of the history: finite real numbers, one per epoch (``step_loss``: per step); accuracy in [0, 1],
+    seconds >= 0."""
+    expected = (f"{length} finite numbers (one per {'step' if key == 'step_loss' else 'epoch'}"
+                + ("" if key != "accuracy" else ", in [0, 1]") + ("" if key != "seconds" else ", >= 0") + ")")
+    if value.ndim != 1 or value.dtype.kind not in "iuf" or len(value) != length:
+        raise CheckpointError(f"{where}: extra/{key} holds {_held(value)}; expected {expected}")
+    low, high = {"accuracy": (0, 1), "seconds": (0, np.inf)}.get(key, (-np.inf, np.inf))
+    bad = ~(np.isfinite(value) & (value >= low) & (value <= high))
+    if bad.any():
+        first = int(np.argmax(bad))
+        raise CheckpointError(f"{where}: extra/{key}[{first}] is {value[first]}; expected {expected}")
 
 
 def _check_resumable(path: str, extra: dict, cfg: TrainConfig, fingerprint: str, ranks: int = 1) -> None:
@@ -122,6 +221,26 @@ def _check_resumable(path: str, extra: dict, cfg: TrainConfig, fingerprint: str,
         diffs.append("the training data differ")
     if diffs:
         raise ValueError(f"--resume {path}: the run would not continue the checkpoint's: " + "; ".join(diffs))
+
+
+def _code(target: str, opt_level: int) -> str:
+    return "--target numpy" if _TARGETS.get(target) == "numpy" else f"--target cpu --opt-level {opt_level}"
+
+
+def _other_code(cfg: TrainConfig, extra: dict) -> Optional[str]:
+    """A note when the run resumes with another ``--target`` or ``--opt-level`` than the checkpoint was trained
+    with (None when the same, or not recorded: checkpoints written before it was). Allowed, as PyTorch resumes a
+    GPU checkpoint on the CPU: the interpreter helps debug a run, -O0 works around a compiler problem. The
+    settings are the same, but the float rounding of another code is not (about 1e-8 on the parameters), so the
+    run is then not bit for bit the uninterrupted one."""
+    if "target" not in extra:
+        return None
+    saved, now = _code(str(extra["target"]), int(extra["opt_level"])), _code(cfg.target, cfg.opt_level)
+    if saved == now:
+        return None
+    return (f"note: {cfg.resume} was written by a run with {saved}, this one uses {now}: the same settings, but "
+            "other code rounds floats differently, so the run matches an uninterrupted one up to rounding, not bit for "
+            "bit")
 
 
 def _saved_history(extra: dict) -> History:
@@ -167,6 +286,9 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool =
         f"{cfg.target} in {history.build_seconds:.2f} s{on}")
     if extra is not None:
         log(f"resumed from {cfg.resume} after epoch {first_epoch} (step {trainer.step})")
+        note = _other_code(cfg, extra)
+        if note:
+            log(note)
     resaved = cfg.resume and cfg.save and os.path.exists(cfg.save) and os.path.samefile(cfg.resume, cfg.save)
     saved = first_epoch if resaved else 0  # whole epochs in the file --save names
     for epoch in range(first_epoch, cfg.epochs):
@@ -215,11 +337,13 @@ def _diverged(exc: NonFiniteError, cfg: TrainConfig, epoch: int, saved: int) -> 
 
 
 def _save(trainer, cfg: TrainConfig, epoch: int, fingerprint: str, history: History, ranks: Ranks = Ranks()) -> None:
-    """The checkpoint: the Trainer's arrays plus what ``resume`` checks and the history so far."""
+    """The checkpoint: the Trainer's arrays plus what ``resume`` checks, the history so far and the code the run
+    was compiled to (``target``, ``opt_level``: not part of the trajectory, see ``_other_code``)."""
     config = json.dumps(cfg.trajectory(ranks.size))
     trainer.save(cfg.save, extra={"epoch": epoch, "config": config, "data": fingerprint,
                                   "epoch_loss": history.epoch_loss, "accuracy": history.accuracy,
-                                  "seconds": history.seconds, "step_loss": history.step_loss})
+                                  "seconds": history.seconds, "step_loss": history.step_loss,
+                                  "target": cfg.target, "opt_level": cfg.opt_level})
 
 
 def _run_epoch(trainer, cfg: TrainConfig, data: Dataset, epoch: int, history: History,

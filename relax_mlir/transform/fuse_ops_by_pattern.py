@@ -19,15 +19,16 @@ the attributes ``Composite`` (the pattern's name) and ``Primitive``. The backend
 ``inline`` before bufferization) and MLIR's elementwise fusion then fuses the group's loops where it can: the
 grouping documents intent and gives the values the same names; it costs nothing at run time.
 ``annotate_codegen`` (TVM's wrapping for an external code generator) does not apply: there is none on this target,
-so it is refused. A pattern may also be given as text (``dpl.parse_pattern``), which ``relax-mlir opt`` needs:
-``FuseOpsByPattern(patterns=[("dense", "relax.add(relax.matmul(_, _), _)")])``.
+so it is refused. A pattern (and an annotation pattern) may also be given as text (``dpl.parse_pattern``), which
+``relax-mlir opt`` needs: ``FuseOpsByPattern(patterns=[("dense", "relax.add(relax.matmul(_, _), _)")])``. Each
+entry is checked when the pass is made: a wrong element is a TypeError naming the entry and what it may be.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from ..dpl import Pattern, parse_pattern
 from ..ir.expr import BindingBlock, Call, Expr, Function, GlobalVar, MatchCast, SeqExpr, Var, VarBinding
@@ -60,15 +61,52 @@ class FusionPattern:
     check: Optional[Callable[[PatternCheckContext], bool]] = None
 
 
-def _as_fusion_pattern(p: Any) -> FusionPattern:
+_ENTRY = ("a FusionPattern or a tuple (name, pattern[, annotations[, check]]): name a str; pattern a dpl Pattern "
+          "or its text (dpl.parse_pattern); annotations a dict of names to Patterns (or their text), or None; check "
+          "a function of a PatternCheckContext returning whether to fuse, or None")
+
+
+def _as_fusion_pattern(p: Any, index: int) -> FusionPattern:
+    """``patterns[index]`` as a FusionPattern, every element checked where it is given: a wrong one met later
+    said only what Python made of it (annotations 5: "'int' object is not iterable")."""
+    where = f"FuseOpsByPattern: patterns[{index}]"
     if isinstance(p, FusionPattern):
+        name, pattern, annotations, check = p.name, p.pattern, p.annotation_patterns, p.check
+    elif isinstance(p, (tuple, list)) and 2 <= len(p) <= 4:
+        name, pattern, annotations, check = (*p, None, None)[:4]
+    else:
+        raise TypeError(f"{where} is {_shown(p)}; expected {_ENTRY}")
+    if not isinstance(name, str):
+        raise TypeError(f"{where}: the name (element 0) is {_shown(name)}; expected a str. Each entry is {_ENTRY}")
+    if annotations is not None and not isinstance(annotations, Mapping):
+        raise TypeError(f"{where}: the annotations (element 2) are {_shown(annotations)}; expected a dict of names "
+                        f"to Patterns (or their text), or None. Each entry is {_ENTRY}")
+    if check is not None and not callable(check):
+        raise TypeError(f"{where}: the check (element 3) is {_shown(check)}; expected a function of a "
+                        f"PatternCheckContext returning whether to fuse, or None. Each entry is {_ENTRY}")
+    annotated = {}
+    for key, sub in (annotations or {}).items():
+        if not isinstance(key, str):
+            raise TypeError(f"{where}: the annotations (element 2) have the key {_shown(key)}; expected names (str)")
+        annotated[key] = _pattern(sub, f"{where}: annotation {key!r}")
+    return FusionPattern(name, _pattern(pattern, f"{where}: the pattern (element 1)"), annotated, check)
+
+
+def _pattern(p: Any, where: str) -> Pattern:
+    """A dpl Pattern, or its text parsed (``relax-mlir opt`` can give only text)."""
+    if isinstance(p, Pattern):
         return p
-    if isinstance(p, (tuple, list)) and 2 <= len(p) <= 4 and isinstance(p[0], str) and isinstance(p[1], str):
-        p = (p[0], parse_pattern(p[1]), *p[2:])  # the text form, e.g. from relax-mlir opt
-    if isinstance(p, tuple) and 2 <= len(p) <= 4 and isinstance(p[0], str) and isinstance(p[1], Pattern):
-        return FusionPattern(p[0], p[1], dict(p[2]) if len(p) > 2 and p[2] else {}, p[3] if len(p) > 3 else None)
-    raise TypeError(f"FuseOpsByPattern: expected a FusionPattern or a (name, pattern[, annotations[, check]]) tuple, "
-                    f"got {p!r}")
+    if isinstance(p, str):
+        try:
+            return parse_pattern(p)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    raise TypeError(f"{where} is {_shown(p)}; expected a dpl Pattern or its text, such as 'relax.add(_, _)'")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{text[:60]}... ({type(value).__name__})" if len(text) > 60 else f"{text} ({type(value).__name__})"
 
 
 @dataclass(frozen=True)
@@ -119,7 +157,10 @@ class FuseOpsByPattern(Pass):
     entry_functions: Optional[tuple[str, ...]] = None
 
     def __post_init__(self):
-        object.__setattr__(self, "patterns", tuple(_as_fusion_pattern(p) for p in self.patterns))
+        if isinstance(self.patterns, (str, bytes, Mapping)) or not isinstance(self.patterns, Iterable):
+            raise TypeError(f"FuseOpsByPattern: patterns is {_shown(self.patterns)}; expected a list of patterns, "
+                            f"each {_ENTRY}")
+        object.__setattr__(self, "patterns", tuple(_as_fusion_pattern(p, i) for i, p in enumerate(self.patterns)))
         if self.annotate_codegen:
             raise ValueError("FuseOpsByPattern: annotate_codegen wraps groups for an external code generator; this "
                              "target has none (leave it False)")

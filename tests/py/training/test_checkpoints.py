@@ -306,7 +306,9 @@ def test_resume_refuses_a_bad_checkpoint_before_compiling(tmp_path, saved, monke
     cfg = TrainConfig(target="numpy", epochs=2, hidden=(16,), save=str(tmp_path / "run.npz"))
     monkeypatch.setattr(Trainer, "build", lambda self, *args, **kwargs: self)
     data = load_data(None)
-    run._save(run.make_trainer(cfg, data), cfg, 0, run.data_fingerprint(data), run.History())
+    trainer = run.make_trainer(cfg, data)
+    trainer.step = 1  # (the record of a whole epoch 0: a step or more, one epoch's history, as train writes)
+    run._save(trainer, cfg, 0, run.data_fingerprint(data), run.History([2.0], [0.5], [0.1], [2.0]))
     with np.load(cfg.save) as f:
         arrays = {k: f[k] for k in f.files}
     w0 = arrays["param/w0"].copy()

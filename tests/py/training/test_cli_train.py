@@ -298,3 +298,158 @@ def test_timing_says_where_the_wall_time_went():
     assert wall / (done + 1e-3) * 0.99 <= ratio <= wall / max(done - 1e-3, 1e-9) * 1.01
     code, out, _ = _run("--epochs", "1")
     assert "timing:" not in out  # only when asked
+
+
+def _record(tmp, **changes) -> str:
+    """The tutorial run's checkpoint (5 epochs of 22 steps) with some of its run record replaced (None: removed)."""
+    with np.load(tmp / "full.npz") as f:
+        arrays = {k: f[k] for k in f.files}
+    for key, value in changes.items():
+        if value is None:
+            del arrays[f"extra/{key}"]
+        else:
+            arrays[f"extra/{key}"] = np.asarray(value)
+    path = tmp / "record.npz"
+    np.savez(path, **arrays)
+    return str(path)
+
+
+def _config(tmp, **changes) -> str:
+    with np.load(tmp / "full.npz") as f:
+        config = json.loads(str(f["extra/config"]))
+    return json.dumps({k: v for k, v in {**config, **changes}.items() if v is not None})
+
+
+EXPECTED_EPOCH = "expected an integer >= 0 (the last whole epoch, counted from 0)"
+IN_RANGE = ("expected an integer in [0, 110) (the last whole epoch, counted from 0: each epoch takes a step or more, "
+            "and 'step' is 110)")
+EXPECTED_CONFIG = "expected the run's settings as `relax-mlir train --save` writes them (a JSON object)"
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(epoch=[1, 2]), f"extra/epoch holds an array of int64, shape (2,); {EXPECTED_EPOCH}"),
+    (dict(epoch="abc"), f"extra/epoch holds the string 'abc'; {EXPECTED_EPOCH}"),
+    (dict(epoch=1.7), f"extra/epoch holds the float 1.7; {EXPECTED_EPOCH}"),
+    (dict(epoch=True), f"extra/epoch holds the bool True; {EXPECTED_EPOCH}"),
+    (dict(epoch=-5), f"extra/epoch is -5, {IN_RANGE}"),
+    (dict(epoch=10**12), f"extra/epoch is 1000000000000, {IN_RANGE}"),
+    (dict(config="[1, 2]"), f"extra/config: it holds list [1, 2], not an object of settings; {EXPECTED_CONFIG}"),
+    (dict(config="{lr: 1}"), "extra/config: it is not JSON (Expecting property name enclosed in double quotes: line 1 "
+                             f"column 2 (char 1)); {EXPECTED_CONFIG}"),
+    (dict(config="[" * 100_000), f"extra/config: it nests too deeply; {EXPECTED_CONFIG}"),
+    (dict(config=3), "extra/config holds the integer 3; expected the run's settings as a JSON object"),
+    (dict(config={"seed": None, "lr": "0.01", "colour": 1}),
+     f"extra/config: it lacks 'seed'; it has 'colour', which is not a setting; 'lr' is '0.01', expected a number; "
+     f"{EXPECTED_CONFIG}"),
+    (dict(config={"hidden": [128, 1.5], "nesterov": 1, "batch_size": True}),
+     "extra/config: 'hidden' is [128, 1.5], expected a list of integers; 'batch_size' is True, expected an integer; "
+     f"'nesterov' is 1, expected true or false; {EXPECTED_CONFIG}"),
+    (dict(config={"lr": -1.0, "batch_size": 0, "reduction": "max", "hidden": None}),
+     "extra/config: it lacks 'hidden' (the mlp's widths); 'reduction' is 'max', expected one of sum, mean; "
+     f"--batch-size 0: must be at least 1; --lr -1.0: must be a positive number; {EXPECTED_CONFIG}"),
+    (dict(config={"momentum": 0.9}), f"extra/config: --momentum needs --optimizer momentum; {EXPECTED_CONFIG}"),
+    (dict(data=None), "the run's record lacks extra/data (the training set's fingerprint); expected a checkpoint "
+                      "written by `relax-mlir train --save`"),
+    (dict(data="xyz"), "extra/data is 'xyz', expected the training set's fingerprint (16 hex digits)"),
+    (dict(data=[1, 2]), "extra/data holds an array of int64, shape (2,); expected the training set's fingerprint "
+                        "(16 hex digits)"),
+    (dict(epoch_loss=["a"] * 5), "extra/epoch_loss holds an array of <U1, shape (5,); expected 5 finite numbers (one "
+                                 "per epoch)"),
+    (dict(epoch_loss=[1.0] * 4), "extra/epoch_loss holds an array of float64, shape (4,); expected 5 finite numbers "
+                                 "(one per epoch)"),
+    (dict(accuracy=[0.5, 0.5, 1.5, 0.5, 0.5]), "extra/accuracy[2] is 1.5; expected 5 finite numbers (one per epoch, "
+                                               "in [0, 1])"),
+    (dict(seconds=[-1.0] * 5), "extra/seconds[0] is -1.0; expected 5 finite numbers (one per epoch, >= 0)"),
+    (dict(step_loss=[np.nan] * 110), "extra/step_loss[0] is nan; expected 110 finite numbers (one per step)"),
+    (dict(step_loss=[1.0] * 22), "extra/step_loss holds an array of float64, shape (22,); expected 110 finite numbers "
+                                 "(one per step)"),
+    (dict(target="gpu"), "extra/target 'gpu' and extra/opt_level 2: expected a target of cpu, llvm, numpy, "
+                         "interpreter and an --opt-level in [0, 3]"),
+    (dict(opt_level=7), "extra/target 'cpu' and extra/opt_level 7: expected a target of cpu, llvm, numpy, "
+                        "interpreter and an --opt-level in [0, 3]"),
+    (dict(opt_level=None), "it has extra/target without extra/opt_level; expected both or neither"),
+], ids=lambda v: "" if isinstance(v, str) else "-".join(v))
+def test_a_bad_run_record_is_one_checkpoint_error_before_the_data_and_compiling(tutorial_run, monkeypatch, changes,
+                                                                             message):
+    """Only the entries' presence was checked: extra/epoch [1, 2] or a config "[1, 2]" were tracebacks, "abc" or
+    text that is not JSON a bare int() or json message naming no file, -5 failed in NumPy after compiling, 1.7 was
+    taken as 1. Every entry train reads is now checked when the checkpoint is read."""
+    from relax_mlir.training import run
+    from relax_mlir.training.checkpoint_io import CheckpointError
+    from relax_mlir.training.trainer import Trainer
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the data were loaded or the model compiled before the run record was checked")
+
+    tmp, _ = tutorial_run
+    if isinstance(changes.get("config"), dict):
+        changes["config"] = _config(tmp, **changes["config"])
+    path = _record(tmp, **changes)
+    monkeypatch.setattr(run, "load_data", refuse)
+    monkeypatch.setattr(Trainer, "build", refuse)
+    code, out, err = _run("--resume", path, "--epochs", "6")
+    assert (code, out, err) == (1, "", f"relax-mlir train: error: --resume {path}: {message}\n")
+    with pytest.raises(CheckpointError):
+        run._read_resume(path)
+
+
+def test_every_record_trajectory_writes_is_a_good_one():
+    """The check of a record and ``trajectory()`` agree: every model, optimizer (its settings given or not) and
+    batch-norm setting, and the records written before batch_norm_statistics was."""
+    from relax_mlir.training.config import OPTIMIZERS, TrainConfig, record_problems
+
+    configs = [TrainConfig(model=m, optimizer=o, sync_batch_norm=s) for m in ("mlp", "cnn") for o in OPTIMIZERS
+               for s in (False, True)]
+    configs += [TrainConfig(optimizer="momentum", momentum=0.5, dampening=0.1, nesterov=True, reduction="mean"),
+                TrainConfig(optimizer="adamw", betas=(0.5, 0.6), eps=1e-3, lr=1, weight_decay=0, hidden=(3,))]
+    for cfg in configs:
+        for ranks in (1, 2):
+            record = json.loads(json.dumps(cfg.trajectory(ranks)))
+            assert record_problems(record) == [], record
+            record.pop("batch_norm_statistics", None)
+            assert record_problems(record) == [], record
+
+
+def test_a_checkpoint_written_before_the_record_held_the_code_still_resumes(tutorial_run):
+    """Files without extra/target and extra/opt_level (nor the history, which train does without) resume; no note
+    is said about the code, which they do not record."""
+    from relax_mlir.training import run
+    from relax_mlir.training.config import TrainConfig
+
+    tmp, _ = tutorial_run
+    with np.load(tmp / "full.npz") as f:
+        assert (str(f["extra/target"]), int(f["extra/opt_level"])) == ("cpu", 2)  # what a run now writes
+    path = _record(tmp, target=None, opt_level=None, epoch_loss=None, accuracy=None, seconds=None, step_loss=None)
+    ckpt = run._read_resume(path)
+    assert run._other_code(TrainConfig(target="numpy", resume=path), ckpt.extra) is None
+    code, out, err = _run("--resume", path, "--epochs", "5")
+    assert (code, err) == (0, "") and f"nothing to train: {path} holds 5 epochs, --epochs is 5" in out
+
+
+def test_resume_with_another_target_or_opt_level_is_allowed_with_a_note(tutorial_run, tmp_path):
+    """--target and --opt-level are not in the trajectory: the settings and data decide it, the code only rounds
+    floats otherwise (as PyTorch resumes a GPU checkpoint on the CPU). The run then matches the uninterrupted one up
+    to rounding, and says so; with the same code it stays bit for bit (test_resume_equals_uninterrupted_run)."""
+    from relax_mlir.training import run
+    from relax_mlir.training.config import TrainConfig
+
+    tmp, out = tutorial_run
+    part = str(tmp_path / "part.npz")
+    assert _run("--epochs", "4", "--save", part)[0] == 0
+    code, rest, err = _run("--resume", part, "--save", part, "--target", "numpy")
+    assert (code, err) == (0, "")
+    assert (f"note: {part} was written by a run with --target cpu --opt-level 2, this one uses --target numpy: the "
+            "same settings, but other code rounds floats differently, so the run matches an uninterrupted one up to "
+            "rounding, not bit for bit") in rest.splitlines()
+    full, resumed = _checkpoint(tmp / "full.npz"), _checkpoint(part)
+    assert sorted(full) == sorted(resumed)
+    for key in full:
+        if key.startswith(("param/", "optim/")):
+            np.testing.assert_allclose(resumed[key], full[key], rtol=1e-4, atol=1e-6, err_msg=key)
+    assert str(resumed["extra/target"]) == "numpy"  # the code of the run that wrote it last
+    extra = {"target": np.array("cpu"), "opt_level": np.array(2)}
+    assert run._other_code(TrainConfig(opt_level=0, resume="c.npz"), extra).startswith(
+        "note: c.npz was written by a run with --target cpu --opt-level 2, this one uses --target cpu --opt-level 0:")
+    assert run._other_code(TrainConfig(target="llvm", resume="c.npz"), extra) is None  # (the same code)
+    assert run._other_code(TrainConfig(target="numpy", opt_level=0, resume="c.npz"),
+                           {"target": np.array("interpreter"), "opt_level": np.array(3)}) is None

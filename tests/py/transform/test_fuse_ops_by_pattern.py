@@ -137,3 +137,52 @@ class Module:
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
     np.testing.assert_allclose(rm.interpret(out, "main", x, w), x @ w, rtol=1e-6)
+
+
+ENTRY = (r"a FusionPattern or a tuple \(name, pattern\[, annotations\[, check\]\]\): name a str; pattern a dpl "
+         r"Pattern or its text \(dpl.parse_pattern\); annotations a dict of names to Patterns \(or their text\), or "
+         r"None; check a function of a PatternCheckContext returning whether to fuse, or None")
+
+
+@pytest.mark.parametrize("patterns, error, message", [
+    ([("a", "relax.add(_, _)", 5)], TypeError, r"patterns\[0\]: the annotations \(element 2\) are 5 \(int\); "
+                                                r"expected a dict of names to Patterns \(or their text\), or None\. "
+                                                r"Each entry is " + ENTRY + "$"),
+    ([("dense", DENSE), (1, "_")], TypeError, r"patterns\[1\]: the name \(element 0\) is 1 \(int\); expected a str"),
+    ([("a", 5)], TypeError, r"patterns\[0\]: the pattern \(element 1\) is 5 \(int\); expected a dpl Pattern or its "
+                            r"text, such as 'relax.add\(_, _\)'$"),
+    ([("a", "_", None, 3)], TypeError, r"patterns\[0\]: the check \(element 3\) is 3 \(int\); expected a function"),
+    ([("a", "_", {"x": 3})], TypeError, r"patterns\[0\]: annotation 'x' is 3 \(int\); expected a dpl Pattern"),
+    ([("a", "_", {0: "_"})], TypeError, r"patterns\[0\]: the annotations \(element 2\) have the key 0 \(int\)"),
+    ([("a", "_", {}, None, 5)], TypeError, r"patterns\[0\] is \('a', '_', \{\}, None, 5\) \(tuple\); expected "
+                                           + ENTRY + "$"),
+    ([("a", "relax.nope(_)")], ValueError, r"patterns\[0\]: the pattern \(element 1\): pattern 'relax.nope\(_\)': "
+                                           r"no op named 'relax.nope'$"),
+    (5, TypeError, r"patterns is 5 \(int\); expected a list of patterns, each " + ENTRY + "$"),
+])
+def test_a_bad_pattern_entry_is_named_with_what_each_element_may_be(patterns, error, message):
+    """Annotations 5 said only "'int' object is not iterable" (from dict(5)), naming neither the pass, the entry
+    nor what a pattern tuple holds."""
+    with pytest.raises(error, match="^FuseOpsByPattern: " + message):
+        transform.FuseOpsByPattern(patterns)
+
+
+def test_a_bad_pattern_entry_through_relax_mlir_opt_is_one_line(tmp_path, capsys):
+    from relax_mlir.cli import main
+
+    path = tmp_path / "m.py"
+    path.write_text(SOURCE)
+    assert main(["opt", str(path), "--passes", "FuseOpsByPattern(patterns=[('a', 'relax.add(_, _)', 5)])"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("relax-mlir opt: error: --passes: FuseOpsByPattern: patterns[0]: "
+                                                   "the annotations (element 2) are 5 (int); expected a dict")
+
+
+def test_pattern_entries_may_be_lists_and_annotations_text():
+    """Annotations as text (relax-mlir opt can give only text) match as the Patterns they parse to; a list entry is
+    read as the tuple."""
+    seen = []
+    entry = ["dense", "relax.add(relax.matmul(_, _), _)", {"product": "relax.matmul(_, _)"},
+             lambda ctx: seen.append(ctx.annotated_expr["product"].op.name) or True]
+    fused = transform.FuseOpsByPattern([entry])(from_source(SOURCE))
+    assert sorted(fused) == ["fused_dense", "fused_dense_1", "main"] and seen == ["relax.matmul"] * 2
