@@ -46,7 +46,7 @@ def soak_steps(steps: int) -> list[tuple[int, float]]:
     y = rng.integers(0, 10, batch).astype(np.int64)
     points = []
     for step in range(steps + 1):
-        if step % (steps // 10) == 0:
+        if step % max(1, steps // 10) == 0:
             points.append((step, rss_mb()))
         trainer.update_params(x, y)
         if step % 1000 == 0:
@@ -74,7 +74,7 @@ def soak_compiles(compiles: int) -> list[tuple[int, float]]:
     x = np.ones((16, 16), np.float32)
     points = []
     for i in range(compiles + 1):
-        if i % (compiles // 10) == 0:
+        if i % max(1, compiles // 10) == 0:
             gc.collect()
             points.append((i, rss_mb()))
         c = 1.0 + i / 1024

@@ -44,7 +44,7 @@ from .ir.visitor import ExprMutator
 from .op.registry import Op, get_op
 
 __all__ = ["Pattern", "wildcard", "is_op", "is_const", "is_var", "is_tuple", "is_tuple_get_item", "is_expr",
-           "rewrite_call", "parse_pattern", "PatternContext", "rewrite_bindings"]
+           "has_dtype", "has_shape", "has_attr", "rewrite_call", "parse_pattern", "PatternContext", "rewrite_bindings"]
 
 
 class Pattern:
@@ -204,6 +204,19 @@ def is_tuple_get_item(tuple_value: Any, index: Optional[int] = None) -> Pattern:
 
 def is_expr(expr: Expr) -> Pattern:
     return ExprPattern(expr)
+
+
+# TVM's module-level forms of the pattern methods: the constraint on ``pattern``, or on any expression.
+def has_dtype(dtype: str, pattern: Optional[Pattern] = None) -> Pattern:
+    return _pattern(wildcard() if pattern is None else pattern).has_dtype(dtype)
+
+
+def has_shape(shape: Sequence[Any], pattern: Optional[Pattern] = None) -> Pattern:
+    return _pattern(wildcard() if pattern is None else pattern).has_shape(shape)
+
+
+def has_attr(attrs: Mapping[str, Any], pattern: Optional[Pattern] = None) -> Pattern:
+    return _pattern(wildcard() if pattern is None else pattern).has_attr(attrs)
 
 
 def parse_pattern(text: str) -> Pattern:

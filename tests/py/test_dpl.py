@@ -8,7 +8,8 @@ import pytest
 
 import relax_mlir as rm
 from relax_mlir import op as R
-from relax_mlir.dpl import is_const, is_expr, is_op, is_tuple, is_tuple_get_item, is_var, rewrite_call, wildcard
+from relax_mlir.dpl import (has_attr, has_dtype, has_shape, is_const, is_expr, is_op, is_tuple, is_tuple_get_item,
+                            is_var, rewrite_call, wildcard)
 from relax_mlir.ir import IRModule, check_well_formed
 from relax_mlir.script import from_source
 
@@ -76,6 +77,16 @@ def test_combinators_and_constraints(func):
     assert is_var("x").match(func.params[0]) and not is_var("w").match(func.params[0])
     with pytest.raises(TypeError, match="expected a pattern or a Relax expression, got int"):
         is_op("relax.add")(1, wildcard())
+
+
+def test_tvms_module_level_constraints_are_the_methods(func):
+    b, s = _binding(func, "b").value, _binding(func, "s").value
+    assert has_dtype("float32").match(b) and not has_dtype("int64").match(b)
+    assert has_shape((2, 4)).match(b) and not has_shape((2, 3)).match(b)
+    assert has_dtype("float32", is_op("relax.add")(wildcard(), wildcard())).match(b)
+    assert not has_dtype("float32", is_op("relax.multiply")(wildcard(), wildcard())).match(b)
+    assert has_attr({"axis": [1]}, is_op("relax.sum")(wildcard())).match(s)
+    assert not has_attr({"axis": [0]}, is_op("relax.sum")(wildcard())).match(s)
 
 
 def test_rewrite_call_keeps_the_values(func):
