@@ -60,7 +60,9 @@ class Gradient(Pass):
     """Reverse-mode AD: ``Gradient(func_name, require_grads=None, target_index=0)``.
 
     ``func_name`` is the function's name or ``GlobalVar``. ``require_grads`` is a Var or a list of Vars: parameters
-    of the function or variables it binds; by default every parameter with a float type. The target is the return
+    of the function or variables it binds; by default every parameter with a float type. A name (a ``str``) stands
+    for the parameter, or else the bound variable, of that name: the only way to name one on the command line
+    (``relax-mlir opt --passes 'Gradient(func_name="main", require_grads=["w"])'``). The target is the return
     value, or its ``target_index``-th field when the function returns a tuple; it must be a float scalar.
 
     Example, applied as ``Gradient("main")``::
@@ -109,13 +111,13 @@ class Gradient(Pass):
     name = "Gradient"
 
     func_name: Union[str, GlobalVar]
-    require_grads: Union[Var, Sequence[Var], None] = None
+    require_grads: Union[Var, str, Sequence[Union[Var, str]], None] = None
     target_index: int = 0
 
     def __post_init__(self):
         if isinstance(self.func_name, GlobalVar):
             object.__setattr__(self, "func_name", self.func_name.name_hint)
-        if isinstance(self.require_grads, Var):
+        if isinstance(self.require_grads, (Var, str)):
             object.__setattr__(self, "require_grads", [self.require_grads])
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
@@ -214,8 +216,10 @@ class _Differentiator:
             self.fail("require_grads is empty: name at least one parameter (or None for every float parameter)")
         out: list[Var] = []
         for v in require_grads:
+            if isinstance(v, str):
+                v = self._named(v, params)
             if not isinstance(v, Var):
-                self.fail(f"require_grads must hold Vars, got {type(v).__name__}")
+                self.fail(f"require_grads must hold Vars (or their names), got {type(v).__name__}")
             if v not in params and v not in self.binding_of:
                 self.fail(f"require_grads: {v.name_hint!r} is neither a parameter nor a variable bound in the "
                           "function")
@@ -226,6 +230,15 @@ class _Differentiator:
                           "only float tensors (or tuples of them) have gradients")
             out.append(v)
         return out
+
+    def _named(self, name: str, params: list[Var]) -> Var:
+        """The parameter named ``name``, or else the one variable the function binds under that name."""
+        found = [p for p in params if p.name_hint == name] or [v for v in self.binding_of if v.name_hint == name]
+        if len(found) != 1:
+            where = "no parameter or bound variable" if not found else f"{len(found)} bound variables"
+            self.fail(f"require_grads: the function has {where} named {name!r} (its parameters: "
+                      f"{', '.join(p.name_hint for p in params) or 'none'})")
+        return found[0]
 
     # -- analysis -----------------------------------------------------------------------------------
     def _checkpointed(self) -> set[Var]:

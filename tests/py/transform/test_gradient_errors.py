@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import relax_mlir as rm
 from relax_mlir import op, transform
 from relax_mlir.ir import BlockBuilder, TensorStructInfo, Var, const
 from relax_mlir.op.registry import Op, Sample
@@ -160,3 +161,21 @@ class M:
         transform.Gradient("main")(mod)
     with pytest.raises(GradientError, match=r"Gradient\(declared\): .* \(it is declared pure=False\)"):
         transform.Gradient("declared")(mod)
+
+
+def test_require_grads_by_name_is_the_parameter_or_bound_variable_of_that_name():
+    """Names are how the command line gives them (``--passes 'Gradient(func_name="main", require_grads=["w"])'``)."""
+    x, w = _x(name="x"), _x(name="w")
+    mod = _module(lambda bb: bb.emit_output(op.sum(bb.emit(op.multiply(x, w), name_hint="lv"))), [x, w])
+    by_var = transform.Gradient("main", require_grads=[w])(mod)["main_adjoint"]
+    by_name = transform.Gradient("main", require_grads=["w"])(mod)["main_adjoint"]
+    assert len(by_name.ret_struct_info.fields[1].fields) == 1
+    xs, ws = np.arange(3, dtype=np.float32), np.full(3, 2.0, np.float32)
+    for adjoint in (by_var, by_name):
+        loss, (grad,) = rm.interpret(rm.ir.IRModule({"f": adjoint}), "f", xs, ws)
+        np.testing.assert_array_equal(grad, xs)  # d sum(x * w) / dw = x
+    bound = transform.Gradient("main", require_grads="lv")(mod)["main_adjoint"]
+    assert bound.ret_struct_info.fields[1].fields[0].shape == (3,)
+    with pytest.raises(GradientError, match=r"require_grads: the function has no parameter or bound variable "
+                                            r"named 'q' \(its parameters: x, w\)"):
+        transform.Gradient("main", require_grads=["q"])(mod)
