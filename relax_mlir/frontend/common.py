@@ -124,6 +124,8 @@ def split_pieces(x: Expr, axis: int, sizes: Sequence[int]) -> list[Expr]:
     """The pieces of ``x`` along ``axis``, of ``sizes`` (PyTorch's ``split``, ONNX's ``Split``)."""
     from .. import op
 
+    if len(sizes) == 1:  # one piece: Relax's (TVM's) split returns the data itself, not a tuple
+        return [x]
     bounds = [int(b) for b in np.cumsum(sizes)[:-1]]
     pieces = op.split(x, indices_or_sections=bounds, axis=axis)
     return [TupleGetItem(pieces, i) for i in range(len(sizes))]

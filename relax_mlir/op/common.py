@@ -25,7 +25,8 @@ def broadcast_shapes(*shapes: Optional[Sequence[Dim]]) -> Optional[tuple[Dim, ..
 
     A symbolic dim against an int ``k > 1``, or two different symbolic dims, are refused: at run time the
     symbolic one could be 1 (and broadcast) or equal the other, two programs that compiled code cannot both be;
-    ``R.match_cast`` the operand to the size it has first.
+    ``R.match_cast`` the operand to the size it has first. ``k`` against ``k + 1`` is refused so too: never equal,
+    yet either may be 1 (``k = 1``, ``k = 0``), which leaves the output size unknown (TVM infers the rank only).
     """
     if any(s is None for s in shapes):
         return None
@@ -100,9 +101,12 @@ def require_ndim(s: TensorStructInfo, ndims, what: str = "input") -> None:
 
 
 def check_dims_match(a: Dim, b: Dim, message: str) -> None:
-    """Statically different ints are an error; symbolic dims are assumed equal, as TVM does. Compiled code checks
-    the assumption at run time (``backend/legalize/size_checks.py``: a ValueError), the interpreter as it runs."""
-    if isinstance(a, int) and isinstance(b, int) and a != b:
+    """Sizes that differ whatever their variables' values are an error: different ints, and symbolic sizes whose
+    difference is a nonzero constant (``k`` and ``k + 1``), which TVM's analyzer also proves unequal. Other symbolic
+    sizes are assumed equal, as TVM does: compiled code checks the assumption at run time
+    (``backend/legalize/size_checks.py``: a ValueError), the interpreter as it runs."""
+    difference = a - b
+    if isinstance(difference, int) and difference != 0:
         fail(message)
 
 

@@ -56,14 +56,30 @@ def _from_shape_canon(attrs: dict) -> dict:
     return _fill_canon(canonical_dtype(dict(attrs, shape=shape_attr(attrs["shape"]))))
 
 
-def _fill_canon(attrs: dict, value_dtype: bool = True) -> dict:
-    """TVM passes the fill value as a scalar constant (``R.const(1.5, "float32")``): its number is the value, and
-    (``value_dtype``: full's, not full_like's, whose default is the input's) its dtype the default dtype."""
-    value = attrs.get("fill_value")
+def _scalar_fill(value):
+    """(number, dtype) of a fill value given as a scalar expression, or None: a 0-d array (the parser's
+    ``R.const(1.5, "float32")``), a 0-d ``Constant`` (``relax.const`` in the Python API) or a ``PrimValue``
+    holding a number (``R.prim_value(2)``; a size variable is no attribute)."""
+    from ..ir.expr import Constant, PrimValue
+
+    if isinstance(value, Constant):
+        value = value.data
     if isinstance(value, (np.ndarray, np.generic)) and np.ndim(value) == 0:
-        attrs = dict(attrs, fill_value=np.asarray(value).item())
+        return np.asarray(value).item(), str(np.asarray(value).dtype)
+    if isinstance(value, PrimValue) and isinstance(value.value, (int, float, np.generic)):
+        return (value.value.item() if isinstance(value.value, np.generic) else value.value), value.dtype
+    return None
+
+
+def _fill_canon(attrs: dict, value_dtype: bool = True) -> dict:
+    """TVM passes the fill value as a scalar expression (``R.const(1.5, "float32")``, a ``PrimValue``): its number
+    is the value, and (``value_dtype``: full's, not full_like's, whose default is the input's) its dtype the
+    default dtype."""
+    scalar = _scalar_fill(attrs.get("fill_value"))
+    if scalar is not None:
+        attrs = dict(attrs, fill_value=scalar[0])
         if value_dtype and attrs.get("dtype") is None:
-            attrs["dtype"] = str(np.asarray(value).dtype)
+            attrs["dtype"] = scalar[1]
     return attrs
 
 

@@ -336,19 +336,35 @@ def _split_check(attrs: dict) -> None:
         fail(f"split indices {spec} must be non-negative and ascending")
 
 
+def _split_whole(spec) -> bool:
+    """One piece (one section, or no index): TVM's split returns the data itself then, a tensor, not a tuple."""
+    return spec == 1 or spec == ()
+
+
+def section_sizes(d: sym.Dim, sections: int) -> list[sym.Dim]:
+    """TVM's sections of a size ``d``: ``sections - 1`` pieces of ``ceil(d / sections)``, the last one what is left
+    (``10`` in 3: ``4, 4, 2``; ``n`` in 2: ``(n + 1) // 2, n - (n + 1) // 2``). Where the full pieces alone pass
+    the end (``5`` in 4: ``2, 2, 2`` leave ``-1``) there is no such split."""
+    piece = sym.floor_div(d + sections - 1, sections)
+    return [piece] * (sections - 1) + [d - piece * (sections - 1)]
+
+
 def _split_infer(args, attrs):
     (x,) = args
     spec = attrs["indices_or_sections"]
+    if x.ndim != -1:  # a bad axis is refused even where the data comes back whole, as TVM does
+        axis = normalize_axis(attrs["axis"], x.ndim)
+    if _split_whole(spec):
+        return x
     count = spec if isinstance(spec, int) else len(spec) + 1
     if x.ndim == -1 or x.shape is None:
         return TupleStructInfo([_T(None, x.dtype, x.ndim)] * count)
-    axis = normalize_axis(attrs["axis"], x.ndim)
     d = x.shape[axis]
     if isinstance(spec, int):
-        size = sym.exact_div(d, spec)
-        if size is None:
-            fail(f"cannot split axis {axis} of {fmt(x.shape)} (size {d}) into {spec} equal sections")
-        sizes = [size] * spec
+        sizes = section_sizes(d, spec)
+        if isinstance(sizes[-1], int) and sizes[-1] < 0:
+            fail(f"cannot split axis {axis} of {fmt(x.shape)} (size {d}) into {spec} sections: {spec - 1} of "
+                 f"ceil({d} / {spec}) = {sizes[0]} already take {d - sizes[-1]}")
     else:
         bounds = [0, *spec]
         if isinstance(d, int):  # Python slicing clamps indices past the end
@@ -359,32 +375,60 @@ def _split_infer(args, attrs):
     return TupleStructInfo([_T(x.shape[:axis] + (s,) + x.shape[axis + 1:], x.dtype) for s in sizes])
 
 
+def _split_ref(x, indices_or_sections, axis):
+    """The pieces as slices of ``x`` (``x`` itself for one piece); sections as :func:`section_sizes` says."""
+    if _split_whole(indices_or_sections):
+        return x
+    if not isinstance(indices_or_sections, int):
+        return tuple(np.split(x, list(indices_or_sections), axis))
+    d = x.shape[axis]
+    sizes = section_sizes(d, indices_or_sections)
+    if sizes[-1] < 0:  # a symbolic size whose value leaves no such split
+        raise ValueError(f"axis {axis} of size {d} cannot be split into {indices_or_sections} sections: "
+                         f"{indices_or_sections - 1} of ceil({d} / {indices_or_sections}) = {sizes[0]} already "
+                         f"take {d - sizes[-1]}")
+    return tuple(np.split(x, np.cumsum(sizes[:-1]).tolist(), axis))
+
+
 def _split_grad(orig, call, grad):
     if not gu.is_float_expr(call.args[0]):
         return [None]
+    if _split_whole(call.attrs["indices_or_sections"]):
+        return [grad]
     pieces = list(grad.fields) if isinstance(grad, Tuple) else list(grad)
     return [pieces[0] if len(pieces) == 1 else concat(pieces, call.attrs["axis"])]
 
 
+def _split_unwrapped(call: Call) -> Optional[Expr]:
+    """The export's rewrite of a split into one piece: the data itself (the dialect op makes tuples)."""
+    return call.args[0] if _split_whole(call.attrs["indices_or_sections"]) else None
+
+
 split = register(Op(
     name="relax.split", lowering="shape:split", inputs=("x",), attrs={"indices_or_sections": REQUIRED, "axis": 0},
-    unsigned="agnostic",
+    unsigned="agnostic", export_rewrite=_split_unwrapped,
     infer=_split_infer, canonicalize=_split_canon, check_attrs=_split_check, gradient=_split_grad,
-    reference=lambda x, indices_or_sections, axis: tuple(np.split(
-        x, indices_or_sections if isinstance(indices_or_sections, int) else list(indices_or_sections), axis)),
+    reference=_split_ref,
     samples=[Sample([_T((4, 3), "float32")], {"indices_or_sections": 2}),
              Sample([_T((2, 6), "int32")], {"indices_or_sections": 3, "axis": -1}),
+             Sample([_T((2, 10, 4), "float32")], {"indices_or_sections": 3, "axis": 1}),  # 4, 4, 2
+             Sample([_T((5, 2), "float64")], {"indices_or_sections": 3}),  # 2, 2, 1
+             Sample([_T((3,), "float32")], {"indices_or_sections": 4}),  # 1, 1, 1, 0
+             Sample([_T(("n", 3), "float32")], {"indices_or_sections": 3}),  # (n + 2) // 3, ..., n - 2 * that
              Sample([_T((2, 7), "float32")], {"indices_or_sections": (2, 5), "axis": 1}),
              Sample([_T((5,), "float64")], {"indices_or_sections": (2, 9)}),
              Sample([_T(("n", 6), "float32")], {"indices_or_sections": (1, 4), "axis": 1}),
              Sample([_T(("n", 6), "float32")], {"indices_or_sections": (1,)}),
-             Sample([_T(("n", 4), "float32")], {"indices_or_sections": 1})],
-    bad_samples=[BadSample([_T((5, 3), "float32")], {"indices_or_sections": 2},
-                           r"cannot split axis 0 of \(5, 3\) \(size 5\) into 2 equal sections"),
-                 BadSample([_T(("n",), "float32")], {"indices_or_sections": 2}, r"size n\) into 2 equal"),
+             Sample([_T(("n", 4), "float32")], {"indices_or_sections": 1}),
+             Sample([_T((2, 3), "float32")], {"indices_or_sections": (), "axis": 1})],
+    bad_samples=[BadSample([_T((5, 3), "float32")], {"indices_or_sections": 4},
+                           r"cannot split axis 0 of \(5, 3\) \(size 5\) into 4 sections: 3 of ceil\(5 / 4\) = 2 "
+                           r"already take 6"),
                  BadSample([_T((5,), "float32")], {"indices_or_sections": 0}, r"must be positive, got 0"),
                  BadSample([_T((5,), "float32")], {"indices_or_sections": (3, 1)}, r"non-negative and ascending"),
                  BadSample([_T((5,), "float32")], {"indices_or_sections": 2, "axis": 1}, r"axis 1 is out of range"),
+                 BadSample([_T((5,), "float32")], {"indices_or_sections": 1, "axis": 1}, r"axis 1 is out of range"),
                  BadSample([_T((), "float32")], {"indices_or_sections": 1}, r"out of range for a tensor of rank 0")],
-    doc="Split along ``axis`` into ``indices_or_sections`` equal parts (an int that must divide the size) "
-        "or at the ascending indices given (a tuple); returns a tuple of tensors."))
+    doc="Split along ``axis`` into ``indices_or_sections`` sections (an int: as TVM, pieces of ``ceil(size / "
+        "sections)``, the last one what is left, 10 in 3 is 4, 4, 2) or at the ascending indices given (a tuple); "
+        "returns a tuple of tensors, or the data itself for one section or no index (TVM's struct info)."))

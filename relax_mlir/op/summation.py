@@ -5,7 +5,8 @@ The subscripts are parsed once into one label list per operand and one for the o
 leading dims in every operand (right-aligned); a size-1 dim broadcasts against its label's size, as in NumPy. The backend lowers a call
 to one ``linalg.generic`` whose indexing maps are the label lists (``legalize/linalg.py: einsum``). The gradient
 of an operand is again an einsum: the other operands and the output's adjoint contracted to the operand's
-labels; labels only that operand has are broadcast back, and ellipsis dims it broadcast are summed back.
+labels; labels only that operand has (or that the others have as size-1 dims) are broadcast back, and dims it
+broadcast (size 1 against a label's ``n``) are summed back.
 """
 
 from __future__ import annotations
@@ -112,8 +113,13 @@ def _reference(operands, subscripts):
 
 
 def _operand_grad(spec: Spec, i: int, tensors, grad, shapes):
-    """The adjoint of operand ``i``: an einsum of the others and ``grad`` to its (distinct) labels; labels no
-    other term has are broadcast; a repeated label (a diagonal) is spread back with identity matrices."""
+    """The adjoint of operand ``i``: an einsum of the others and ``grad`` to its (distinct) labels, broadcast to
+    the labels' sizes, spread back onto its diagonals (a repeated label) with identity matrices, then summed down
+    to the operand's shape.
+
+    The broadcast covers labels no other term has, and labels every other term has as a size-1 dim while this
+    operand has them as ``n``: in both, the output does not depend on where along the label the operand's element
+    is. The sum covers the reverse: a size-1 dim of this operand broadcast to the label's ``n``."""
     from . import broadcast_to, einsum as einsum_op, expand_dims
 
     mine = spec.inputs[i]
@@ -123,9 +129,11 @@ def _operand_grad(spec: Spec, i: int, tensors, grad, shapes):
     kept = "".join(c for c in unique if c in seen)
     g = einsum_op([t for j, t in enumerate(tensors) if j != i] + [grad], ",".join(others) + "->" + kept)
     sizes = label_sizes(spec, shapes)
-    if kept != unique:  # labels only this operand has: the output does not depend on where along them
+    full = tuple(sizes[c] for c in unique)
+    if kept != unique:
         g = expand_dims(g, tuple(a for a, c in enumerate(unique) if c not in seen))
-        g = broadcast_to(g, tuple(sizes[c] for c in unique))
+    if kept != unique or tuple(gu.shape_of(g, "relax.einsum gradient")) != full:
+        g = broadcast_to(g, full)
     if unique != mine:
         g = _spread_diagonal(g, unique, mine, sizes, spec)
     return gu.unbroadcast(g, tensors[i].struct_info)

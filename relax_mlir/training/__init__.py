@@ -4,6 +4,7 @@ from .remat import checkpoint, checkpoint_sequential
 from .loss import CategoricalCrossEntropyLoss, CrossEntropyLoss, L1Loss, Loss, MSELoss
 from .optimizer import SGD, Adam, AdamW, MomentumSGD, Optimizer
 from .utils import append_loss
+from ..transform.append_loss import AppendLoss  # TVM's relax.training.AppendLoss: the pass, one object
 from .setup_trainer import SetupTrainer
 from .trainer import Trainer
 from .nan_policy import NonFiniteError

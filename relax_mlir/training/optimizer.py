@@ -6,9 +6,10 @@
 
 The function is ``name(params: Tuple, gradients: Tuple, optim_states: Tuple) -> (params_new, optim_states_new)``
 with one dataflow block and ``global_symbol`` = the optimizer's name. ``opt.state`` is the initial state, a tuple
-of NumPy arrays; it always starts with ``num_steps`` (int64, 0-d). Hyper-parameters become scalar constants of
-the parameters' dtype, written first in multiplications (``multiply(lr, g)``); ``1 - beta`` and ``1 - dampening``
-are computed with ``Decimal`` so that ``1 - 0.9`` is the constant ``0.1``. The exact formulas are in
+of NumPy arrays that answer ``.numpy()`` as TVM's do (:class:`~relax_mlir.training.trainer.NDArray`); it always
+starts with ``num_steps`` (int64, 0-d). Hyper-parameters become scalar constants of the parameters' dtype,
+written first in multiplications (``multiply(lr, g)``); ``1 - beta`` and ``1 - dampening`` are computed with
+``Decimal`` so that ``1 - 0.9`` is the constant ``0.1``. The exact formulas are in
 ``shared/reference/training_semantics.md``; AdamW (decoupled weight decay) is beyond TVM.
 """
 
@@ -24,6 +25,7 @@ from ..ir.block_builder import BlockBuilder
 from ..ir.dtype import is_float, to_numpy
 from ..ir.expr import Constant, Expr, Function, Tuple, TupleGetItem, Var, const
 from ..ir.struct_info import TensorStructInfo, TupleStructInfo
+from .trainer import NDArray
 
 __all__ = ["Optimizer", "SGD", "MomentumSGD", "Adam", "AdamW"]
 
@@ -90,7 +92,8 @@ class Optimizer:
         # As TVM: anything but a Python list (or tuple) is one parameter, so a relax Tuple fails the Var check.
         params = list(params) if isinstance(params, (list, tuple)) else [params]
         self._set_params_and_dtype(params)
-        self.state = tuple(self._initial_state())
+        # NDArray views (NumPy arrays with .numpy()), as TVM's optimizer state answers opt.state[0].numpy().
+        self.state = tuple(np.asarray(a).view(NDArray) for a in self._initial_state())
         return self
 
     def _set_params_and_dtype(self, params: list) -> None:

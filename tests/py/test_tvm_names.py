@@ -157,3 +157,50 @@ def test_tvm_ir_and_irmodule_from_expr():
     assert tvm.ir.structural_equal(mod, mod) and tvm.ir.structural_hash(mod) == tvm.ir.structural_hash(mod)
     with pytest.raises(TypeError, match="from_expr: expected a relax Function"):
         tvm.IRModule.from_expr(mod)
+
+
+def test_training_append_loss_is_the_pass():
+    # TVM: from tvm.relax.training import AppendLoss; relax.training.AppendLoss(...) in test_training_loss.
+    from relax_mlir.training import AppendLoss
+    from relax_mlir.transform import AppendLoss as Pass
+
+    assert relax.training.AppendLoss is AppendLoss is Pass
+
+
+@pytest.mark.parametrize("count_include_pad", [False, True])
+def test_max_pool2d_takes_tvms_count_include_pad_and_ignores_it(count_include_pad):
+    # TVM's signature: (data, pool_size, strides, padding, dilation, ceil_mode, count_include_pad, layout,
+    # out_layout). Max pooling ignores count_include_pad: padding never wins the max.
+    import relax_mlir
+    from relax_mlir.transform import Gradient
+
+    x = relax.Var("x", relax.TensorStructInfo((1, 2, 5, 5), "float64"))
+    by_keyword = relax.op.nn.max_pool2d(x, (3, 3), strides=(2, 2), padding=(1, 1), count_include_pad=count_include_pad)
+    by_position = relax.op.nn.max_pool2d(x, (3, 3), (2, 2), (1, 1), (1, 1), False, count_include_pad, "NCHW")
+    assert by_keyword.attrs == by_position.attrs and by_keyword.attrs["count_include_pad"] is count_include_pad
+    assert by_keyword.struct_info == relax.TensorStructInfo((1, 2, 3, 3), "float64")
+    with pytest.raises(ValueError, match=r"layout must be one of 'NCHW', 'NHWC', got 'NCDHW'"):
+        relax.op.nn.max_pool2d(x, (3, 3), layout="NCDHW")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            pooled = bb.emit_output(by_keyword)
+        bb.emit_func_output(pooled)
+    with bb.function("loss", [x]):
+        with bb.dataflow():
+            loss = bb.emit_output(relax.op.sum(by_keyword))
+        bb.emit_func_output(loss)
+    mod = Gradient("loss")(bb.get())
+    data = np.random.default_rng(0).standard_normal((1, 2, 5, 5))
+    padded = np.pad(data, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    want, want_grad = np.empty((1, 2, 3, 3)), np.zeros((1, 2, 5, 5))
+    for c, i, j in np.ndindex(2, 3, 3):
+        window = padded[0, c, 2 * i:2 * i + 3, 2 * j:2 * j + 3]
+        want[0, c, i, j] = window.max()
+        r, q = np.unravel_index(window.argmax(), (3, 3))
+        want_grad[0, c, 2 * i + r - 1, 2 * j + q - 1] += 1.0  # back to unpadded coordinates
+    vm = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())
+    np.testing.assert_array_equal(vm["main"](data).numpy(), want)
+    np.testing.assert_array_equal(relax_mlir.interpret(mod, "main", data), want)
+    np.testing.assert_array_equal(relax_mlir.interpret(mod, "loss_adjoint", data)[1][0], want_grad)
+    np.testing.assert_array_equal(np.asarray(vm["loss_adjoint"](data)[1][0]), want_grad)

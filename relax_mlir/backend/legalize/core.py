@@ -441,9 +441,18 @@ def cast_elements(value: ir.Value, t: ir.Type) -> ir.Value:
     return map_elementwise([value], tensor_type(sizes, t), lambda v: convert(v, t), sizes)
 
 
+def writes_nothing(src: ir.Value, dest: ir.Value) -> bool:
+    """Whether inserting ``src`` into ``dest`` writes no element, known statically: either has a static 0-size
+    dim. Such an insert is ``dest`` itself; as a ``tensor.insert_slice`` the verifier would refuse it (an offset
+    0 into a 0-size dim is out of bounds)."""
+    return any(d == 0 for v in (src, dest) for d in ir.RankedTensorType(v.type).shape)
+
+
 def insert_strided(src: ir.Value, dest: ir.Value, offsets: Sequence[Size], strides: Sequence[int]) -> ir.Value:
     """``dest`` with ``src`` written at ``offsets`` every ``strides`` elements (``tensor.insert_slice``)."""
     sizes = sizes_of(src)
+    if writes_nothing(src, dest):
+        return dest
     dyn = lambda vals: [v for v in vals if not isinstance(v, int)]  # noqa: E731
     stat = lambda vals: [v if isinstance(v, int) else DYN for v in vals]  # noqa: E731
     return tensor.insert_slice(src, dest, dyn(offsets), dyn(sizes), [], stat(offsets), stat(sizes), list(strides))

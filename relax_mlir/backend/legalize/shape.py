@@ -16,6 +16,7 @@ from mlir.dialects import arith, linalg, scf, tensor
 from .core import (DYN, Size, as_index, convert, dim, elem, empty, filled, generic, identity, is_bool,
                    is_float, loop_index, map_elementwise, norm_axes, sadd, scalar, sceildiv, sizes_of,
                    smax, smin, smul, sprod, ssub, tensor_type, amap)
+from ..error_slot import SHAPE_CHECK_PREFIX
 from . import core
 from .checks import guarded_extract, report_if, where
 from .size_checks import assumed_equal, unless_sizes
@@ -36,6 +37,8 @@ def extract_slice(src: ir.Value, offsets: Sequence[Size], sizes: Sequence[Size],
 
 def insert_slice(src: ir.Value, dest: ir.Value, offsets: Sequence[Size]) -> ir.Value:
     sizes = sizes_of(src)
+    if core.writes_nothing(src, dest):  # the verifier refuses an offset into a static 0-size dim
+        return dest
     (do, so), (ds, ss) = _mixed(offsets), _mixed(sizes)
     return tensor.insert_slice(src, dest, do, ds, [], so, ss, [1] * len(sizes))
 
@@ -115,8 +118,16 @@ def split(lc, op):
     axis = lc.attrs["axis"] % x.type.rank
     spec, d = lc.attrs["indices_or_sections"], dim(x, axis)
     if isinstance(spec, int):
-        step = d // spec if isinstance(d, int) else arith.divsi(d, as_index(spec))
-        bounds = [smul(step, i) for i in range(spec + 1)]
+        # TVM's sections: spec - 1 pieces of ceil(d / spec), the last one the rest. Inference refused a static size
+        # they pass; a dynamic one is checked here, and the bounds clamped to d so no piece reads past the end.
+        step = sceildiv(d, spec)
+        if not isinstance(d, int):
+            taken = smul(step, spec - 1)
+            report_if(op, arith.cmpi(arith.CmpIPredicate.sgt, taken, d), arith.index_cast(ir.IntegerType.get_signless(
+                64), d), as_index(axis), f"{SHAPE_CHECK_PREFIX}{where(op)}: relax.split: axis {{position}} of size "
+                      f"{{value}} cannot be split into {spec} sections: {spec - 1} of ceil({{value}} / {spec}) "
+                      f"already take {{extent}}", taken)
+        bounds = [smin(smul(step, i), d) for i in range(spec)] + [d]
     else:
         bounds = [0] + [smin(b, d) for b in spec] + [d]
     outs = []

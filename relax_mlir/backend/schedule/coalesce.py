@@ -71,15 +71,22 @@ def _breaks(value: ir.Value) -> set[int]:
     return {p for p in range(source.rank - 1) if not (full[p + 1] and strides[p] == 1)}
 
 
+def _projection(amap: ir.AffineMap) -> bool:
+    """Whether ``amap`` reads dims (each at most once) or constants only. A dim read twice (an einsum's diagonal,
+    ``(d0, d1, d1)``) walks the operand with a stride of a row plus one, which no collapse of adjacent dims keeps."""
+    dims = [e.position for e in amap.results if isinstance(e, ir.AffineDimExpr)]
+    plain = all(isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr)) for e in amap.results)
+    return plain and len(dims) == len(set(dims))
+
+
 def _plain(op: ir.Operation) -> bool:
-    """A generic whose maps read dims or constants only and whose body does not ask for loop indices."""
+    """A generic whose maps are projections (``_projection``) and whose body does not ask for loop indices."""
     if op.name != "linalg.generic" or any(name.startswith(_OWNED_PREFIX) for name in op.attributes):
         return False
     if not all(isinstance(v.type, ir.RankedTensorType) for v in list(op.operands) + list(op.results)):
         return False
-    for amap in indexing_maps(op):
-        if not all(isinstance(e, (ir.AffineDimExpr, ir.AffineConstantExpr)) for e in amap.results):
-            return False
+    if not all(_projection(amap) for amap in indexing_maps(op)):
+        return False
     return not ops_named(op, {"linalg.index"})
 
 

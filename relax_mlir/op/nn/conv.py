@@ -422,9 +422,9 @@ def _avg_pool_ref(data, **attrs):
 
 
 def _pool_attrs(avg: bool) -> dict:
-    # TVM's positional order; count_include_pad (avg only) sits between ceil_mode and layout.
-    attrs = {"pool_size": (1, 1), "strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "ceil_mode": False}
-    return dict(attrs, **({"count_include_pad": False} if avg else {}), layout="NCHW", out_layout=None)
+    # TVM's, in its positional order, for both (avg changes nothing): max_pool2d takes count_include_pad too.
+    return {"pool_size": (1, 1), "strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "ceil_mode": False,
+            "count_include_pad": False, "layout": "NCHW", "out_layout": None}
 
 
 _POOL_DOC = ("2-D {kind} pooling over NCHW or NHWC data (``layout``; ``out_layout`` defaults to it; NHWC is the NCHW "
@@ -484,9 +484,9 @@ max_pool2d = register(Op(
     inputs=("data",), attrs=_pool_attrs(avg=False), infer=_pool_infer(False), export_rewrite=_pool_in_nchw,
     canonicalize=_pool_canon, reference=_layout_reference(_max_pool_ref), gradient=_pool_grad("max_pool2d_backward"),
     samples=_pool_samples(("float32", "float64", "int32"), avg=False), bad_samples=_pool_bad(avg=False),
-    doc=_POOL_DOC.format(kind="max", extra="Padding never wins the max. Integer data allowed. Gradient: each "
-                         "window's output gradient goes to its first maximum in row-major window order "
-                         "(``relax.grad.max_pool2d_backward``).")))
+    doc=_POOL_DOC.format(kind="max", extra="Padding never wins the max (``count_include_pad``, in TVM's signature, "
+                         "changes nothing). Integer data allowed. Gradient: each window's output gradient goes to "
+                         "its first maximum in row-major window order (``relax.grad.max_pool2d_backward``).")))
 
 avg_pool2d = register(Op(
     name="relax.nn.avg_pool2d", lowering="nn:avg_pool2d", inputs=("data",), attrs=_pool_attrs(avg=True),

@@ -106,3 +106,54 @@ def test_a_cropped_slice_keeps_its_cut_dims_apart():
                                                                      "ins(%s : tensor<4x3x6x8xf32>)")
     whole = whole.replace("tensor<4x3x6x6xf32>", "tensor<4x3x6x8xf32>")
     assert groups(whole) == [[0, 1, 2, 3]]
+
+
+@pytest.mark.parametrize("subscripts,shapes", [
+    ("bii->bi", [(2, 3, 3)]), ("...ii->...i", [(2, 2, 4, 4)]), ("ijj->ij", [(3, 4, 4)]),
+    ("bij,bjj->bij", [(3, 5, 7), (3, 7, 7)]), ("bii->ib", [(64, 96, 96)])])
+def test_a_diagonal_read_is_not_coalesced(subscripts, shapes):
+    """An einsum's diagonal next to another loop reads its operand through ``(d0, d1, d1)``: loops d0 and d1 look
+    adjacent at the map's first d1, but the operand's last dim is d1 again, so no collapse of adjacent dims walks it.
+    Such a generic keeps its loops (it used to be planned past the operand's rank: IndexError); the values are
+    NumPy's, small and (the last, split across threads) large."""
+    from relax_mlir import BlockBuilder, TensorStructInfo, Var, op
+    from relax_mlir.ir.expr import Tuple
+
+    params = [Var(f"a{i}", TensorStructInfo(s, "float32")) for i, s in enumerate(shapes)]
+    bb = BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(op.einsum(Tuple(params), subscripts))
+        bb.emit_func_output(out)
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
+    got = rm.VirtualMachine(rm.compile(bb.get(), num_threads=2))["main"](*arrays)
+    np.testing.assert_allclose(got, np.einsum(subscripts, *arrays), rtol=1e-6, atol=1e-6)
+
+
+DIAGONAL = """
+#diag = affine_map<(d0, d1) -> (d0, d1, d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @main(%x: tensor<2x3x3xf32>) -> tensor<2x3xf32> {
+  %e = tensor.empty() : tensor<2x3xf32>
+  %r = linalg.generic {indexing_maps = [#diag, #id], iterator_types = ["parallel", "parallel"]}
+       ins(%x : tensor<2x3x3xf32>) outs(%e : tensor<2x3xf32>) {
+  ^bb0(%i: f32, %o: f32):
+    linalg.yield %i : f32
+  } -> tensor<2x3xf32>
+  return %r : tensor<2x3xf32>
+}
+"""
+
+
+def test_a_map_reading_a_dim_twice_is_not_planned():
+    from mlir import ir
+
+    from relax_mlir.backend.schedule.coalesce import coalesce, loop_groups
+
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(DIAGONAL)
+        found = []
+        module.operation.walk(lambda op: (found.append(op) if op.name == "linalg.generic" else None)
+                              or ir.WalkResult.ADVANCE)
+        assert loop_groups(found[0]) is None and not coalesce(found[0])

@@ -252,6 +252,7 @@ _MORE = {  # ATen ops real models use, each checked against PyTorch (values and 
     "max over a dim with its index": lambda x: torch.max(x * torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]), dim=1),
     "argmax and argmin": lambda x: (x.argmax(dim=0, keepdim=True), x.argmin(), x.argmax(1)),
     "chunk and split": lambda x: (*x.chunk(2, dim=1), *torch.split(x, [1, 2], dim=0)),
+    "one-piece chunk and split": lambda x: (*x.chunk(1, dim=0), *torch.split(x, [5], dim=1)),  # split: the data
     "pad": lambda x: torch.nn.functional.pad(x, (1, 2, 0, 1), value=0.5),
     "flip, index_select, repeat": lambda x: (x.flip([0, 1]), x.index_select(1, torch.tensor([4, 0, 0])),
                                             x.repeat(2, 1, 3)),
