@@ -101,7 +101,7 @@ def fold(expr: Expr) -> Expr:
     if any(v is None for v in values) or expr.op.reference is None or expr.op.name.startswith("relax.random"):
         return Call(expr.op, args, expr.attrs)
     value = expr.op.reference(*values, **dict(expr.attrs))
-    return const(np.asarray(value)) if not isinstance(value, tuple) else expr
+    return const(np.asarray(value), str(np.asarray(value).dtype)) if not isinstance(value, tuple) else expr
 
 
 def _known_tree(x: Expr):
@@ -213,7 +213,7 @@ def _layer_norm(node, xs):
     axes, normalized = list(range(axis, ndim_of(x))), _shape(x)[axis:]
     epsilon = float(node.attrs.get("epsilon", 1e-5))
     scale = xs[1] if _shape(xs[1]) == normalized else op.broadcast_to(xs[1], normalized)
-    bias = xs[2] if len(xs) > 2 and xs[2] is not None else const(np.zeros(normalized, dtype_of(x)))
+    bias = xs[2] if len(xs) > 2 and xs[2] is not None else const(np.zeros(normalized, dtype_of(x)), dtype_of(x))
     bias = bias if _shape(bias) == normalized else op.broadcast_to(bias, normalized)
     results: list[Optional[Expr]] = [op.nn.layer_norm(x, scale, bias, axes=axes, epsilon=epsilon)]
     if any(node.proto.output[1:]):
@@ -302,7 +302,7 @@ def _shape_of(node, xs):
     if not all(isinstance(d, int) for d in shape):
         raise node.fail(f"Shape of a tensor with symbolic dims {shape}; fix them with shape_dict")
     lo, hi = node.attrs.get("start", 0), node.attrs.get("end", len(shape))
-    return const(np.array(shape[lo:hi], np.int64))
+    return const(np.array(shape[lo:hi], np.int64), "int64")
 
 
 def _constant(node, xs):
@@ -310,11 +310,12 @@ def _constant(node, xs):
 
     a = node.attrs
     if "value" in a:
-        return const(numpy_helper.to_array(a["value"]).copy())
+        value = numpy_helper.to_array(a["value"]).copy()
+        return const(value, str(value.dtype))
     for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
                        ("value_ints", np.int64)):
         if key in a:
-            return const(np.array(a[key], dtype))
+            return const(np.array(a[key], dtype), np.dtype(dtype).name)
     raise node.fail(f"a Constant with {sorted(a)} is not supported")
 
 
@@ -322,7 +323,7 @@ def _constant_of_shape(node, xs):
     from onnx import numpy_helper
 
     fill = numpy_helper.to_array(node.attrs["value"]) if "value" in node.attrs else np.zeros(1, np.float32)
-    return const(np.full(_ints(node, xs[0], "the shape"), fill.reshape(-1)[0], fill.dtype))
+    return const(np.full(_ints(node, xs[0], "the shape"), fill.reshape(-1)[0], fill.dtype), str(fill.dtype))
 
 
 def _mod(node, xs):
@@ -330,7 +331,8 @@ def _mod(node, xs):
     both operands are known (shape arithmetic)."""
     known = [_known(x) for x in xs[:2]]
     if all(k is not None for k in known):
-        return const((np.fmod if node.attrs.get("fmod", 0) else np.mod)(*known))
+        folded = (np.fmod if node.attrs.get("fmod", 0) else np.mod)(*known)
+        return const(folded, str(folded.dtype))
     return (op.mod if node.attrs.get("fmod", 0) else op.floor_mod)(xs[0], xs[1])
 
 
@@ -388,7 +390,7 @@ def _split(node, xs):
     if sizes and sizes[-1] == 0 and sum(sizes) == n:  # an empty last chunk: Relax's split makes none
         empty = list(_shape(x))
         empty[axis] = 0
-        return split_pieces(x, axis, sizes[:-1]) + [const(np.zeros(empty, dtype_of(x)))]
+        return split_pieces(x, axis, sizes[:-1]) + [const(np.zeros(empty, dtype_of(x)), dtype_of(x))]
     return split_pieces(x, axis, sizes)
 
 
@@ -396,7 +398,7 @@ def _tile(node, xs):
     """``Tile``; a zero repeat (which Relax's ``tile`` refuses) makes an empty tensor, a constant."""
     repeats = _ints(node, xs[1], "repeats")
     if 0 in repeats:
-        return const(np.zeros([d * r for d, r in zip(_shape(xs[0]), repeats)], dtype_of(xs[0])))
+        return const(np.zeros([d * r for d, r in zip(_shape(xs[0]), repeats)], dtype_of(xs[0])), dtype_of(xs[0]))
     return op.tile(xs[0], repeats=repeats)
 
 
@@ -501,7 +503,7 @@ def _dropout(node, xs):
     if training and ratio > 0:
         return [TupleGetItem(op.nn.dropout(xs[0], rate=ratio), 0)] + [None] * (len(node.proto.output) - 1)
     # inference (or a zero ratio): the input as it is, and a mask that keeps everything
-    return [xs[0], const(np.ones(_shape(xs[0]), bool))][:len(node.proto.output)]
+    return [xs[0], const(np.ones(_shape(xs[0]), bool), "bool")][:len(node.proto.output)]
 
 
 def _gather(node, xs):
@@ -640,7 +642,7 @@ class _Signature:
                 self.arrays[var] = array
                 self.env[name] = var
             else:
-                self.env[name] = const(array)
+                self.env[name] = const(array, str(array.dtype))
 
     def _input(self, value, names: Names, shape_dict) -> Var:
         tensor = value.type.tensor_type

@@ -152,7 +152,7 @@ class _Signature:
                 if is_state:
                     self.buffer_of[spec.target] = var
             else:
-                self._bind(node, const(array))
+                self._bind(node, const(array, str(array.dtype)))
 
     def _bind(self, node, value) -> None:
         self.env[node.name] = value

@@ -189,8 +189,8 @@ def _layer_norm(node, args, kwargs):
     n = len(normalized_shape)
     axes = list(range(ndim_of(x) - n, ndim_of(x)))
     shape = tuple(normalized_shape)
-    w = w if w is not None else const(np.ones(shape, np.dtype(dtype_of(x))))
-    b = b if b is not None else const(np.zeros(shape, np.dtype(dtype_of(x))))
+    w = w if w is not None else const(np.ones(shape, np.dtype(dtype_of(x))), dtype_of(x))
+    b = b if b is not None else const(np.zeros(shape, np.dtype(dtype_of(x))), dtype_of(x))
     return [op.nn.layer_norm(x, w, b, axes=axes, epsilon=float(eps)), None, None]
 
 
@@ -240,7 +240,7 @@ def _embedding(node, args, kwargs):
     if padding_idx is None or padding_idx == -1:
         return rows
     padding_idx %= weight.struct_info.shape[0]
-    at_padding = op.expand_dims(op.equal(indices, const(np.array(padding_idx, dtype_of(indices)))), -1)
+    at_padding = op.expand_dims(op.equal(indices, const(padding_idx, dtype_of(indices))), -1)
     return op.where(at_padding, op.grad.no_grad(rows), rows)
 
 
@@ -322,7 +322,8 @@ def _upsample_nearest(node, args, kwargs):
 
 def _arange(node, args, kwargs):
     """``arange(start, end, step)``: a constant (its bounds are numbers; the dtype PyTorch gave it)."""
-    return const(np.arange(*[a for a in args if isinstance(a, (int, float))], dtype=result_dtype(node)))
+    values = np.arange(*[a for a in args if isinstance(a, (int, float))], dtype=result_dtype(node))
+    return const(values, str(values.dtype))
 
 
 def _sort(node, args, kwargs):
@@ -426,7 +427,8 @@ def _addmm(node, args, kwargs):
 def _constant(node, args, kwargs):
     """``full(size, value)`` / ``scalar_tensor(value)``: a constant of the dtype PyTorch gave it."""
     size, value = (args[0], args[1]) if str(node.target).startswith("aten.full") else ((), args[0])
-    return const(np.full(tuple(size), value, dtype=result_dtype(node)))
+    values = np.full(tuple(size), value, dtype=result_dtype(node))
+    return const(values, str(values.dtype))
 
 
 def _variance(take_root: bool):
@@ -450,8 +452,8 @@ def _variance(take_root: bool):
 def _affine_or_identity(x: Expr, w, b, channels: int) -> tuple[Expr, Expr]:
     """A norm's weight and bias, ones and zeros where the module has none (``affine=False``)."""
     dtype = np.dtype(dtype_of(x))
-    return (w if w is not None else const(np.ones(channels, dtype)),
-            b if b is not None else const(np.zeros(channels, dtype)))
+    return (w if w is not None else const(np.ones(channels, dtype), str(dtype)),
+            b if b is not None else const(np.zeros(channels, dtype), str(dtype)))
 
 
 def _group_norm(node, args, kwargs):

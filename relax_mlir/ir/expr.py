@@ -6,15 +6,14 @@ are identities (two ``Var("x")`` are different variables).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from .dtype import check_dtype, from_numpy, is_float, to_numpy
+from .dtype import check_dtype, from_numpy, to_numpy
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
-                          TensorStructInfo, TupleStructInfo, make_shape)
+                          TensorStructInfo, TupleStructInfo, check_prim_float, make_shape)
 from .sym import Dim
 
 
@@ -47,14 +46,14 @@ class Expr:
             fn = getattr(fn, part)
         return fn(*args)
 
-    def __add__(self, other): return self._op("add", self, _lift(other))
-    def __radd__(self, other): return self._op("add", _lift(other), self)
-    def __sub__(self, other): return self._op("subtract", self, _lift(other))
-    def __rsub__(self, other): return self._op("subtract", _lift(other), self)
-    def __mul__(self, other): return self._op("multiply", self, _lift(other))
-    def __rmul__(self, other): return self._op("multiply", _lift(other), self)
-    def __truediv__(self, other): return self._op("divide", self, _lift(other))
-    def __rtruediv__(self, other): return self._op("divide", _lift(other), self)
+    def __add__(self, other): return self._op("add", self, _lift(other, self))
+    def __radd__(self, other): return self._op("add", _lift(other, self), self)
+    def __sub__(self, other): return self._op("subtract", self, _lift(other, self))
+    def __rsub__(self, other): return self._op("subtract", _lift(other, self), self)
+    def __mul__(self, other): return self._op("multiply", self, _lift(other, self))
+    def __rmul__(self, other): return self._op("multiply", _lift(other, self), self)
+    def __truediv__(self, other): return self._op("divide", self, _lift(other, self))
+    def __rtruediv__(self, other): return self._op("divide", _lift(other, self), self)
     def __neg__(self): return self._op("negative", self)
     def __matmul__(self, other): return self._op("matmul", self, other)
 
@@ -84,10 +83,16 @@ class Expr:
         return f"{type(self).__name__}({self})"
 
 
-def _lift(value) -> Expr:
-    """Python scalars next to a tensor become constants of the tensor's dtype only via the op; here float32."""
+def _lift(value, partner: Expr) -> Expr:
+    """The other operand of ``x + 1``: a Python number is a constant of the tensor ``partner``'s dtype (refused when
+    it does not fit: ``x * 1.5`` on an int tensor), as in the text format's ``x + 1``; NumPy values and bools, and a
+    number beside a non-tensor, are ``R.const``'s (an int is int32, a float float32)."""
     if isinstance(value, Expr):
         return value
+    sinfo = partner.struct_info
+    if isinstance(value, (int, float)) and not isinstance(value, (bool, np.generic)) and \
+            isinstance(sinfo, TensorStructInfo) and sinfo.dtype:
+        return const(value, sinfo.dtype)
     if isinstance(value, (int, float, bool, np.ndarray, np.generic)):
         return const(value)
     raise TypeError(f"cannot use {type(value).__name__} as a Relax expression")
@@ -177,30 +182,57 @@ def _refuse_changed_values(value, arr: np.ndarray, dtype: str) -> None:
 
 
 def const(value, dtype: Optional[str] = None) -> Constant:
-    """``R.const``: a constant tensor from a scalar or array; Python floats default to float32."""
-    if isinstance(value, int) and not isinstance(value, bool) and dtype is None and not -2**63 <= value < 2**63:
-        raise ValueError(f"R.const: the integer {value} does not fit int64, the dtype of an integer constant; "
-                         "expected -2**63 <= value < 2**63 (or give a float)")
-    if dtype is not None:
-        target = to_numpy(check_dtype(dtype, "R.const"))
-        try:
-            with np.errstate(all="ignore"):
-                arr = np.asarray(value, dtype=target)
-        except (OverflowError, ValueError) as exc:  # NumPy's refusal of an out-of-range Python int, or of NaN to int
-            raise ValueError(f"R.const: {value!r} is not representable in {dtype} ({exc})") from None
-        _refuse_changed_values(value, arr, dtype)
-        return Constant(arr)
-    arr = np.asarray(value)
-    if arr.dtype == np.float64 and not isinstance(value, (np.ndarray, np.generic)):
-        with np.errstate(over="ignore"):
-            narrow = arr.astype(np.float32)  # Python floats default to float32, as in TVM
-        if (np.isinf(narrow) & np.isfinite(arr)).any():
-            raise ValueError(f"R.const: {value!r} overflows float32 (largest {np.finfo(np.float32).max:.4g}); "
-                             "expected a float32 value, or give dtype='float64'")
-        arr = narrow
-    elif arr.dtype.kind in "iu" and not isinstance(value, (np.ndarray, np.generic)):
-        arr = arr.astype(np.int64)
+    """``R.const``: a constant tensor from a scalar, a (nested) list or an array. Without ``dtype``, TVM's
+    ``relax.const`` rule: a Python int is int32, a float float32, a bool bool; a NumPy value keeps its dtype, except
+    int64 (int32) and float64 (float32), NumPy's defaults for Python numbers. A value the narrowed dtype cannot hold
+    is refused (TVM wraps ``R.const(2**40)`` to 0), saying which dtype to give."""
+    if dtype is None:
+        if isinstance(value, int) and not isinstance(value, bool):
+            _check_default_int(value)
+        arr = np.asarray(value)
+        narrowed = _NARROWED.get(arr.dtype.name)
+        return Constant(arr if narrowed is None else _narrow(arr, narrowed))
+    target = to_numpy(check_dtype(dtype, "R.const"))
+    try:
+        with np.errstate(all="ignore"):
+            arr = np.asarray(value, dtype=target)
+    except (OverflowError, ValueError) as exc:  # NumPy's refusal of an out-of-range Python int, or of NaN to int
+        raise ValueError(f"R.const: {value!r} is not representable in {dtype} ({exc})") from None
+    _refuse_changed_values(value, arr, dtype)
     return Constant(arr)
+
+
+#: The dtype ``R.const`` without one narrows NumPy's default dtypes to (by name: a big-endian array too), as TVM's
+#: ``relax.const`` does; every other dtype is kept.
+_NARROWED = {"int64": "int32", "float64": "float32"}
+
+
+def _check_default_int(value: int) -> None:
+    """Refuse a Python int that int32, an integer constant's dtype when none is given, cannot hold."""
+    if -2**31 <= value < 2**31:
+        return
+    wider = "int64" if -2**63 <= value < 2**63 else "uint64" if 0 <= value < 2**64 else None
+    if wider is None:
+        raise ValueError(f"R.const: the integer {value} does not fit int64 or any other integer dtype; expected "
+                         "-2**63 <= value < 2**64 (or give a float)")
+    raise ValueError(f"R.const: the integer {value} does not fit int32, the dtype of an integer constant without "
+                     f"one (as in TVM); expected -2**31 <= value < 2**31, or give dtype='{wider}'")
+
+
+def _narrow(arr: np.ndarray, dtype: str) -> np.ndarray:
+    """``arr`` (int64 or float64) as ``dtype`` (int32 or float32), refusing a change other than a float's rounding:
+    an integer outside int32 (it would wrap), a finite float beyond float32 (it would become inf)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = arr.astype(to_numpy(dtype))
+    bad = np.isinf(out) & np.isfinite(arr) if arr.dtype.kind == "f" else out != arr
+    if not bad.any():
+        return out
+    shown = arr[bad].flat[0].item()
+    if arr.dtype.kind == "f":
+        raise ValueError(f"R.const: {shown!r} overflows float32 (largest {np.finfo(np.float32).max:.4g}); expected a "
+                         "float32 value, or give dtype='float64'")
+    raise ValueError(f"R.const: the integer {shown} does not fit int32, the dtype of an integer constant without "
+                     "one (as in TVM); expected -2**31 <= value < 2**31, or give dtype='int64'")
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -231,28 +263,6 @@ class PrimValue(Expr):
             raise ValueError("PrimValue: a value is needed (a number, or a size variable for an integer dtype)")
         check_prim_float(self.dtype, self.value, "PrimValue")
         object.__setattr__(self, "struct_info", PrimStructInfo(self.dtype, self.value))
-
-
-def check_prim_float(dtype: str, value, where: str) -> None:
-    """Refuse a finite number that a float ``dtype`` cannot hold (it would become inf: ``1e10`` in float16), as
-    ``R.const`` refuses it and an integer prim value outside its dtype is refused; inf and nan are values of every
-    float dtype. Other dtypes and values are left to ``PrimStructInfo``'s check."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if not is_float(dtype) or isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            isinstance(value, float) and not math.isfinite(value):
-        return
-    try:
-        with np.errstate(over="ignore"):
-            fits = bool(np.isfinite(np.asarray(float(value), dtype=to_numpy(dtype))))
-    except OverflowError:  # an int beyond float64 (10**400)
-        fits = False
-    if not fits:
-        import ml_dtypes  # (NumPy's finfo knows no bfloat16)
-
-        largest = float(ml_dtypes.finfo(to_numpy(dtype)).max)
-        raise ValueError(f"{where}: {value!r} does not fit in {dtype} (largest finite value {largest:.8g}; it would "
-                         "become inf)")
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -141,7 +141,9 @@ def _format_array(a: np.ndarray) -> str:
     dtype = from_numpy(a.dtype)
     digest_from = _DIGEST_FROM.get()
     if digest_from is not None and a.size >= digest_from:
-        data = np.ascontiguousarray(a)
+        # The bytes of the values in native order: a big-endian array's bytes are other values' natively, and the
+        # dtype is written by name only (">f4" is "float32"), so raw bytes would give two different constants one key.
+        data = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
         digest = hashlib.sha256(data.view(np.uint8).reshape(-1) if data.size else b"").hexdigest()
         return f'R.const_digest("{digest}", {tuple(a.shape)}, "{dtype}")'
     if dtype in ("float16", "float32", "float64"):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
 from . import sym
-from .dtype import check_dtype
+from .dtype import check_dtype, is_float, to_numpy
 from .sym import Dim, SymDim
 
 
@@ -38,9 +38,35 @@ def prim_value_of(dtype: str, value, where: str):
                 return value
             raise ValueError(f"{where}: {value} does not fit in {dtype} ({info.min} to {info.max})")
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        check_prim_float(dtype, value, where)  # (1e10 in float16 would be inf)
         # every NaN as one object: struct info compares values with ==, and a NaN equals only itself
         return math.nan if value != value else value
     raise ValueError(f"{where}: {value!r} ({type(value).__name__}) is not a value of dtype {dtype}")
+
+
+def check_prim_float(dtype: str, value, where: str) -> None:
+    """Refuse a finite number that a float ``dtype`` cannot hold (it would become inf: ``1e10`` in float16), as
+    ``R.const`` refuses it and an integer prim value outside its dtype is refused; inf and nan are values of every
+    float dtype. Other dtypes and values are left to ``prim_value_of``'s other checks. (``PrimStructInfo`` runs it
+    too; ``PrimValue`` and the parser's ``R.Prim`` run it first, to name themselves in the message.)"""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        value = value.item()
+    if not is_float(dtype) or isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            isinstance(value, float) and not math.isfinite(value):
+        return
+    try:
+        with np.errstate(over="ignore"):
+            fits = bool(np.isfinite(np.asarray(float(value), dtype=to_numpy(dtype))))
+    except OverflowError:  # an int beyond float64 (10**400)
+        fits = False
+    if not fits:
+        import ml_dtypes  # (NumPy's finfo knows no bfloat16)
+
+        largest = float(ml_dtypes.finfo(to_numpy(dtype)).max)
+        raise ValueError(f"{where}: {value!r} does not fit in {dtype} (largest finite value {largest:.8g}; it would "
+                         "become inf)")
 
 
 #: The highest rank a tensor may have (NumPy's limit is 64; MLIR's memref descriptors are generated per rank).

@@ -65,6 +65,7 @@ class Parser:
         self.parsed: dict[str, Function] = {}
         self.in_progress: set[str] = set()
         self.in_module = False
+        self.module_name: Optional[str] = None  # the @I.ir_module class's: ``Module.f(x)`` calls f, as ``cls.f(x)``
         # Nested calls in arguments are bound to fresh variables first (A-normal form, as Relax's normaliser
         # does); they collect here until the statement that needed them is emitted.
         self.hoisted: list = []
@@ -157,7 +158,7 @@ class Parser:
             raise self.error(node, "the definition nests too deeply to read (Python's recursion limit)") from None
 
     def parse_module(self, node: ast.ClassDef) -> IRModule:
-        self.in_module = True
+        self.in_module, self.module_name = True, node.name
         attrs: dict[str, Any] = {}
         for stmt in node.body:
             if isinstance(stmt, ast.FunctionDef):
@@ -468,7 +469,7 @@ class Parser:
             return self.guard(node, lambda: TupleGetItem(base, index, span=self.span(node)))
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
             return self.guard(node, lambda: const(node.value))  # 10**40 is beyond every dtype: a ParseError
-        if isinstance(node, ast.Call) and (not self.evaluate or _is_relax_call(node)):
+        if isinstance(node, ast.Call) and (not self.evaluate or self.is_relax_call(node, scope)):
             return self.call(node, scope, sizes)
         if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare)) and self.names_relax(node, scope):
             return self.operator(node, scope, sizes)
@@ -481,6 +482,24 @@ class Parser:
             return self.guard(node, lambda: _to_expr(value, _kind(node)))
         raise self.error(node, f"unsupported expression {_kind(node)}; expected a variable, a tuple, t[i], "
                                "or a call of an R. op or cls. function")
+
+    def is_relax_call(self, node: ast.Call, scope: _Scope) -> bool:
+        """Decorator mode: whether ``node`` is a call the text format defines, not Python's (``np.ones``): of an op
+        (``R.add``), of a module function (``cls.f``, ``Module.f``), of a local function (``inner(x)``), or the
+        method ``x.astype(dtype)`` on a Relax value (a NumPy array's ``W.astype`` is Python's)."""
+        if _is_relax_call(node) or isinstance(node.func, ast.Name) and node.func.id in scope.vars:
+            return True
+        if self.module_function(node.func) is not None:
+            return True
+        return _is_method_call(node) and self.names_relax(node.func.value, scope)
+
+    def module_function(self, func: ast.AST) -> Optional[str]:
+        """The function ``func`` names by the module class's name (``Module.f``, TVM's other spelling of
+        ``cls.f``), or None."""
+        name = _dotted(func)
+        if not self.in_module or name is None or not name.startswith(f"{self.module_name}."):
+            return None
+        return name[len(self.module_name) + 1:]
 
     @staticmethod
     def names_relax(node: ast.AST, scope: _Scope) -> bool:
@@ -532,7 +551,7 @@ class Parser:
             value = self.env.get(node.id)
             return value if _is_number(value) else self.leaf(node, scope, sizes)
         if not self.evaluate or isinstance(node, (ast.Tuple, ast.List, ast.Subscript, ast.Constant)) or \
-                isinstance(node, ast.Call) and _is_relax_call(node):
+                isinstance(node, ast.Call) and self.is_relax_call(node, scope):
             return self.leaf(node, scope, sizes)
         value = self.python_value(node)  # what expr() would evaluate, once
         return value if _is_number(value) else self.guard(node, lambda: _to_expr(value, _kind(node)))
@@ -575,12 +594,18 @@ class Parser:
         if isinstance(node.func, ast.Name) and node.func.id in scope.vars:
             return self.call_local(node, scope.vars[node.func.id], scope, sizes)
         name = _dotted(node.func)
+        if name is not None and name.startswith("cls."):
+            return self.call_function(node, name[4:], scope, sizes)
+        function = self.module_function(node.func)
+        if function is not None:
+            return self.call_function(node, function, scope, sizes)
+        if _is_method_call(node) and (name is None or not name.startswith(("R.", "relax."))):
+            return self.call_method(node, scope, sizes)
         if name is None:
             raise self.error(node.func, "expected a call of an R. op or a cls. function")
-        if name.startswith("cls."):
-            return self.call_function(node, name[4:], scope, sizes)
         if not name.startswith(("R.", "relax.")):
-            raise self.error(node.func, f"unknown callee {name}: expected R.<op> or cls.<function>")
+            raise self.error(node.func, f"unknown callee {name}: expected R.<op>, cls.<function> or "
+                                        "<value>.astype(dtype)")
         short = name.split(".", 1)[1]
         special = _SPECIAL.get(short)
         if special is not None:
@@ -616,6 +641,15 @@ class Parser:
                 else self.literal(kw.value, sizes)
 
         return self.guard(node, lambda: self.apply_op(op, args, node, kwargs))
+
+    def call_method(self, node: ast.Call, scope: _Scope, sizes: "_Sizes") -> Call:
+        """``x.astype(dtype)``: ``R.astype(x, dtype)``, the one method TVM's Relax values have that the text format
+        writes (TVM's printer and expected modules use it)."""
+        receiver = node.func.value
+        as_op = ast.copy_location(ast.Call(func=ast.Attribute(value=ast.Name(id="R", ctx=ast.Load()), attr="astype",
+                                                              ctx=ast.Load()),
+                                           args=[receiver, *node.args], keywords=node.keywords), node)
+        return self.call_op(get_op("astype"), as_op, scope, sizes)
 
     def call_function(self, node: ast.Call, name: str, scope: _Scope, sizes: "_Sizes") -> Call:
         if not self.in_module:
@@ -685,7 +719,7 @@ class Parser:
             value = self.literal(given, sizes) if _is_prim_literal(given) else self.dim(given, sizes)
 
         def build():
-            check_prim_float(dtype, value, "R.Prim")  # (as R.prim_value: a PrimStructInfo alone does not check it)
+            check_prim_float(dtype, value, "R.Prim")  # (PrimStructInfo checks it too; this names R.Prim)
             return PrimStructInfo(dtype, value)
 
         return self.guard(node, build)
@@ -816,8 +850,8 @@ def _const_array(p: Parser, node: ast.Call) -> Constant:
         raise p.error(node, "R.const(value, dtype) needs a value")
     value = p.literal(bound["value"])
     dtype = p.literal(bound["dtype"]) if "dtype" in bound else None
-    if isinstance(value, np.ndarray):
-        result = p.guard(node, lambda: Constant(value if dtype is None else value.astype(to_numpy(dtype))))
+    if isinstance(value, np.ndarray):  # (without a dtype, R.const's rule: int64 and float64 arrays are narrowed)
+        result = p.guard(node, lambda: const(value) if dtype is None else Constant(value.astype(to_numpy(dtype))))
     else:
         _check_elements(p, bound["value"], value)
         result = p.guard(node, lambda: const(_nested_lists(value), dtype))
@@ -957,6 +991,11 @@ def _is_relax_call(node: ast.Call) -> bool:
     """A call the text format defines (``R.add``, ``relax.op...``, ``cls.f``), not Python's (``np.ones``)."""
     name = _dotted(node.func) or ""
     return name.split(".", 1)[0] in ("R", "relax", "cls", "T")
+
+
+def _is_method_call(node: ast.Call) -> bool:
+    """Whether ``node`` calls a method of a Relax value that the text format reads: ``x.astype(dtype)``."""
+    return isinstance(node.func, ast.Attribute) and node.func.attr == "astype"
 
 
 def _unwritable(value: Any) -> Optional[str]:

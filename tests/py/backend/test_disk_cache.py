@@ -344,3 +344,37 @@ def test_a_changed_source_file_changes_the_compiler_fingerprint():
     finally:
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert disk_cache.compiler_fingerprint.__wrapped__() == before
+
+
+def test_constants_with_the_same_bytes_in_another_byte_order_get_their_own_entries(tmp_path, monkeypatch):
+    """A constant of 64 or more elements enters the key as a digest; of its raw bytes, a big-endian ``>f4`` array
+    and a native one with the same bytes (other values) got one key, and the second module ran the first one's
+    code from the disk cache. Each module, compiled after the other with the in-process cache cleared, computes
+    its own values (the interpreter's)."""
+    from relax_mlir import VirtualMachine, compile as compile_module, op
+    from relax_mlir.backend.build import clear_cache
+    from relax_mlir.interpreter import Interpreter
+    from relax_mlir.ir import BlockBuilder, Constant, TensorStructInfo, Var
+
+    native = np.arange(64, dtype=np.float32) + 1
+    swapped = native.view(">f4")  # the same bytes: other values (1.0 read big-endian is 4.6e-41)
+    assert native.tobytes() == swapped.tobytes() and not np.array_equal(native, swapped)
+
+    def module(values):
+        x = Var("x", TensorStructInfo((64,), "float32"))
+        bb = BlockBuilder()
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                out = bb.emit_output(op.add(x, Constant(values)))
+            bb.emit_func_output(out)
+        return bb.get()
+
+    monkeypatch.setenv("RELAX_MLIR_CACHE_DIR", str(tmp_path))
+    x = np.zeros(64, np.float32)
+    for values in (native, swapped, native):
+        mod = module(values)
+        clear_cache()  # (the in-process cache confirms a hit structurally; the disk cache has only the key)
+        got = VirtualMachine(compile_module(mod))["main"](x)
+        np.testing.assert_array_equal(got, Interpreter(mod).call("main", x))
+        np.testing.assert_array_equal(got, values.astype(np.float32))
+    assert len(entries(tmp_path)) == 2

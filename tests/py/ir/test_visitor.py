@@ -205,7 +205,7 @@ def test_tuple_rewrite_rebuilds_struct_info():
 
     class ToInt(ExprMutator):
         def visit_var_(self, var):
-            return const(np.array([1, 2]))
+            return const(np.array([1, 2]), "int64")
 
     new = ToInt().visit_expr(t)
     assert new.struct_info.fields[0] == TensorStructInfo((2,), "int64")
