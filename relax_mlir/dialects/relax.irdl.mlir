@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 11d39024a3d6b116843fecec10a7e3c6557daeaecf7de26d65f9809b875cb580
+// registry sha256 e1c2aa1805364622a729bbe186a62b6341b7fa7519e72ca8d8be84e482f80ed8
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {
@@ -536,7 +536,7 @@ irdl.dialect @relax {
     irdl.attributes {"axis" = %attr_axis, "mode" = %attr_mode}
   }
 
-  // relax.strided_slice: Slice ``x[begin:end:stride]`` along each of ``axes``, with Python's clamping of out-of-range indices and negative strides; on a symbolic axis the indices are assumed in bounds (as TVM's ``assume_inbound``), and an end of at least 2**31 - 1 means the end of the axis.
+  // relax.strided_slice: Slice ``x[begin:end:stride]`` along each of ``axes``, with Python's clamping of out-of-range indices and negative strides; on a symbolic axis the indices are assumed in bounds (as TVM's ``assume_inbound``), except a static one at least 2**31 - 1 in size, which means past the end (positive) or before the start (negative) of the axis, as NumPy reads it on any axis of fewer elements: a call on a longer axis, where NumPy's slice has another length, raises ``ValueError`` (use +-(2**63 - 1) there).
   irdl.operation @strided_slice {
     %in_x = irdl.base "!builtin.tensor"
     %index = irdl.is index
@@ -1095,6 +1095,16 @@ irdl.dialect @relax {
     irdl.operands(operands: variadic %in_operands)
     irdl.results(result: %out)
     irdl.attributes {"subscripts" = %attr_subscripts}
+  }
+
+  // relax.flip: Reverse the order of the elements along ``axis`` (TVM's ``flip(data, axis)``), on an axis of any size.
+  irdl.operation @flip {
+    %in_data = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(data: %in_data)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
   }
 
   // relax.grad.start_checkpoint: Marks the input of a checkpointed segment (identity).

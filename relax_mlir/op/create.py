@@ -46,7 +46,7 @@ def _fill_dtype(value) -> str:
     """The dtype ``full`` gives a fill value when none is named: that of ``R.const(value)``."""
     if isinstance(value, bool):
         return "bool"
-    return "int64" if isinstance(value, int) else "float32"
+    return "int32" if isinstance(value, int) else "float32"  # (TVM: a Python int is int32, a float float32)
 
 
 # -- zeros, ones, full ----------------------------------------------------------------------------------

@@ -233,24 +233,30 @@ class Op:
 
     def __call__(self, *args, **kwargs) -> Call:
         tensors, attrs = self.bind_arguments(args, kwargs)
+        # In an elementwise op of several operands, a Python number takes the dtype of the (first non-bool) tensor
+        # beside it, op.add(x_int64, 1) and op.where(c, x, 0), as ``x + 1`` does; elsewhere it is R.const's.
+        partner = None
+        if isinstance(self.lowering, Elementwise) and len(self.inputs) > 1:
+            partner = next((t for t in tensors if isinstance(t, Expr) and isinstance(t.struct_info, TensorStructInfo)
+                            and t.struct_info.dtype and t.struct_info.dtype != "bool"), None)
         exprs = []
         for i, t in enumerate(tensors):
             if self.tuple_input and i == 0 and isinstance(t, (list, tuple)):
                 t = Tuple([_as_expr(x, self.name) for x in t])
-            exprs.append(_as_expr(t, self.name))
+            exprs.append(_as_expr(t, self.name, partner))
         return Call(self, exprs, attrs, self.infer_struct_info(exprs, attrs))
 
     def __repr__(self) -> str:
         return f"Op({self.name})"
 
 
-def _as_expr(value, op_name: str) -> Expr:
+def _as_expr(value, op_name: str, partner: Optional[Expr] = None) -> Expr:
     if isinstance(value, Expr):
         return value
     if isinstance(value, (np.ndarray, np.generic, float, int, bool)):
-        from ..ir.expr import const
+        from ..ir.expr import _lift, const
 
-        return const(value)
+        return const(value) if partner is None else _lift(value, partner)
     raise TypeError(f"{op_name}: expected a Relax expression, got {type(value).__name__}")
 
 

@@ -170,3 +170,16 @@ def test_a_numpy_array_argument_becomes_a_constant():
         call = relax_op.add(x, arg)
         np.testing.assert_array_equal(call.args[1].data, arg)
         assert call.struct_info == TensorStructInfo((2, 3), "float32")
+
+
+def test_a_python_number_in_an_elementwise_op_takes_the_dtype_of_the_tensor_beside_it():
+    """As ``x + 1`` does; with TVM's ``R.const`` default (int32) ``relax_op.add(x_int64, 1)`` would not type-check."""
+    x = Var("x", TensorStructInfo((2,), "float32"))
+    i = Var("i", TensorStructInfo((2,), "int64"))
+    c = Var("c", TensorStructInfo((2,), "bool"))
+    assert relax_op.add(i, 1).args[1].struct_info.dtype == "int64"
+    assert relax_op.multiply(2, x).args[0].struct_info.dtype == "float32"
+    assert relax_op.where(c, x, 0).args[2].struct_info.dtype == "float32"  # the bool condition is not the partner
+    assert relax_op.take(x, 0).args[1].struct_info.dtype == "int32"  # not elementwise: R.const's int32 index
+    with pytest.raises(ValueError, match=r"1.5 is not representable in int64"):
+        relax_op.add(i, 1.5)
