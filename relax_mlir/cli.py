@@ -176,9 +176,12 @@ def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
 def import_model(path: str, shapes: Optional[dict] = None):
     """``from_onnx`` for ``.onnx``, ``from_exported_program`` of ``torch.export.load`` for ``.pt2``."""
     if path.endswith(".onnx"):
-        from .frontend.onnx import from_onnx
+        from .frontend.onnx import ShapeDictError, from_onnx
 
-        return from_onnx(path, shape_dict=shapes)
+        try:
+            return from_onnx(path, shape_dict=shapes)
+        except ShapeDictError as exc:  # said with --shape, not the Python argument shape_dict
+            raise ValueError(exc.for_cli) from None
     if path.endswith(".pt2"):
         import torch
 

@@ -131,12 +131,27 @@ def split_pieces(x: Expr, axis: int, sizes: Sequence[int]) -> list[Expr]:
     return [TupleGetItem(pieces, i) for i in range(len(sizes))]
 
 
-def elu(x: Expr, alpha: float) -> Expr:
-    """ELU (no Relax op): ``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
+def elu(x: Expr, alpha: float, scale: float = 1.0, input_scale: float = 1.0) -> Expr:
+    """ELU (no Relax op), PyTorch's ``elu(x, alpha, scale, input_scale)`` (SELU and CELU are ELUs too):
+    ``scale * x`` where positive, ``scale * alpha * (exp(input_scale * x) - 1)`` elsewhere.
+
+    The exponential reads ``x`` only where it is not positive (0 elsewhere): ``where`` computes both branches,
+    and ``exp`` of a positive ``x`` above ~88 is inf in float32, whose adjoint in the branch not taken was
+    0 * inf = NaN (training stopped on a NaN gradient wherever a pre-activation was large)."""
     from .. import op
 
-    negative = op.multiply(op.subtract(op.exp(x), scalar_like(1.0, x)), scalar_like(alpha, x))
-    return op.where(op.greater(x, scalar_like(0.0, x)), x, negative)
+    positive = op.greater(x, scalar_like(0.0, x))
+    exponent = op.multiply(op.where(positive, scalar_like(0.0, x), x), scalar_like(input_scale, x))
+    negative = op.multiply(op.subtract(op.exp(exponent), scalar_like(1.0, x)), scalar_like(alpha * scale, x))
+    return op.where(positive, x if scale == 1 else op.multiply(x, scalar_like(scale, x)), negative)
+
+
+def mish(x: Expr) -> Expr:
+    """Mish (no Relax op): ``x * tanh(softplus(x))``, through Relax's softplus, whose gradient stays finite where
+    ``exp(x)`` overflows (PyTorch's decomposition ``where(x > 20, x, log1p(exp(x)))`` has a NaN adjoint there)."""
+    from .. import op
+
+    return op.multiply(x, op.tanh(op.nn.softplus(x)))
 
 
 def scalar_like(value, like: Expr) -> Expr:

@@ -33,8 +33,8 @@ from .. import op
 from ..ir import Var
 from ..ir.expr import Call, Constant, Expr, Tuple, TupleGetItem, const
 from ..op.registry import Op
-from .common import (ImportedModel, Names, Updates, build_main, check_supported, dtype_of, elu, emit_updates, ndim_of,
-                     scalar_like, split_pieces, tensor_var)
+from .common import (ImportedModel, Names, Updates, build_main, check_supported, dtype_of, elu, emit_updates, mish,
+                     ndim_of, scalar_like, split_pieces, tensor_var)
 
 FRONTEND = "from_onnx"
 MIN_OPSET = 17
@@ -42,6 +42,16 @@ MIN_OPSET = 17
 
 class OnnxImportError(ValueError):
     """A node the importer knows but cannot convert as it stands (an attribute or operand it does not support)."""
+
+
+class ShapeDictError(ValueError):
+    """``shape_dict`` misses the size of an input with symbolic dims, or names something that is not an input. The
+    message names ``shape_dict``; ``for_cli`` says the same with ``relax-mlir import``'s ``--shape`` option, which
+    its users pass shapes with."""
+
+    def __init__(self, message: str, for_cli: str):
+        super().__init__(message)
+        self.for_cli = for_cli
 
 
 class _Node:
@@ -514,6 +524,18 @@ def _concat(node, xs):
     return op.concat(list(xs), axis=node.attrs["axis"] % ndim_of(xs[0]))
 
 
+#: ONNX's defaults of Selu's attributes (float32 values of SELU's constants).
+_SELU_ALPHA, _SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875
+
+
+def _celu(node, xs):
+    """``Celu(x, alpha)``: ``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``, an ELU of input scale 1 / alpha."""
+    alpha = node.attrs.get("alpha", 1.0)
+    if alpha == 0:
+        raise node.fail("alpha 0 is not supported")
+    return elu(xs[0], alpha, 1.0, 1.0 / alpha)
+
+
 def _gelu(node, xs):
     return (op.nn.gelu_tanh if node.attrs.get("approximate", "none") == "tanh" else op.nn.gelu)(xs[0])
 
@@ -527,6 +549,8 @@ CONVERTERS: dict[str, Callable] = {
     "HardSigmoid": lambda node, xs: _hard_sigmoid(xs[0], node.attrs.get("alpha", 0.2), node.attrs.get("beta", 0.5)),
     "HardSwish": lambda node, xs: op.multiply(xs[0], _hard_sigmoid(xs[0], 1.0 / 6.0, 0.5)),
     "Elu": lambda node, xs: elu(xs[0], node.attrs.get("alpha", 1.0)),
+    "Selu": lambda node, xs: elu(xs[0], node.attrs.get("alpha", _SELU_ALPHA), node.attrs.get("gamma", _SELU_GAMMA)),
+    "Celu": _celu, "Mish": lambda node, xs: mish(xs[0]),
     "PRelu": lambda node, xs: op.where(op.less(xs[0], scalar_like(0.0, xs[0])), op.multiply(xs[0], xs[1]), xs[0]),
     "Softplus": _unary(op.nn.softplus), "ArgMax": _arg(op.argmax), "ArgMin": _arg(op.argmin), "Pad": _pad,
     "Sum": lambda node, xs: functools.reduce(op.add, xs), "Mean": lambda node, xs: op.divide(
@@ -630,8 +654,9 @@ class _Signature:
         inputs = [v.name for v in graph.input if v.name not in initializers]
         unknown = sorted(set(shape_dict) - set(inputs))  # (before an input's own complaint: a misspelt name first)
         if unknown:
-            raise ValueError(f"{FRONTEND}: shape_dict names {', '.join(unknown)}, which are not graph inputs; "
-                             f"its inputs: {', '.join(inputs) or 'none'}")
+            listed = ", ".join(inputs) or "none"
+            problem = f"names {', '.join(unknown)}, which are not graph inputs; its inputs: {listed}"
+            raise ShapeDictError(f"{FRONTEND}: shape_dict {problem}", f"{FRONTEND}: --shape {problem}")
         for value in graph.input:
             if value.name not in initializers:
                 self.inputs.append(self._input(value, names, shape_dict))
@@ -651,8 +676,10 @@ class _Signature:
         dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim]
         shape = tuple(shape_dict.get(value.name, dims))
         if not all(isinstance(d, int) for d in shape):
-            raise ValueError(f"{FRONTEND}: input {value.name} has the symbolic shape {tuple(dims)}; give its size "
-                             f"with shape_dict={{{value.name!r}: (...)}}")
+            problem = f"{FRONTEND}: input {value.name} has the symbolic shape {tuple(dims)}; give its size with"
+            sizes = ",".join(str(d) if isinstance(d, int) else f"<{d}>" for d in dims)
+            raise ShapeDictError(f"{problem} shape_dict={{{value.name!r}: (...)}}",
+                                 f"{problem} --shape {value.name}={sizes}")
         var = tensor_var(names(value.name), shape, str(_np_dtype(tensor.elem_type)))
         self.env[value.name] = var
         return var

@@ -21,12 +21,19 @@ running variance with the unbiased batch variance, Relax's batch norm (as TVM's)
 variances drift apart by a factor ``n / (n - 1)`` of each step's share; the forward pass, the loss and the
 parameters are unaffected in training.
 
+Frozen parameters (``requires_grad=False`` when exported: a fine-tuned model's fixed layers) are constants of the
+module, not parameters: ``SetupTrainer`` trains what PyTorch's optimizer would, and leaves them as they are.
+Stop-gradients are kept: ``x.detach()`` and the results of a ``with torch.no_grad():`` block go through
+``R.grad.no_grad`` (the identity, through which no gradient flows), so straight-through estimators
+(``h + (torch.round(h) - h).detach()``) and scales computed without gradient train as in PyTorch.
+
 Shapes are the example inputs' (static); ``torch.export.Dim`` dynamic sizes are refused with a clear error.
 """
 
 from __future__ import annotations
 
 import operator
+import warnings
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -44,8 +51,14 @@ __all__ = ["from_exported_program", "from_fx", "CONVERTERS", "TorchImportError"]
 # Buffers these ops read as running statistics (argument positions): they are states, updated by the op.
 _STATE_ARGS = {"aten._native_batch_norm_legit_functional.default": (3, 4),
                "aten._native_batch_norm_legit_no_training.default": (3, 4)}
-# Ops kept whole by the decomposition because Relax has them whole.
-_KEEP_WHOLE = ("scaled_dot_product_attention.default",)
+# Ops kept whole by the decomposition because Relax has them whole (attention, softplus), or because their
+# decomposition's gradient is NaN where ``exp`` overflows in a ``where`` branch not taken (mish, celu) or wrong at a
+# kink the function does not have (log_sigmoid at 0): see their converters.
+_KEEP_WHOLE = ("scaled_dot_product_attention.default", "softplus.default", "mish.default", "celu.default",
+               "log_sigmoid.default")
+# The higher-order op of a ``with torch.no_grad():`` (or ``torch.set_grad_enabled(False)``) block.
+_NO_GRAD_BLOCK = "wrap_with_set_grad_enabled"
+_DETACH = "aten.detach.default"
 # Buffers PyTorch updates that nothing reads once momentum is fixed (see the module docstring).
 _DROPPED_BUFFERS = ("num_batches_tracked",)
 
@@ -57,8 +70,9 @@ def from_exported_program(exported_program, keep_params_as_input: bool = True, *
     ``mod[func_name]`` takes the user inputs, then the parameters, then the states (buffers the program updates,
     such as batch-norm running statistics), and returns the output, or ``(output, new states...)`` if there are
     states; ``param_num``/``state_num`` are set, so ``SetupTrainer`` takes the module as it is. ``params`` and
-    ``states`` map argument names to NumPy values (see :class:`ImportedModel`). With
-    ``keep_params_as_input=False`` parameters and buffers are constants of the module instead (for inference).
+    ``states`` map argument names to NumPy values (see :class:`ImportedModel`). A parameter that does not require
+    a gradient (frozen) is a constant of the module, not in ``params``: trained, it stays as it is, as in PyTorch.
+    With ``keep_params_as_input=False`` parameters and buffers are constants of the module instead (for inference).
     Every op without a converter is listed in one :class:`UnsupportedOpsError` before anything is built.
     """
     import torch
@@ -69,8 +83,9 @@ def from_exported_program(exported_program, keep_params_as_input: bool = True, *
     ep = _decompose(exported_program) if run_decompositions else exported_program
     calls = [n for n in ep.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
     check_supported(FRONTEND, ((str(n.target), n.name) for n in calls), CONVERTERS)
+    stops = _stop_gradients(exported_program, ep)
     graph = _Signature(ep, calls, keep_params_as_input)
-    mod = build_main(graph.inputs, graph.params, graph.states, lambda bb: _convert(bb, ep, graph), func_name)
+    mod = build_main(graph.inputs, graph.params, graph.states, lambda bb: _convert(bb, ep, graph, stops), func_name)
     return ImportedModel(mod, graph.values(graph.params), graph.values(graph.states))
 
 
@@ -106,6 +121,63 @@ def _decompose(ep):
     return ep.run_decompositions(table)
 
 
+def _stop_gradients(original, ep) -> set[str]:
+    """The nodes of ``ep`` (``original`` decomposed, or ``original`` itself) whose values gradients must not flow
+    through: what a ``detach`` became and the results of a ``torch.no_grad()`` block that are used after it.
+
+    The decomposition leaves no mark of either: it turns ``aten.detach`` into ``aten.alias`` (which is also a plain
+    alias, gradients flowing) and inlines a no-grad block (``wrap_with_set_grad_enabled(False, body, ...)``). Each
+    decomposed node records the node of ``original`` it was made from (``meta["from_node"]``), which tells them.
+    A stop that cannot be found this way is warned about: training would pass gradients through it. (A program
+    decomposed before it is given here keeps its detaches, as aliases made from them, but not its no-grad blocks.)"""
+    nodes = {n.name: n for n in original.graph.nodes}
+
+    def origin(node):
+        if ep is original:
+            return node
+        for source in node.meta.get("from_node") or ():
+            made_from = nodes.get(source.name)
+            if made_from is not None and str(made_from.target) == source.target:
+                return made_from
+        return None
+
+    def no_grad_block(node) -> bool:
+        return str(node.target) == _NO_GRAD_BLOCK and node.args[0] is False
+
+    def detach(node) -> bool:  # (or the alias of a program decomposed before it came here)
+        return str(node.target) == _DETACH or (str(node.target) == "aten.alias.default" and any(
+            source.target == _DETACH for source in node.meta.get("from_node") or ()))
+
+    stops, found = set(), set()
+    for node in ep.graph.nodes:
+        source = origin(node) if node.op == "call_function" else None
+        if source is None:
+            continue
+        if detach(source):
+            stops.add(node.name)
+            found.add(source.name)
+        elif no_grad_block(source):
+            found.add(source.name)
+            if any(user.op == "output" or origin(user) is not source for user in node.users):
+                stops.add(node.name)  # a result of the block (not a value only the block uses)
+    lost = [n.name for n in original.graph.nodes if n.op == "call_function" and n.users and n.name not in found
+            and (detach(n) or no_grad_block(n))]
+    if lost:
+        warnings.warn(f"{FRONTEND}: cannot tell what the decomposition made of {', '.join(lost)} (detach or "
+                      "torch.no_grad()): trained, gradients would flow through them", RuntimeWarning, stacklevel=3)
+    return stops
+
+
+def _stop_gradient(value):
+    """``value`` (a converter's result) through ``grad.no_grad`` (identity, no gradient), each float tensor of it."""
+    if isinstance(value, list):
+        return [_stop_gradient(v) for v in value]
+    dtype = getattr(getattr(value, "struct_info", None), "dtype", None)
+    if isinstance(value, Expr) and dtype and dtype.startswith(("float", "bfloat")):
+        return op.grad.no_grad(value)
+    return value
+
+
 class _Signature:
     """The program's placeholders sorted into user inputs, parameters, states and constants, as Relax values."""
 
@@ -138,11 +210,12 @@ class _Signature:
             array = _numpy(tensor)
             is_state = spec.kind == InputKind.BUFFER and (node.name in stateful or spec.target in mutated) \
                 and not spec.target.endswith(_DROPPED_BUFFERS)
+            trained = spec.kind == InputKind.PARAMETER and getattr(tensor, "requires_grad", True)
             key = _storage_key(tensor)
-            if keep_params_as_input and spec.kind == InputKind.PARAMETER and key in tied:
+            if keep_params_as_input and trained and key in tied:
                 self._bind(node, tied[key])  # a weight tied to an earlier one (PyTorch's named_parameters lists one)
                 continue
-            if keep_params_as_input and (spec.kind == InputKind.PARAMETER or is_state):
+            if keep_params_as_input and (trained or is_state):
                 var = tensor_var(names(spec.target), array.shape, str(array.dtype))
                 if spec.kind == InputKind.PARAMETER and key is not None:
                     tied[key] = var
@@ -175,18 +248,22 @@ def _numpy(tensor) -> np.ndarray:
     return tensor.detach().cpu().contiguous().numpy().copy()
 
 
-def _convert(bb, ep, graph: _Signature) -> tuple[list[Expr], list[Expr]]:
-    """Emit every node; return the user outputs and the states' new values."""
+def _convert(bb, ep, graph: _Signature, stops: set[str]) -> tuple[list[Expr], list[Expr]]:
+    """Emit every node; return the user outputs and the states' new values. The values of the nodes in ``stops``
+    go through ``grad.no_grad``."""
     env = graph.env
     new_state: dict[Var, Expr] = {}
     for node in ep.graph.nodes:
         if node.op != "call_function":
             continue
         if node.target is operator.getitem:
-            env[node.name] = _getitem(node, env)
+            item = _getitem(node, env)
+            env[node.name] = bb.emit(_stop_gradient(item), node.name) if node.name in stops else item
             continue
         args, kwargs = _resolve(node.args, env), _resolve(node.kwargs, env)
         result = _promoted_convert(bb, node, args, kwargs)
+        if node.name in stops:
+            result = _stop_gradient(result)
         if isinstance(result, Updates):
             env[node.name] = emit_updates(bb, result, node.name, graph.states, new_state)
         elif result is None:

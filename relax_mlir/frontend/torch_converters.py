@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import op
 from ..ir.expr import Expr, TupleGetItem, const
-from .common import Updates, dtype_of, elu, ndim_of, scalar_like, split_pieces
+from .common import Updates, dtype_of, elu, mish, ndim_of, scalar_like, split_pieces
 
 FRONTEND = "from_exported_program"
 
@@ -345,11 +345,35 @@ def _topk(node, args, kwargs):
 
 
 def _elu(node, args, kwargs):
-    """``elu(x, alpha=1, scale=1, input_scale=1)``."""
+    """``elu(x, alpha=1, scale=1, input_scale=1)`` (SELU is ``elu(x, 1.673..., 1.050...)``)."""
     alpha, scale, input_scale = (list(args[1:4]) + [1.0, 1.0, 1.0][len(args[1:4]):])[:3]
-    if scale != 1 or input_scale != 1:
-        raise node_error(node, "elu with scale or input_scale other than 1 (selu) is not supported")
-    return elu(args[0], alpha)
+    return elu(args[0], alpha, scale, input_scale)
+
+
+def _celu(node, args, kwargs):
+    """``celu(x, alpha=1)``, ``elu(x, alpha, 1, 1 / alpha)``: kept whole (its decomposition is
+    ``where(x > 0, x, alpha * expm1(x / alpha))``, whose gradient is NaN where ``x`` is large, see
+    :func:`~.common.elu`)."""
+    alpha = args[1] if len(args) > 1 else kwargs.get("alpha", 1.0)
+    if alpha == 0:
+        raise node_error(node, "celu with alpha 0 is not supported")
+    return elu(args[0], alpha, 1.0, 1.0 / alpha)
+
+
+def _softplus(node, args, kwargs):
+    """``softplus(x, beta=1, threshold=20)``: ``R.nn.softplus`` has PyTorch's semantics (``x`` where
+    ``beta * x > threshold``). Kept whole: the decomposition's ``where(.., x, log1p(exp(beta * x)) / beta)`` has a
+    NaN gradient where ``exp`` overflows in the branch not taken."""
+    beta = args[1] if len(args) > 1 else kwargs.get("beta", 1.0)
+    threshold = args[2] if len(args) > 2 else kwargs.get("threshold", 20.0)
+    return op.nn.softplus(args[0], beta=float(beta), threshold=float(threshold))
+
+
+def _log_sigmoid(node, args, kwargs):
+    """``log_sigmoid(x) = -softplus(-x)``, kept whole: the decomposition ``min(0, x) - log1p(exp(-|x|))`` has
+    kinks at 0, where the gradients Relax gives ``minimum``'s ties and ``abs`` (TVM's) add up to 1.5, not the
+    smooth function's 0.5."""
+    return op.negative(op.nn.softplus(op.negative(args[0])))
 
 
 def _max_dim(reduce, arg):
@@ -486,7 +510,9 @@ CONVERTERS: dict[str, Callable] = {
     "aten.tan.default": _unary(op.tan), "aten.atan.default": _unary(op.atan),
     "aten.isnan.default": _unary(op.isnan), "aten.isinf.default": _unary(op.isinf),
     "aten.reciprocal.default": lambda n, a, k: op.divide(scalar_like(1.0, a[0]), a[0]),
-    "aten.elu.default": _elu, "aten.sort.default": _sort, "aten.topk.default": _topk, "aten.upsample_nearest2d.vec": _upsample_nearest,
+    "aten.elu.default": _elu, "aten.celu.default": _celu, "aten.softplus.default": _softplus,
+    "aten.mish.default": _unary(mish), "aten.log_sigmoid.default": _log_sigmoid,
+    "aten.sort.default": _sort, "aten.topk.default": _topk, "aten.upsample_nearest2d.vec": _upsample_nearest,
     "aten.upsample_nearest2d.default": _upsample_nearest, "aten.arange.start_step": _arange,
     "aten.arange.default": _arange, "aten.arange.start": _arange,
     "aten.sum.default": lambda n, a, k: op.sum(a[0]), "aten.mean.default": lambda n, a, k: op.mean(a[0]),
