@@ -37,15 +37,35 @@ def scalar(value: float, like: Expr) -> Expr:
 
 def unbroadcast(grad: Expr, target: StructInfo) -> Expr:
     """Sum ``grad`` down to ``target``'s shape when broadcasting made it bigger; otherwise ``grad`` itself,
-    so the adjoint IR has no collapse that sums nothing."""
-    from . import collapse_sum_to
+    so the adjoint IR has no collapse that sums nothing.
+
+    Only the leading axes ``target`` lacks and its static 1s are summed. A size of ``target`` that is not a
+    static 1 is one the forward op assumed equal to ``grad``'s (a symbolic size against a static one or another
+    symbolic size, as ``check_dims_match`` does: a matmul's reduction dim after a match_cast): ``grad`` keeps it,
+    then is reshaped to ``target``'s sizes, a no-op the compiled code checks. ``collapse_sum_to`` straight to a
+    symbolic size would leave the sum to be decided at run time (1 or not), which the backend refuses."""
+    from . import collapse_sum_to, reshape
 
     g = sinfo_of(grad)
     if not isinstance(target, TensorStructInfo) or target.shape is None:
         raise TypeError(f"gradient rule: cannot unbroadcast to {target}: its shape is unknown")
-    if g.shape is not None and tuple(g.shape) == tuple(target.shape):
+    want = tuple(target.shape)
+    have = None if g.shape is None else tuple(g.shape)
+    if have == want:
         return grad
-    return collapse_sum_to(grad, target.shape)
+    if have is None or len(have) < len(want):
+        return collapse_sum_to(grad, want)
+    kept = tuple(1 if t == 1 else d for t, d in zip(want, have[len(have) - len(want):]))
+    if any(_provably_unequal(k, t) for k, t in zip(kept, want)):
+        return collapse_sum_to(grad, want)  # a rule's mistake: collapse_sum_to's inference says what is wrong
+    summed = grad if kept == have else collapse_sum_to(grad, kept)
+    return summed if kept == want else reshape(summed, want)
+
+
+def _provably_unequal(a: sym.Dim, b: sym.Dim) -> bool:
+    """Sizes that differ whatever the size variables are (``3`` and ``4``, ``n`` and ``n + 1``)."""
+    difference = a - b
+    return isinstance(difference, int) and difference != 0
 
 
 def broadcast_like(e: Expr, like: Expr) -> Expr:

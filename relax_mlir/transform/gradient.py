@@ -43,7 +43,7 @@ from ..ir.expr import (Call, Constant, DataflowVar, Expr, Function, GlobalVar, M
                        TupleGetItem, Var, VarBinding)
 from ..ir.module import IRModule
 from ..ir.printer import format_struct_info
-from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..ir.struct_info import PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
 from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
 from .pass_infra import Pass, PassContext
 from .canonicalize_bindings import CanonicalizeBindings
@@ -271,10 +271,12 @@ class _Differentiator:
         return free_vars_of([value])
 
     def relevant(self) -> set[Var]:
-        """Variables on a differentiable path from a required variable to the target."""
+        """Variables on a differentiable path from a required variable to the target. An integer or boolean
+        value is on none: it carries no gradient (argmax's result, topk's indices in a tuple beside its values),
+        though the adjoint may still read it (the indices a gather's gradient scatters to)."""
         forward = set(self.requires)
         for b in self.bindings:
-            if b.var in forward or any(v in forward for v in self._edges(b)):
+            if b.var in forward or _carries_gradient(b.var.struct_info) and any(v in forward for v in self._edges(b)):
                 forward.add(b.var)
         backward = {self.target}
         for b in reversed(self.bindings):
@@ -535,6 +537,16 @@ def _is_float_like(s: StructInfo) -> bool:
     if isinstance(s, TupleStructInfo):
         return all(_is_float_like(f) for f in s.fields)
     return isinstance(s, TensorStructInfo) and is_float(s.dtype)
+
+
+def _carries_gradient(s: StructInfo) -> bool:
+    """Whether a value of struct info ``s`` can have a nonzero adjoint: not an integer or boolean tensor or
+    scalar, nor a tuple of only such values."""
+    if isinstance(s, TupleStructInfo):
+        return any(_carries_gradient(f) for f in s.fields)
+    if isinstance(s, (TensorStructInfo, PrimStructInfo)):
+        return is_float(s.dtype)
+    return True
 
 
 def _input_name(op: Op, i: int) -> str:
