@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 e1c2aa1805364622a729bbe186a62b6341b7fa7519e72ca8d8be84e482f80ed8
+// registry sha256 2b0e9796211718f0040a827e6fedbcf0c03d5da9a8acb616010f4a931438af5a
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

@@ -4,8 +4,6 @@ does). Their gradients scatter the adjoint into zeros (``relax.grad.take_backwar
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from ..ir import sym
@@ -16,8 +14,11 @@ from .common import index_tuple, int_tuple, normalize_axes, normalize_axis, requ
 from .registry import REQUIRED, BadSample, Op, Sample, fail, get_op, register
 
 _T = TensorStructInfo
-# An end (or begin) at least this large means "to the end of the axis", as TVM users write 2**31 - 1.
+# On a symbolic axis, a static begin or end at least this large in size stands for "beyond the axis": past its end,
+# or before its start (TVM users write 2**31 - 1 for "to the end"). NumPy reads it so on every shorter axis.
 _BIG = 2**31 - 1
+# Bounds are int64 in compiled code: larger ones mean the same as this on every axis (see _slice_canon).
+_INT64_MAX = 2**63 - 1
 
 
 # -- take, strided_slice -------------------------------------------------------------------------------------
@@ -107,9 +108,13 @@ take = register(Op(
 
 
 def _slice_canon(attrs: dict) -> dict:
+    """Bounds beyond int64 (and -2**63, which compiled code reserves) become +-(2**63 - 1): NumPy's slice is the
+    same on every axis (an axis has at most 2**63 - 1 elements; only a reverse slice of an axis of exactly that
+    many would keep one element less)."""
     keys = ("axes",) + (("strides",) if attrs["strides"] is not None else ())
     return dict(attrs, **{key: int_tuple(attrs[key], key) for key in keys},
-                **{key: index_tuple(attrs[key], key) for key in ("begin", "end")})
+                **{key: tuple(i if isinstance(i, SymDim) else max(-_INT64_MAX, min(i, _INT64_MAX))
+                              for i in index_tuple(attrs[key], key)) for key in ("begin", "end")})
 
 
 def _slice_check(attrs: dict) -> None:
@@ -122,17 +127,28 @@ def _slice_check(attrs: dict) -> None:
              + ", ".join(f"{k}: {v}" for k, v in lengths.items()))
 
 
+def reads_beyond(i: Dim) -> bool:
+    """Whether a slice bound ``i`` on a symbolic axis stands for past the axis' end (``i > 0``) or before its start:
+    a static one at least 2**31 - 1 in size. The inference reads it so, which is NumPy's reading on an axis of
+    fewer elements; compiled code (``backend/legalize/shape.py``) checks that the axis is that short where it
+    matters, as the interpreter does."""
+    return isinstance(i, int) and abs(i) >= _BIG
+
+
 def _sym_slice_len(d: Dim, begin: Dim, end: Dim, stride: int) -> Dim:
     """Slice length on a symbolic axis or between symbolic bounds, assuming in-bound indices (TVM's default): a
-    symbolic bound is an index from the start (a size is never negative)."""
+    symbolic bound is an index from the start (a size is never negative). A bound that :func:`reads_beyond` the
+    axis is clamped as Python clamps it per direction; a slice that starts past its end or stops before its start
+    (in the stride's direction) is empty."""
+    forward = stride > 0
+    if (reads_beyond(begin) and (begin > 0) == forward) or (reads_beyond(end) and (end > 0) != forward):
+        return 0
+
     def resolve(i: Dim) -> Dim:
-        # The sentinels mean "past the end" and "before the start", clamped as Python does per direction.
         if isinstance(i, SymDim):
             return i
-        if i >= _BIG:
-            return d if stride > 0 else d - 1
-        if i <= -_BIG:
-            return 0 if stride > 0 else -1
+        if reads_beyond(i):
+            return (d if forward else d - 1) if i > 0 else (0 if forward else -1)
         return d + i if i < 0 else i
     b, e = resolve(begin), resolve(end)
     diff, step = (e - b, stride) if stride > 0 else (b - e, -stride)
@@ -195,4 +211,7 @@ strided_slice = register(Op(
                            r"repeats an axis")],
     doc="Slice ``x[begin:end:stride]`` along each of ``axes``, with Python's clamping of out-of-range "
         "indices and negative strides; on a symbolic axis the indices are assumed in bounds (as TVM's "
-        "``assume_inbound``), and an end of at least 2**31 - 1 means the end of the axis."))
+        "``assume_inbound``), except a static one at least 2**31 - 1 in size, which means past the end "
+        "(positive) or before the start (negative) of the axis, as NumPy reads it on any axis of fewer "
+        "elements: a call on a longer axis, where NumPy's slice has another length, raises ``ValueError`` "
+        "(use +-(2**63 - 1) there)."))

@@ -1,6 +1,7 @@
-"""``repeat``, ``tile`` and ``flip`` (TVM's names and attributes, NumPy's semantics): composites of reshape,
-broadcast_to and strided_slice, so they compile and differentiate through their decompositions
-(``grad_utils.through_decomposition``: the adjoint of a repeat or tile is a sum over the copies, of a flip a flip).
+"""``repeat``, ``tile`` and ``flip`` (TVM's names and attributes, NumPy's semantics). ``repeat`` and ``tile`` are
+composites of reshape and broadcast_to, so they compile and differentiate through their decompositions
+(``grad_utils.through_decomposition``: the adjoint of a repeat or tile is a sum over the copies). ``flip`` has a
+lowering of its own (its adjoint is a flip).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from .common import int_tuple, is_int_value, normalize_axis
 from .registry import REQUIRED, BadSample, Op, Sample, fail, register
 
 _T = TensorStructInfo
-_BIG = 2**31 - 1  # strided_slice's "to the end"
 
 
 def _shape(e: Expr, who: str) -> tuple:
@@ -135,21 +135,13 @@ def _flip_infer(args, attrs):
     return x
 
 
-def _flip_decompose(call: Call) -> Expr:
-    """``strided_slice`` with stride -1 along ``axis``."""
-    from . import strided_slice
-
-    axis = normalize_axis(call.attrs["axis"], gu.sinfo_of(call.args[0]).ndim)
-    return strided_slice(call.args[0], (axis,), (-1,), (-_BIG,), (-1,))
-
-
 flip = register(Op(
     name="relax.flip", unsigned="agnostic", inputs=("data",), attrs={"axis": REQUIRED}, infer=_flip_infer,
-    reference=lambda data, axis: np.flip(data, axis).copy(), decompose=_flip_decompose,
-    gradient=gu.through_decomposition,
+    reference=lambda data, axis: np.flip(data, axis).copy(), lowering="shape:flip",
+    gradient=gu.tensor_rule(lambda x, g, call: flip(g, call.attrs["axis"])),
     samples=[Sample([_T((2, 3), "float32")], {"axis": 1}), Sample([_T(("n", 4), "float64")], {"axis": 0}),
              Sample([_T((2, 3, 2), "int32")], {"axis": -2}, low=-5, high=5)],
     bad_samples=[BadSample([_T((2, 3), "float32")], {"axis": 2}, r"axis 2 is out of range"),
                  BadSample([_T((2, 3), "float32")], {}, r"missing required attribute 'axis'")],
-    doc="Reverse the order of the elements along ``axis`` (TVM's ``flip(data, axis)``). Composite: a "
-        "``strided_slice`` with stride -1."))
+    doc="Reverse the order of the elements along ``axis`` (TVM's ``flip(data, axis)``), on an axis of any "
+        "size."))

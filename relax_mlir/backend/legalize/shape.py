@@ -1,9 +1,9 @@
 """Shape manipulation and creation: reshape, flatten, expand_dims, squeeze, permute_dims, broadcast_to, concat,
-split, take, strided_slice; zeros/ones/full (and ``*_like``), triu/tril, arange.
+split, take, strided_slice, flip; zeros/ones/full (and ``*_like``), triu/tril, arange.
 
 Reshapes are ``tensor.collapse_shape`` to 1-D then ``tensor.expand_shape`` (canonicalization folds the pair);
-slices are ``tensor.extract_slice``/``insert_slice`` (a negative stride is a gathering ``linalg.generic``);
-``take`` is a ``linalg.generic`` reading the data with ``tensor.extract``.
+slices are ``tensor.extract_slice``/``insert_slice`` (a negative stride, and ``flip``, is a gathering
+``linalg.generic``); ``take`` is a ``linalg.generic`` reading the data with ``tensor.extract``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from mlir.dialects import arith, linalg, scf, tensor
 from .core import (DYN, Size, as_index, convert, dim, elem, empty, filled, generic, identity, is_bool,
                    is_float, loop_index, map_elementwise, norm_axes, sadd, scalar, sceildiv, sizes_of,
                    smax, smin, smul, sprod, ssub, tensor_type, amap)
+from ...op.indexing import reads_beyond
 from ..error_slot import SHAPE_CHECK_PREFIX
 from . import core
 from .checks import guarded_extract, report_if, where
@@ -256,6 +257,31 @@ def _slice_bounds(b: Size, e: Size, s: int, d: Size) -> tuple[Size, Size]:
     return start, smax(sceildiv(ssub(start, stop), -s), 0)
 
 
+def _check_beyond(op, axis: int, b: Size, e: Size, s: int, d: Size, length: Size) -> None:
+    """On a symbolic axis the inference read a bound that :func:`~relax_mlir.op.indexing.reads_beyond` the axis as
+    past its end or before its start (the interpreter checks the same): a call whose axis is too long for that
+    reading, where NumPy's slice (``length``, computed here) has another length, raises ``ValueError``."""
+    beyond = [(name, i) for name, i in (("begin", b), ("end", e)) if reads_beyond(i)]
+    if isinstance(d, int) or not beyond:
+        return  # a static axis: its inference is NumPy's slice
+    forward = s > 0
+
+    def read(i: Size) -> Size:  # the index the inference took the bound for, clamped as _slice_bounds clamps
+        if not reads_beyond(i):
+            return i
+        return (d if forward else ssub(d, 1)) if i > 0 else as_index(0 if forward else -1)
+
+    assumed = _slice_bounds(read(b), read(e), s, d)[1]
+    bad = arith.cmpi(arith.CmpIPredicate.ne, as_index(length), as_index(assumed))
+    named = [(name, i) for name, i in beyond if abs(i) < 2**63 - 1] or beyond  # +-(2**63 - 1): beyond any axis
+    text = " and ".join(f"{name} {i}, read as {'past its end' if i > 0 else 'before its start'}"
+                        for name, i in named)
+    report_if(op, bad, arith.index_cast(ir.IntegerType.get_signless(64), d), as_index(axis),
+              f"{SHAPE_CHECK_PREFIX}{where(op)}: strided_slice: symbolic axis {{position}} has {{value}} elements, "
+              f"too many for {text} (as NumPy reads a bound at least 2**31 - 1 in size on a shorter axis only; "
+              "+-(2**63 - 1) hold on any axis)")
+
+
 def strided_slice(lc, op):
     x = lc.inputs[0]
     rank = x.type.rank
@@ -263,17 +289,39 @@ def strided_slice(lc, op):
     attrs = lc.attrs
     for a, b, e, s in zip(attrs["axes"], attrs["begin"], attrs["end"], attrs["strides"] or (1,) * len(attrs["axes"])):
         a %= rank
-        offsets[a], sizes[a] = _slice_bounds(b, e, s, dim(x, a))
+        d = dim(x, a)
+        offsets[a], sizes[a] = _slice_bounds(b, e, s, d)
         strides[a] = s
+        _check_beyond(op, a, b, e, s, d, sizes[a])
     if all(s > 0 for s in strides):
         return extract_slice(x, offsets, sizes, strides)
+    return _gather(x, offsets, strides, sizes)
 
-    def body(_out):  # a negative stride: gather x[offset + i * stride] along each axis
+
+def _gather(x: ir.Value, offsets: Sequence[Size], strides: Sequence[Size], sizes: Sequence[Size]) -> ir.Value:
+    """``x[offset + i * stride]`` along each axis, ``sizes`` elements: a slice with a negative stride. With a static
+    0 among ``sizes`` it reads nothing: an empty tensor (a loop over none, returned next to another empty result,
+    crashed One-Shot Bufferize)."""
+    rank = x.type.rank
+    if any(isinstance(s, int) and s == 0 for s in sizes):
+        return empty(sizes, elem(x))
+
+    def body(_out):
         coords = [sadd(as_index(o), arith.muli(loop_index(a), as_index(s))) for a, (o, s) in
                   enumerate(zip(offsets, strides))]
         return tensor.extract(x, coords)
 
     return generic([], [empty(sizes, elem(x))], [identity(rank)], ["parallel"] * rank, body)[0]
+
+
+def flip(lc, op):
+    """``x`` reversed along ``axis``: read from its last element back, whatever the axis' size (no bounds)."""
+    x = lc.inputs[0]
+    rank = x.type.rank
+    axis = lc.attrs["axis"] % rank
+    offsets, strides = [0] * rank, [1] * rank
+    offsets[axis], strides[axis] = ssub(dim(x, axis), 1), -1
+    return _gather(x, offsets, strides, sizes_of(x))
 
 
 # --- creation ----------------------------------------------------------------------------------------------------

@@ -290,8 +290,8 @@ def _guard(op: ir.Operation) -> int:
             report_if(op, bad, arith.index_cast(i64, got), arith.constant(idx, axis),
                       f"{SHAPE_CHECK_PREFIX}{where(op)}: {op.name.split('.', 1)[1]}: an operand's dimension "
                       "{position} is {value}, "
-                      "but another operand of the same loop dimension has another size (sizes the op's inference "
-                      "assumed equal)")
+                      "but another operand of the same loop dimension has size {extent} (sizes the op's inference "
+                      "assumed equal)", extent=want)
             mismatch = bad if mismatch is None else arith.ori(mismatch, bad)
         choose = scf.IfOp(mismatch, [r.type for r in op.results], has_else=True)
         with ir.InsertionPoint(choose.then_block):

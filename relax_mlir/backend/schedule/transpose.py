@@ -26,6 +26,11 @@ cold builds unchanged within 1%).
 A tile that would not divide the sizes evenly leaves the transpose to the naive loops. A transpose that keeps the
 innermost dimension (the CNN's weight gradient reads the input as ``(C, N, H, W)``) copies whole rows, which LLVM
 vectorizes; a large one is only split across threads.
+
+A transpose's loops follow its result's dims, outermost first. With two dynamic ones or more, an empty result can
+still run a long outer loop: a ``(0, m)`` input transposed to ``(m, 0)`` looped ``m`` times over nothing (21 s for
+``m = 2**34``; a static shape folds away). Such a transpose is skipped when its result has no elements
+(:func:`skip_empty_transposes`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 
 from mlir import ir
+from mlir.dialects import arith, scf, tensor
 
 from .common import ANY, element_bits, match_tagged, ops_named, schedule_each
 from ..host import HostCPU, host_cpu
@@ -132,8 +138,60 @@ def _lines(i: int, name: str, plan: TransposePlan) -> list[str]:
     return lines
 
 
+def skip_empty_transposes(module: ir.Module) -> int:
+    """Put every transpose whose result has two dynamic dims or more, outside any loop, under an ``scf.if`` on its
+    element count: with none it yields its (empty) init instead of running its loops. Returns how many."""
+    count = 0
+    for op in ops_named(module.operation, {"linalg.transpose"}):
+        out = op.results[0].type if len(op.results) == 1 else None
+        if not isinstance(out, ir.RankedTensorType) or DEFER_TAG in op.attributes or _in_loop(op) or _skips(op):
+            continue
+        dynamic = [a for a in range(out.rank) if ir.RankedTensorType(out).is_dynamic_dim(a)]
+        if len(dynamic) >= 2:
+            _unless_empty(op, dynamic)
+            count += 1
+    return count
+
+
+def _in_loop(op: ir.Operation) -> bool:
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        if parent.name in ("scf.for", "scf.forall", "scf.parallel", "scf.while"):
+            return True
+        parent = parent.parent
+    return False
+
+
+def _skips(op: ir.Operation) -> bool:
+    """Whether ``op`` is already the else branch of its :func:`_unless_empty` (the schedule runs twice)."""
+    block = list(op.parent.regions[1].blocks[0].operations) if op.parent.name == "scf.if" else []
+    return len(block) == 2 and block[0] == op and block[1].name == "scf.yield"
+
+
+def _unless_empty(op: ir.Operation, dynamic: list[int]) -> None:
+    """``op`` moved into the else branch of an ``scf.if`` on "one of the result's ``dynamic`` dims is 0", whose then
+    branch yields the init (bufferized, both branches are the same buffer: no copy)."""
+    idx = ir.IndexType.get()
+    init = op.operands[1]
+    with ir.InsertionPoint(op), op.location:
+        zero = arith.constant(idx, 0)
+        empty = None
+        for axis in dynamic:
+            none = arith.cmpi(arith.CmpIPredicate.eq, tensor.dim(init, arith.constant(idx, axis)), zero)
+            empty = none if empty is None else arith.ori(empty, none)
+        choose = scf.IfOp(empty, [op.results[0].type], has_else=True)
+        with ir.InsertionPoint(choose.then_block):
+            scf.YieldOp([init])
+    op.results[0].replace_all_uses_with(choose.results[0])
+    with ir.InsertionPoint(choose.else_block), op.location:
+        yield_op = scf.YieldOp([op.results[0]])
+    op.move_before(yield_op.operation)
+
+
 def schedule_transposes(module: ir.Module, threads: int = 1, print_ir: bool = False) -> int:
-    """Tile and vectorize every transpose of ``module`` that moves the innermost dimension; returns how many."""
+    """Tile and vectorize every transpose of ``module`` that moves the innermost dimension; returns how many. Those
+    of dynamic shapes are skipped when empty first (:func:`skip_empty_transposes`)."""
+    skip_empty_transposes(module)
     return schedule_each(module, {"linalg.transpose"}, _TAG, lambda op: plan_transpose(op, threads), _lines,
                          "tile and vectorize transposes", print_ir,
                          patterns="transform.apply_patterns.tensor.fold_tensor_subset_ops_into_vector_transfers")
