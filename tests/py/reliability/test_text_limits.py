@@ -124,7 +124,7 @@ def test_a_tensor_larger_than_memory_is_refused_at_export():
 
 @pytest.mark.parametrize("text, message", [
     ("Gradient(func_name=3)", r"option func_name=3 is not a str or a GlobalVar"),
-    ("Gradient(func_name=main, require_grads=5)", "option require_grads=5 is not a Var or a list of Var or None"),
+    ("Gradient(func_name=main, require_grads=5)", "option require_grads=5 is not a Var or a str or a list of Var or a str or None"),
     ("Gradient(func_name=main, target_index=1.0)", "option target_index=1.0 is not an int"),
     ("BindParams(func_name=main, params=5)", "option params=5 is not a dict"),
     ("LegalizeOps(5)", "option customize_legalize_map=5 is not a dict or None"),
