@@ -3,8 +3,9 @@
 ``legalize/checks.py`` writes the IR side (a global ``memref<4xi64>`` holding ``[check id, value, position,
 extent]``,
 the function ``relax_mlir_error_address`` returning its address, the module attribute ``relax_mlir.checks``
-with one message per check); this module is the runtime side: finding the slot in a compiled engine and
-turning what it holds into an ``IndexError``.
+with one message per check), and so does ``alloc_checks.py`` for an allocation that failed, in every module that
+allocates; this module is the runtime side: finding the slot in a compiled engine and turning what it holds into
+an ``IndexError``, a ``ValueError`` (a size check) or a ``MemoryError`` (an allocation).
 """
 
 from __future__ import annotations
@@ -65,18 +66,34 @@ def slot_lock(slot: Any) -> threading.Lock:
 
 #: A check message starting with this is a size check (match_cast, a result's sizes): it raises ValueError.
 SHAPE_CHECK_PREFIX = "size: "
+#: A check message starting with this is an allocation of compiled code that failed (``alloc_checks.py``); the rest
+#: is where (``main: binding 'lv1'``, or nothing), the slot's value the byte count: it raises MemoryError.
+MEMORY_CHECK_PREFIX = "memory: "
 
 
 def take_error(slot: Any, messages: Sequence[str], function: str) -> Exception:
     """The error the slot holds (which is cleared for the next call): ``IndexError`` for an index check,
-    ``ValueError`` for a size check."""
+    ``ValueError`` for a size check, ``MemoryError`` for an allocation."""
     check, value, position = int(slot[0]), int(slot[1]), int(slot[2])
     extent = int(slot[3]) if len(slot) > 3 else "?"
     for i in range(len(slot)):
         slot[i] = 0
     if not 0 < check <= len(messages):
         return IndexError(f"{function}: a runtime check failed (check {check}, value {value})")
+    if messages[check - 1].startswith(MEMORY_CHECK_PREFIX):
+        return MemoryError(_out_of_memory(messages[check - 1][len(MEMORY_CHECK_PREFIX):], function, value))
     message = messages[check - 1].format(value=value, position=position, extent=extent)
     if message.startswith(SHAPE_CHECK_PREFIX):
         return ValueError(message[len(SHAPE_CHECK_PREFIX):])
     return IndexError(message)
+
+
+def _out_of_memory(place: str, function: str, size: int) -> str:
+    """The message of an allocation check: where (the binding, else the function called), how much."""
+    where = place if place.startswith(f"{function}:") else f"{function}: {place}" if place else function
+    amount = f"{size} bytes"
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if size >= 2**shift:
+            amount = f"{size / 2**shift:.1f} {unit} ({size} bytes)"
+            break
+    return f"{where}: unable to allocate {amount} in compiled code: out of memory; the call's results are discarded"

@@ -10,7 +10,8 @@ Stages, in order (each one's text is what ``lower(module, stage)`` returns)::
                 vector.contract, accumulator hoisted (transform-dialect scripts, see ``schedule/``)
     bufferized  one-shot bufferization across function boundaries, identity layouts; every result is an
                 out-parameter (memref) the caller allocates; temporaries freed (buffer-deallocation-pipeline)
-    llvm        LLVM dialect, ready for ``mlir.execution_engine.ExecutionEngine``
+    llvm        LLVM dialect, ready for ``mlir.execution_engine.ExecutionEngine``; every ``malloc`` checked (a failed
+                one returns from the function and raises MemoryError after the call, ``alloc_checks.py``)
 
 ``opt_level``: 0 = naive loops (no fusion, no schedule: the debugging baseline); >= 1 (default 2) =
 elementwise fusion + schedules (1, 2 and 3 are the same today). Elementwise loops are vectorized by LLVM's own
@@ -32,6 +33,7 @@ from typing import Callable
 from mlir import ir, passmanager
 from mlir.dialects import bufferization
 
+from .alloc_checks import check_allocations, functions_to_check
 from .bool_storage import widen_bool_memrefs
 from .fusion_limit import limit_fusion_depth
 from . import loop_hints
@@ -324,9 +326,14 @@ def _to_llvm(module: ir.Module, options: PipelineOptions) -> ir.Module:
     loop_hints.mark_unrolling(module)  # before outlining, which keeps the loops LLVM unrolls in kernels of their own
     if options.outline:
         outline_kernels(module, options.print_after_all)
+    calling = functions_to_check(module)  # (here: the LLVM dialect has five times the ops to walk)
     run_passes(module, LLVM_PIPELINE, options)
     if options.outline:
         mark_no_inline(module)
+    # every malloc checked: a failed one is a MemoryError (alloc_checks.py), with or without options.checks
+    if check_allocations(module, calling) and options.print_after_all:
+        sys.stderr.write(f"// -----// IR Dump After check-allocations (relax_mlir) //----- //\n{module}\n")
+        sys.stderr.flush()
     return module
 
 

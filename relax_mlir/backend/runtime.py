@@ -141,8 +141,9 @@ class CompiledFunction:
             write_layout(self._buf, base, [d if isinstance(d, int) else 0 for d in spec.shape])
         self._plan = CallPlan(signature, self._bases, self._buf)
         self._fast = self._plan.usable
-        # The function's own tensors against the memory there is (compiled code does not check its allocations):
-        # static sizes once, here; sizes the arguments bind at every call, through the general route.
+        # The function's own tensors against the memory there is, before any code runs (compiled code checks each
+        # allocation too, alloc_checks.py, but only once it is made): static sizes once, here; sizes the arguments
+        # bind at every call, through the general route.
         self._scratch = scratch_bytes(signature.scratch) if signature.scratch else None
         self._too_large: Optional[str] = None
         if self._scratch is not None and all(isinstance(d, int) for t in signature.scratch for d in t.shape):
@@ -434,7 +435,6 @@ def compile_module(
     with module.context, ir.Location.unknown(module.context):
         funcs = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in public_funcs(module)}
         funcs.pop(ERROR_ADDRESS_FN, None)  # the runtime's own accessor, not a user function
-        messages = check_messages(module)
         unknown = set(given) - set(funcs)
         if unknown:
             raise ValueError(f"signatures given for unknown functions {sorted(unknown)}; "
@@ -446,6 +446,7 @@ def compile_module(
                 _check_out_params(m, sigs)
 
         module = lower_module(module, "llvm", options, on_stage=after)
+        messages = check_messages(module)  # (after the lowering, which adds the allocations' checks)
         libs = list(shared_libs) + find_shared_libs(module)  # (the OpenMP runtime: only the engine needs it named)
         start = time.perf_counter()
         engine, how = None, "ExecutionEngine"

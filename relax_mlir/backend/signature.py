@@ -167,8 +167,8 @@ class FunctionSignature:
     params: tuple[TensorSpec, ...]
     results: tuple[TensorSpec, ...]
     #: The function's own tensors (bindings) that may be larger than a parameter or a result, with sizes the
-    #: parameters bind: checked against the memory there is before a call (``scratch_bytes``), since compiled
-    #: code does not check its allocations (an intermediate of 360 GB made malloc return NULL: a segfault).
+    #: parameters bind: checked against the memory there is before a call (``scratch_bytes``), a refusal before
+    #: any work; compiled code also checks each of its allocations (``alloc_checks.py``: a ``MemoryError`` after).
     scratch: tuple[TensorSpec, ...] = ()
 
     def __post_init__(self) -> None:
