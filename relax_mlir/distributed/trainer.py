@@ -183,10 +183,11 @@ class DistributedTrainer(Trainer):
         return float(valid.size)
 
     # -- a non-finite step -----------------------------------------------------------------------
-    def _refuse(self, loss, params, states, optim, inputs) -> None:
+    def _refuse(self, loss, params, states, optim, inputs, targets=None) -> None:
         """As Trainer's, with the culprit searched in every rank's shard: the reduced outputs are the same on
         every rank, so every rank refuses the step together, and each must name the same example (a NaN on one
-        rank makes every rank's step non-finite). Collective: one allgather, on this failure path only."""
+        rank makes every rank's step non-finite). Collective: one allgather, on this failure path only. (``targets``
+        are not read: a global batch whose targets are all ignored is a NaN of the reduced loss on every rank.)"""
         outputs = self._step_outputs(loss, params, states, optim)
         first = non_finite_error(self.step, outputs, [])  # the first non-finite output: the same on every rank
         found = next(((v.name_hint, x) for v, x in zip(self.input_vars, inputs)

@@ -375,10 +375,7 @@ class Trainer:
         """Adopt the outputs of a step that wrote fresh buffers (the interpreter's, a distributed step's), or refuse
         them as ``nan_policy`` says; returns the loss. A refused step is one whose outputs are not adopted."""
         if self.nan_policy != "ignore" and not self._finite.all_finite([loss, *params, *states, *optim]):
-            if targets is None:  # (DistributedTrainer's _refuse takes no targets)
-                self._refuse(loss, params, states, optim, inputs)
-            else:
-                self._refuse(loss, params, states, optim, inputs, targets)
+            self._refuse(loss, params, states, optim, inputs, targets)
             return _nd(loss)
         self.params, self.states, self.optim_state = list(params), list(states), list(optim)
         self.step += 1
