@@ -322,10 +322,11 @@ class _FunctionExporter:
         """``value`` as ``sinfo``'s type, its sizes checked at run time against those of ``sinfo`` known here
         (static, or over size variables already bound; a size it binds is not checked, nor one equal to
         ``proven``'s, the value's shape as far as known). On a mismatch a runtime check reports it (``ValueError``
-        after the call, naming ``what``, the dimension and both sizes) and a fresh tensor of the expected sizes
-        stands in, so nothing later reads or writes outside a buffer; with ``checks=False`` only the stand-in
-        remains. A value whose type has another static size than ``sinfo`` always fails its check. ``sizes``: the
-        size variables ``sinfo`` is over (a callee's, for an argument), by default the function's."""
+        after the call, naming ``what``, the dimension and both sizes, a symbolic one with the value it has:
+        ``expected n = 3``) and a fresh tensor of the expected sizes stands in, so nothing later reads or writes
+        outside a buffer; with ``checks=False`` only the stand-in remains. A value whose type has another static
+        size than ``sinfo`` always fails its check. ``sizes``: the size variables ``sinfo`` is over (a callee's, for
+        an argument), by default the function's."""
         sizes = sizes if sizes is not None else self.sizes
         target = tensor_type(sinfo, self.where)
         given = ir.RankedTensorType(value.type)
@@ -345,9 +346,12 @@ class _FunctionExporter:
             want = sizes.dim(d, self.where)
             got = tensor.dim(value, arith.constant(idx, axis))
             bad = arith.cmpi(arith.CmpIPredicate.ne, got, want)
+            # a size over size variables is shown with the value it has in this call: "expected n = 3"
+            shown = f"{d}" if isinstance(d, int) else f"{d} = {{extent}}"
             report_if(self.func_op, bad, arith.index_cast(ir.IntegerType.get_signless(64), got),
                       arith.constant(idx, axis),
-                      f"{SHAPE_CHECK_PREFIX}{self.where}: {what}: dimension {{position}} is {{value}}, expected {d}")
+                      f"{SHAPE_CHECK_PREFIX}{self.where}: {what}: dimension {{position}} is {{value}}, "
+                      f"expected {shown}", extent=want)
             mismatch = bad if mismatch is None else arith.ori(mismatch, bad)
             expected.append(want)
         if mismatch is None:

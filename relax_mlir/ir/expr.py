@@ -46,14 +46,14 @@ class Expr:
             fn = getattr(fn, part)
         return fn(*args)
 
-    def __add__(self, other): return self._op("add", self, _lift(other, self))
-    def __radd__(self, other): return self._op("add", _lift(other, self), self)
-    def __sub__(self, other): return self._op("subtract", self, _lift(other, self))
-    def __rsub__(self, other): return self._op("subtract", _lift(other, self), self)
-    def __mul__(self, other): return self._op("multiply", self, _lift(other, self))
-    def __rmul__(self, other): return self._op("multiply", _lift(other, self), self)
-    def __truediv__(self, other): return self._op("divide", self, _lift(other, self))
-    def __rtruediv__(self, other): return self._op("divide", _lift(other, self), self)
+    def __add__(self, other): return self._op("add", self, lift_scalar(other, self))
+    def __radd__(self, other): return self._op("add", lift_scalar(other, self), self)
+    def __sub__(self, other): return self._op("subtract", self, lift_scalar(other, self))
+    def __rsub__(self, other): return self._op("subtract", lift_scalar(other, self), self)
+    def __mul__(self, other): return self._op("multiply", self, lift_scalar(other, self))
+    def __rmul__(self, other): return self._op("multiply", lift_scalar(other, self), self)
+    def __truediv__(self, other): return self._op("divide", self, lift_scalar(other, self))
+    def __rtruediv__(self, other): return self._op("divide", lift_scalar(other, self), self)
     def __neg__(self): return self._op("negative", self)
     def __matmul__(self, other): return self._op("matmul", self, other)
 
@@ -83,10 +83,13 @@ class Expr:
         return f"{type(self).__name__}({self})"
 
 
-def _lift(value, partner: Expr) -> Expr:
-    """The other operand of ``x + 1``: a Python number is a constant of the tensor ``partner``'s dtype (refused when
-    it does not fit: ``x * 1.5`` on an int tensor), as in the text format's ``x + 1``; NumPy values and bools, and a
-    number beside a non-tensor, are ``R.const``'s (an int is int32, a float float32)."""
+def lift_scalar(value, partner: Expr) -> Expr:
+    """``value`` as the operand beside ``partner`` in an elementwise op (``x + 1``, ``op.add(x, 1)``): an ``Expr``
+    as it is; a Python number a constant of the tensor ``partner``'s dtype, as in the text format's ``x + 1`` (so
+    ``x * 2`` keeps a float16 ``x`` float16 rather than promoting it; refused when the number does not fit:
+    ``x * 1.5`` on an int tensor). NumPy values and bools, and a number beside a non-tensor, are as :func:`const`
+    makes them without a dtype (an int is int32, a float float32). The operator overloads of :class:`Expr` and the
+    op constructors (``op.registry``) share this rule."""
     if isinstance(value, Expr):
         return value
     sinfo = partner.struct_info
@@ -96,6 +99,8 @@ def _lift(value, partner: Expr) -> Expr:
     if isinstance(value, (int, float, bool, np.ndarray, np.generic)):
         return const(value)
     raise TypeError(f"cannot use {type(value).__name__} as a Relax expression")
+
+
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -14,6 +14,11 @@ from ..ir.dtype import is_float
 from ..ir.expr import Expr, const
 from ..ir.struct_info import StructInfo, TensorStructInfo
 
+#: ``strided_slice``'s "to the end" for slices the library builds (gradients, decompositions): int64 max, past the
+#: end of any axis. TVM users' 2**31 - 1 is past the end of a shorter axis only: a slice of an axis of 2**31 elements
+#: or more would stop early (a static one) or raise (a symbolic one, see ``op.indexing.reads_beyond``).
+SLICE_END = 2**63 - 1
+
 
 def sinfo_of(e: Expr) -> TensorStructInfo:
     s = e.struct_info
@@ -192,15 +197,14 @@ def tensor_rule(rule: Callable) -> Callable:
 def piece_bounds(sizes: Sequence[sym.Dim]) -> list[tuple[sym.Dim, sym.Dim]]:
     """``(begin, end)`` slice bounds of consecutive pieces of the given sizes along one axis (the split points of
     a concat's adjoint). A bound is static when it can be: from the start, or from the end (``-k``, or
-    ``2**31 - 1`` for the very end) when only the pieces before it are symbolic. Otherwise it is the sum of the
+    :data:`SLICE_END` for the very end) when only the pieces before it are symbolic. Otherwise it is the sum of the
     sizes before it, a symbolic index from the start, which ``strided_slice`` takes as TVM's PrimExpr bounds
     (the split point ``n`` of pieces of sizes ``n`` and ``m``)."""
-    big = 2**31 - 1
     total = _sum_dims(sizes)
     bounds, start = [], 0
     for size in sizes:
         stop = start + size
-        bounds.append((_bound(start, total, big), _bound(stop, total, big)))
+        bounds.append((_bound(start, total), _bound(stop, total)))
         start = stop
     return bounds
 
@@ -212,13 +216,13 @@ def _sum_dims(dims: Sequence[sym.Dim]) -> sym.Dim:
     return out
 
 
-def _bound(offset: sym.Dim, total: sym.Dim, big: int) -> sym.Dim:
+def _bound(offset: sym.Dim, total: sym.Dim) -> sym.Dim:
     """``offset`` as a slice bound: static if it is, or is from the end; else the symbolic offset itself."""
     if isinstance(offset, int):
         return offset
     from_end = total - offset
     if isinstance(from_end, int):
-        return big if from_end == 0 else -from_end
+        return SLICE_END if from_end == 0 else -from_end
     return offset
 
 

@@ -254,9 +254,9 @@ def _as_expr(value, op_name: str, partner: Optional[Expr] = None) -> Expr:
     if isinstance(value, Expr):
         return value
     if isinstance(value, (np.ndarray, np.generic, float, int, bool)):
-        from ..ir.expr import _lift, const
+        from ..ir.expr import const, lift_scalar
 
-        return const(value) if partner is None else _lift(value, partner)
+        return const(value) if partner is None else lift_scalar(value, partner)
     raise TypeError(f"{op_name}: expected a Relax expression, got {type(value).__name__}")
 
 

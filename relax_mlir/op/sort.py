@@ -24,7 +24,6 @@ from .registry import NOT_DIFFERENTIABLE, BadSample, Op, Sample, fail, register
 
 _T = TensorStructInfo
 _RET_TYPES = ("both", "values", "indices")
-_BIG = 2**31 - 1  # strided_slice's "to the end"
 
 
 def order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
@@ -147,7 +146,8 @@ def _topk_decompose(call):
 
     x, a = call.args[0], call.attrs
     axis = normalize_axis(a["axis"], gu.sinfo_of(x).ndim)
-    first = strided_slice(argsort(x, axis, a["largest"], "int64"), (axis,), (0,), (a["k"] if a["k"] >= 1 else _BIG,))
+    end = a["k"] if a["k"] >= 1 else gu.SLICE_END
+    first = strided_slice(argsort(x, axis, a["largest"], "int64"), (axis,), (0,), (end,))
     values, indices = gather_elements(x, first, axis), astype(first, a["dtype"])
     return {"both": Tuple([values, indices]), "values": values, "indices": indices}[a["ret_type"]]
 

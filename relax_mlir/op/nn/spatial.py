@@ -12,13 +12,12 @@ from ...ir import sym
 from ...ir.expr import Call, Expr, const
 from ...ir.struct_info import TensorStructInfo
 from ..common import fmt, int_tuple, is_int_value, require_ndim
-from ..grad_utils import shape_of, sinfo_of, tensor_rule, through_decomposition
+from ..grad_utils import SLICE_END, shape_of, sinfo_of, tensor_rule, through_decomposition
 from ..registry import REQUIRED, BadSample, Op, Sample, fail, register
 from .conv import conv2d
 
 _T = TensorStructInfo
 _F64 = np.float64
-_BIG = 2**31 - 1
 
 
 # -- pad ----------------------------------------------------------------------------------------------------
@@ -64,7 +63,7 @@ def _pad_grad(x: Expr, g: Expr, call: Call) -> Expr:
     """The interior of the adjoint: a slice from ``before`` to ``-after`` on every axis."""
     pairs = _pairs(call.attrs["pad_width"], sinfo_of(x).ndim)
     axes = tuple(range(len(pairs)))
-    return op.strided_slice(g, axes, tuple(b for b, _ in pairs), tuple(-a if a else _BIG for _, a in pairs))
+    return op.strided_slice(g, axes, tuple(b for b, _ in pairs), tuple(-a if a else SLICE_END for _, a in pairs))
 
 
 pad = register(Op(
@@ -114,7 +113,8 @@ def _as_conv2d_attrs(attrs: dict) -> dict:
                                   "groups": attrs["groups"], "out_dtype": attrs["out_dtype"]})
 
 
-def _lift(s: TensorStructInfo) -> TensorStructInfo:
+def _with_height_1(s: TensorStructInfo) -> TensorStructInfo:
+    """conv1d's ``(N, C, W)`` struct info as the conv2d's ``(N, C, 1, W)``."""
     return _T(None if s.shape is None else s.shape[:2] + (1,) + s.shape[2:], s.dtype, 4)
 
 
@@ -122,7 +122,7 @@ def _conv1d_infer(args, attrs):
     data, weight = args
     require_ndim(data, 3, "data")
     require_ndim(weight, 3, "weight")
-    out = conv2d.infer([_lift(data), _lift(weight)], _as_conv2d_attrs(attrs))
+    out = conv2d.infer([_with_height_1(data), _with_height_1(weight)], _as_conv2d_attrs(attrs))
     return _T(None if out.shape is None else out.shape[:2] + out.shape[3:], out.dtype, 3)
 
 

@@ -477,7 +477,7 @@ def test_a_binding_annotated_narrower_than_its_value_is_checked():
     np.testing.assert_allclose(vm["total"](x2), 2 * x2.sum(0), rtol=1e-6)
     run_both(mod, "bound", x4, rand(4, 3))
     _both_refuse(mod, vm["bound"], "bound", (x4, rand(2, 3)),
-                 r"^bound: binding 'y': declared Tensor\(\(n, 3\), float32\): dimension 0 is 4, expected n$")
+                 r"^bound: binding 'y': declared Tensor\(\(n, 3\), float32\): dimension 0 is 4, expected n = 2$")
     _both_refuse(mod, vm["bound"], "bound", (rand(4, 2), rand(4, 3)), r"dimension 1 is 2, expected 3$")
 
 
@@ -556,12 +556,12 @@ def test_a_call_s_arguments_are_checked_against_the_callee_s_parameters():
                  r"^any_rows: binding 'r': argument 0 \('y'\) of head: dimension 0 is 4, expected 2$")
     run_both(mod, "two_sizes", rand(2, 3), rand(2, 3))
     _both_refuse(mod, vm["two_sizes"], "two_sizes", (rand(2, 3), rand(4, 3)),
-                 r"^two_sizes: binding 'r': argument 1 \('b'\) of pair: dimension 0 is 4, expected n$")
+                 r"^two_sizes: binding 'r': argument 1 \('b'\) of pair: dimension 0 is 4, expected n = 2$")
     run_both(mod, "two_sizes", rand(5, 3), rand(5, 3))
     # the callee's n is not the caller's: the annotation on its result is checked
     run_both(mod, "named", rand(2, 3), rand(2, 3))
     _both_refuse(mod, vm["named"], "named", (rand(4, 3), rand(2, 3)),
-                 r"^named: binding 'r': declared Tensor\(\(n, 3\), float32\): dimension 0 is 4, expected n$")
+                 r"^named: binding 'r': declared Tensor\(\(n, 3\), float32\): dimension 0 is 4, expected n = 2$")
     # arguments whose struct info proves the parameters' sizes are not checked again
     assert "of pair" not in rm.to_mlir(mod, "relax", function="one_size")
 
@@ -593,4 +593,40 @@ def test_a_match_cast_of_a_static_size_is_checked_at_its_binding():
                  r"^conflict: binding 'y': match_cast to Tensor\(\(2, 3\), float32\): dimension 0 is 4, expected 2$")
     run_both(mod, "symbolic", rand(4, 3), rand(4, 3))
     _both_refuse(mod, vm["symbolic"], "symbolic", (rand(4, 3), rand(2, 3)),
-                 r"^symbolic: binding 'y': match_cast to Tensor\(\(n, 3\), float32\): dimension 0 is 4, expected n$")
+                 r"^symbolic: binding 'y': match_cast to Tensor\(\(n, 3\), float32\): dimension 0 is 4, "
+                 r"expected n = 2$")
+
+
+MATCH_CAST_BOUND = """
+@I.ir_module
+class Module:
+    @R.function
+    def same(x: R.Tensor(("n", 2), "float32"), y: R.Tensor(ndim=1, dtype="float32")) -> R.Tensor(("n",), "float32"):
+        z = R.match_cast(y, R.Tensor(("n",), "float32"))
+        return z
+
+    @R.function
+    def double(x: R.Tensor(("n", 2), "float32"), y: R.Tensor(ndim=1, dtype="float32")) -> R.Tensor(("2 * n",),
+                                                                                                     "float32"):
+        z = R.match_cast(y, R.Tensor(("2 * n",), "float32"))
+        return z
+"""
+
+
+def test_a_failed_size_check_says_the_value_of_the_expected_size():
+    """``n`` bound from x's 3 rows, y of 4 match_cast to ``(n,)``: the message said "expected n", not what n was in
+    the call. The interpreter says the same facts (n is 3, the size is 4) in its own words."""
+    mod = from_source(MATCH_CAST_BOUND)
+    vm = rm.VirtualMachine(rm.compile(mod))
+    x, y = rand(3, 2), rand(4)
+    with pytest.raises(ValueError, match=r"^same: binding 'z': match_cast to Tensor\(\(n,\), float32\): "
+                                         r"dimension 0 is 4, expected n = 3$"):
+        vm["same"](x, y)
+    with pytest.raises(ValueError, match=r"size n is 3 \(from an earlier value\) but here 4: shape \(4,\)"):
+        rm.interpret(mod, "same", x, y)
+    with pytest.raises(ValueError, match=r"^double: binding 'z': match_cast to Tensor\(\(2 \* n,\), float32\): "
+                                         r"dimension 0 is 4, expected 2 \* n = 6$"):
+        vm["double"](x, y)
+    with pytest.raises(ValueError, match=r"expected 2 \* n with n=3, got 4"):
+        rm.interpret(mod, "double", x, y)
+    np.testing.assert_array_equal(vm["same"](rand(4, 2), y), y)  # the error slot was cleared
