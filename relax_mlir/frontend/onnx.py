@@ -126,6 +126,13 @@ def _shape(x: Expr) -> tuple[int, ...]:
     return tuple(x.struct_info.shape)
 
 
+def _axis(node: _Node, axis: int, rank: int) -> int:
+    """An axis in ``[-rank, rank)`` (ONNX's range) as a non-negative one; any other is refused naming the node."""
+    if not -rank <= axis < rank:
+        raise node.fail(f"axis {axis} is out of range for rank {rank} (expected [{-rank}, {rank - 1}])")
+    return axis % rank
+
+
 # -- converters, one per ONNX op ------------------------------------------------------------------------------------
 
 def _unary(fn: Callable) -> Callable:
@@ -148,9 +155,17 @@ def _variadic(fn: Callable) -> Callable:
 
 
 def _pow(node, xs):
-    """ONNX's ``Pow`` allows an exponent of another type than the base (``x ** int64(2)``): it is cast to the base's."""
+    """ONNX's ``Pow`` allows an exponent of another type than the base (``x ** int64(2)``): it is cast to the base's.
+    An integer base (Relax's ``power`` takes floats only) is raised in float64 and truncated back, as
+    onnxruntime's ``static_cast<T>(std::pow(x, y))``, through a 64-bit integer so that a narrower dtype wraps as
+    the reference evaluator's integer power does: exact where the true power is below 2**53 in magnitude; beyond,
+    float64's rounding (and past 2**63 the cast) differ from the reference's wrapped integer."""
     base, exponent = xs
-    return op.power(base, exponent if dtype_of(exponent) == dtype_of(base) else op.astype(exponent, dtype_of(base)))
+    dtype = dtype_of(base)
+    if dtype[0] in "iu":  # through the 64-bit integer of the base's signedness, so a narrower result wraps
+        power = op.power(op.astype(base, "float64"), op.astype(exponent, "float64"))
+        return op.astype(op.astype(power, "uint64" if dtype[0] == "u" else "int64"), dtype)
+    return op.power(base, exponent if dtype_of(exponent) == dtype else op.astype(exponent, dtype))
 
 
 def _gemm(node, xs):
@@ -252,8 +267,18 @@ def _reduce(fn: Callable) -> Callable:
         keepdims = bool(node.attrs.get("keepdims", 1))
         if dtype_of(xs[0]) == "bool" and fn in (op.max, op.min):  # opset 20's bool max/min (any/all): via int8
             return op.astype(fn(op.astype(xs[0], "int8"), axis=axes, keepdims=keepdims), "bool")
+        if fn is op.mean and dtype_of(xs[0])[0] in "iu":  # Relax's mean takes floats: the sum over the count
+            return _integer_mean(xs[0], axes, keepdims)
         return fn(xs[0], axis=axes, keepdims=keepdims)
     return convert
+
+
+def _integer_mean(x: Expr, axes: Optional[list[int]], keepdims: bool) -> Expr:
+    """``ReduceMean`` of integers: the sum (in the input's dtype, wrapping) divided by the count, truncated toward
+    zero, as ONNX's reference (NumPy's ``mean(dtype=int)``) and onnxruntime compute it (not NumPy's float mean)."""
+    shape = _shape(x)
+    count = int(np.prod([shape[a] for a in axes])) if axes is not None else int(np.prod(shape))
+    return op.divide(op.sum(x, axis=axes, keepdims=keepdims), scalar_like(count, x))
 
 
 def _reshape(node, xs):
@@ -413,10 +438,13 @@ def _tile(node, xs):
 
 
 def _cumsum(node, xs):
-    if node.attrs.get("reverse", 0):
-        raise node.fail("reverse=1 is not supported")
-    axis = int(np.ravel(_need(node, xs[1], "the axis"))[0]) % ndim_of(xs[0])
-    return op.cumsum(xs[0], axis=axis, exclusive=bool(node.attrs.get("exclusive", 0)))
+    """``CumSum`` along ``axis``; ``exclusive`` leaves each element out of its own sum, ``reverse`` sums from the
+    end (the running sum of the flipped tensor, flipped back)."""
+    axis = _axis(node, int(np.ravel(_need(node, xs[1], "the axis"))[0]), ndim_of(xs[0]))
+    reverse = bool(node.attrs.get("reverse", 0))
+    x = op.flip(xs[0], axis=axis) if reverse else xs[0]
+    y = op.cumsum(x, axis=axis, exclusive=bool(node.attrs.get("exclusive", 0)))
+    return op.flip(y, axis=axis) if reverse else y
 
 
 def _conv_transpose(node, xs):
@@ -540,6 +568,169 @@ def _gelu(node, xs):
     return (op.nn.gelu_tanh if node.attrs.get("approximate", "none") == "tanh" else op.nn.gelu)(xs[0])
 
 
+# -- elementwise math, bits, selection and scatter ------------------------------------------------------------
+
+def _is_inf(node, xs):
+    """``IsInf``: ``detect_negative`` and ``detect_positive`` (both 1 by default) say which infinities count."""
+    x = xs[0]
+    negative, positive = node.attrs.get("detect_negative", 1), node.attrs.get("detect_positive", 1)
+    if negative and positive:
+        return op.isinf(x)
+    if not (negative or positive):
+        return const(np.zeros(_shape(x), bool), "bool")
+    return op.logical_and(op.isinf(x), (op.greater if positive else op.less)(x, scalar_like(0.0, x)))
+
+
+def _bit_shift(node, xs):
+    """``BitShift`` of unsigned integers (ONNX's only types for it). Relax has no shift: ``x * 2**s`` (left, wrapping)
+    or ``x / 2**s`` (right, an unsigned division), ``2**s`` taken from a table of the dtype's powers of two; a shift
+    by the width or more gives 0, as the reference evaluator's (a CPU takes the shift modulo the width)."""
+    x, s = xs
+    direction, dtype = node.attrs.get("direction"), dtype_of(x)
+    if direction not in ("LEFT", "RIGHT"):
+        raise node.fail(f"direction={direction!r}; expected 'LEFT' or 'RIGHT'")
+    if dtype not in ("uint8", "uint16", "uint32", "uint64") or dtype_of(s) != dtype:
+        raise node.fail(f"shifts of {dtype} by {dtype_of(s)}: ONNX's BitShift takes two tensors of one unsigned "
+                        "integer dtype")
+    bits = np.dtype(dtype).itemsize * 8
+    powers = const(np.left_shift(np.ones(bits, dtype), np.arange(bits, dtype=dtype)), dtype)
+    index = op.astype(op.minimum(s, scalar_like(bits - 1, s)), "int64")  # (a take's indices are signed)
+    shifted = (op.multiply if direction == "LEFT" else op.divide)(x, op.take(powers, index, axis=0))
+    return op.where(op.less(s, scalar_like(bits, s)), shifted, scalar_like(0, x))
+
+
+def _top_k(node, xs):
+    """``TopK(X, K)``: the ``K`` largest (``largest=0``: smallest) along ``axis`` and their int64 indices, ties in
+    order of position (the reference evaluator's order). ``sorted=0`` leaves the order to the implementation: the
+    sorted one is kept. ``K`` must be known while importing; ``K = 0`` gives empty outputs."""
+    x = xs[0]
+    k = _ints(node, xs[1], "K")
+    axis = _axis(node, node.attrs.get("axis", -1), ndim_of(x))
+    n = _shape(x)[axis]
+    if len(k) != 1 or not 0 <= k[0] <= n:
+        raise node.fail(f"K={k[0] if len(k) == 1 else k} must be one number in [0, {n}], the size of axis {axis} "
+                        f"of X {_shape(x)}")
+    if k[0] == 0:
+        empty = tuple(0 if i == axis else d for i, d in enumerate(_shape(x)))
+        return [const(np.zeros(empty, dtype_of(x)), dtype_of(x)), const(np.zeros(empty, np.int64), "int64")]
+    top = op.topk(x, k=k[0], axis=axis, largest=bool(node.attrs.get("largest", 1)), dtype="int64")
+    return [TupleGetItem(top, 0), TupleGetItem(top, 1)]
+
+
+def _range(node, xs):
+    """``Range(start, limit, delta)``, computed while importing (its size is its operands' values): NumPy's
+    ``arange``, whose size ``max(ceil((limit - start) / delta), 0)`` and values ``start + i * delta`` are ONNX's."""
+    start, limit, delta = (_need(node, x, what).reshape(()) for x, what in zip(xs, ("start", "limit", "delta")))
+    if delta == 0:
+        raise node.fail("delta is 0")
+    values = np.arange(start.item(), limit.item(), delta.item()).astype(start.dtype)
+    return const(values, str(values.dtype))
+
+
+def _one_hot(node, xs):
+    """``OneHot(indices, depth, values)``: ``values[1]`` where an index equals the position along the new ``axis``,
+    ``values[0]`` elsewhere. A negative index counts from ``depth``; one outside ``[-depth, depth)`` gives
+    ``values[0]`` all along (ONNX's rule; Relax's ``one_hot`` raises ``IndexError``), hence a comparison with
+    ``arange(depth)``, in the indices' dtype (a float index that is not whole matches nothing, as in the
+    reference evaluator). ``depth`` must be known while importing; ``values`` may be computed at run time."""
+    indices, values = xs[0], xs[2]
+    depth = _need(node, xs[1], "depth")
+    if depth.size != 1 or int(depth.reshape(())) < 1:
+        raise node.fail(f"depth must be one positive number, got {depth.tolist()}")
+    depth, rank = int(depth.reshape(())), ndim_of(indices)  # ONNX casts a float depth to int64
+    axis = _axis(node, node.attrs.get("axis", -1), rank + 1)
+    wrapped = op.where(op.less(indices, scalar_like(0, indices)), op.add(indices, scalar_like(depth, indices)), indices)
+    positions = const(np.arange(depth).reshape((depth,) + (1,) * (rank - axis)), dtype_of(indices))
+    hot = op.equal(op.expand_dims(wrapped, axis=axis), positions)
+    off, on = (op.take(values, const(i, "int64"), axis=0) for i in (0, 1))
+    return op.where(hot, on, off)
+
+
+#: ONNX's reductions of ScatterElements and ScatterND, as Relax's ``scatter_elements`` names them.
+_SCATTER_REDUCTIONS = {"none": "update", "add": "add", "mul": "mul", "min": "min", "max": "max"}
+
+
+def _scatter_reduction(node) -> str:
+    reduction = node.attrs.get("reduction", "none")
+    if reduction not in _SCATTER_REDUCTIONS:
+        raise node.fail(f"reduction={reduction!r}; expected one of {', '.join(_SCATTER_REDUCTIONS)}")
+    return _SCATTER_REDUCTIONS[reduction]
+
+
+def _scatter_elements(node, xs):
+    data, indices, updates = xs
+    axis = _axis(node, node.attrs.get("axis", 0), ndim_of(data))
+    return op.scatter_elements(data, indices, updates, axis=axis, reduction=_scatter_reduction(node))
+
+
+def _scatter_nd(node, xs):
+    """``ScatterND(data, indices, updates)``: each row of ``indices`` (its last axis, ``k`` numbers) addresses an
+    element of ``data`` (``k`` = its rank) or a slice (of its last ``rank - k`` axes). Relax has no such op: it
+    is ``scatter_elements`` on the flattened data at the flat position of every element written. A negative
+    index counts from the end (as NumPy's, the reference's); a row outside ``data`` is sent past the flattened
+    end, where ``scatter_elements`` raises ``IndexError`` at run time (its flat position could land on another
+    row)."""
+    data, indices, updates = xs
+    shape, rows = _shape(data), _shape(indices)
+    k, inner = rows[-1], shape[rows[-1]:]
+    if k > len(shape) or _shape(updates) != rows[:-1] + inner:
+        raise node.fail(f"indices {rows} and updates {_shape(updates)} do not fit data {shape}: updates must be "
+                        "indices.shape[:-1] + data.shape[indices.shape[-1]:]")
+    total = int(np.prod(shape))
+    dims = const(np.array(shape[:k], np.int64), "int64")
+    index = op.astype(indices, "int64")
+    index = op.where(op.less(index, const(0, "int64")), op.add(index, dims), index)
+    outside = op.logical_or(op.less(index, const(0, "int64")), op.greater_equal(index, dims))
+    strides = const(np.array([int(np.prod(shape[i + 1:])) for i in range(k)], np.int64), "int64")
+    row_outside = op.greater(op.max(op.astype(outside, "int8"), axis=[-1]), const(0, "int8"))
+    flat = op.where(row_outside, const(total, "int64"), op.sum(op.multiply(index, strides), axis=[-1]))
+    within = const(np.arange(int(np.prod(inner)), dtype=np.int64).reshape(inner), "int64")
+    positions = op.add(op.reshape(flat, rows[:-1] + (1,) * len(inner)), within)
+    scattered = op.scatter_elements(op.reshape(data, (total,)), op.reshape(positions, (-1,)),
+                                    op.reshape(updates, (-1,)), axis=0, reduction=_scatter_reduction(node))
+    return op.reshape(scattered, shape)
+
+
+def _lrn(node, xs):
+    """``LRN``: ``x / (bias + alpha / size * s) ** beta``, ``s`` the sum of squares over the channels from
+    ``c - floor((size - 1) / 2)`` to ``c + ceil((size - 1) / 2)`` (those that exist): the squares padded with
+    zeros along the channels and ``size`` shifted slices added."""
+    x, size = xs[0], node.attrs.get("size")
+    if not isinstance(size, int) or size < 1:
+        raise node.fail(f"size={size!r}; LRN needs a positive int size")
+    alpha, beta, bias = node.attrs.get("alpha", 1e-4), node.attrs.get("beta", 0.75), node.attrs.get("bias", 1.0)
+    rank, channels = ndim_of(x), _shape(x)[1]
+    before, after = (size - 1) // 2, size // 2  # floor and ceil of (size - 1) / 2
+    width = [0] * (2 * rank)
+    width[2], width[3] = before, after
+    padded = op.nn.pad(op.multiply(x, x), pad_width=width, pad_value=0.0)
+    window = functools.reduce(op.add, [op.strided_slice(padded, axes=[1], begin=[i], end=[i + channels])
+                                       for i in range(size)])
+    scale = op.add(scalar_like(bias, x), op.multiply(window, scalar_like(alpha / size, x)))
+    return op.divide(x, op.power(scale, scalar_like(beta, x)))
+
+
+def _lp_normalization(node, xs):
+    """``LpNormalization``: ``x`` over its L1 (``p=1``) or L2 (``p=2``, the default) norm along ``axis``; a zero norm
+    gives 0 (the reference evaluator's rule), through a divisor of 1 there, so that no NaN reaches a gradient."""
+    x, p = xs[0], node.attrs.get("p", 2)
+    axis = _axis(node, node.attrs.get("axis", -1), ndim_of(x))
+    if p not in (1, 2):
+        raise node.fail(f"p={p}; ONNX's LpNormalization takes p=1 or p=2")
+    norm = op.sum(op.abs(x), axis=[axis], keepdims=True) if p == 1 else \
+        op.sqrt(op.sum(op.multiply(x, x), axis=[axis], keepdims=True))
+    zero = op.equal(norm, scalar_like(0.0, x))
+    return op.divide(x, op.where(zero, scalar_like(1.0, x), norm))
+
+
+def _hardmax(node, xs):
+    """``Hardmax``: 1 at the first largest element along ``axis``, 0 elsewhere, in the input's dtype."""
+    x = xs[0]
+    axis = _axis(node, node.attrs.get("axis", -1), ndim_of(x))
+    return op.one_hot(op.argmax(x, axis=axis), on_value=1.0, off_value=0.0, depth=_shape(x)[axis], axis=axis,
+                      dtype=dtype_of(x))
+
+
 CONVERTERS: dict[str, Callable] = {
     "Add": _binary(op.add), "Sub": _binary(op.subtract), "Mul": _binary(op.multiply), "Div": _binary(op.divide),
     "Pow": _pow, "Max": _variadic(op.maximum),
@@ -578,13 +769,24 @@ CONVERTERS: dict[str, Callable] = {
     "Reshape": _reshape, "Flatten": _flatten, "Transpose": _transpose, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
     "Slice": _slice, "Expand": _expand, "Concat": _concat, "Gather": _gather, "Cast": _cast,
     "Shape": _shape_of, "Constant": _constant, "ConstantOfShape": _constant_of_shape,
+    "Sin": _unary(op.sin), "Cos": _unary(op.cos), "Tan": _unary(op.tan), "Asin": _unary(op.asin),
+    "Acos": _unary(op.acos), "Atan": _unary(op.atan), "Sinh": _unary(op.sinh), "Cosh": _unary(op.cosh),
+    "Asinh": _unary(op.asinh), "Acosh": _unary(op.acosh), "Atanh": _unary(op.atanh), "Sign": _unary(op.sign),
+    "Round": _unary(op.round), "IsNaN": _unary(op.isnan), "IsInf": _is_inf, "BitShift": _bit_shift,
+    "BitwiseAnd": _binary(op.bitwise_and), "BitwiseOr": _binary(op.bitwise_or), "BitwiseXor": _binary(op.bitwise_xor),
+    "BitwiseNot": _unary(op.bitwise_not), "TopK": _top_k, "Range": _range, "OneHot": _one_hot,
+    "GatherElements": lambda node, xs: op.gather_elements(
+        xs[0], xs[1], axis=_axis(node, node.attrs.get("axis", 0), ndim_of(xs[0]))),
+    "ScatterElements": _scatter_elements, "ScatterND": _scatter_nd, "LRN": _lrn,
+    "LpNormalization": _lp_normalization, "Hardmax": _hardmax,
 }
 
 # Inputs these ops read as running statistics: they are states, updated by the op.
 _STATE_INPUTS = {"BatchNormalization": (3, 4)}
 #: Float inputs read as values while importing (a Clip bound, Resize's roi and scales, Pad's value, Dropout's
-#: ratio): an initializer there is a constant, not a parameter (as one, it was refused as computed at run time).
-_VALUE_INPUTS = {"Clip": (1, 2), "Resize": (1, 2), "Pad": (2,), "Dropout": (1,)}
+#: ratio, Range's operands, OneHot's depth and values): an initializer there is a constant, not a parameter (as one,
+#: it was refused as computed at run time).
+_VALUE_INPUTS = {"Clip": (1, 2), "Resize": (1, 2), "Pad": (2,), "Dropout": (1,), "Range": (0, 1, 2), "OneHot": (1, 2)}
 
 
 def from_onnx(model, keep_params_in_input: bool = True, shape_dict: Optional[Mapping[str, Sequence[int]]] = None,
