@@ -51,11 +51,12 @@ __all__ = ["from_exported_program", "from_fx", "CONVERTERS", "TorchImportError"]
 # Buffers these ops read as running statistics (argument positions): they are states, updated by the op.
 _STATE_ARGS = {"aten._native_batch_norm_legit_functional.default": (3, 4),
                "aten._native_batch_norm_legit_no_training.default": (3, 4)}
-# Ops kept whole by the decomposition because Relax has them whole (attention, softplus), or because their
+# Ops kept whole by the decomposition because Relax has them whole (attention, softplus, one_hot: its
+# decomposition checks the classes with asserts, Relax's one_hot raises for them), or because their
 # decomposition's gradient is NaN where ``exp`` overflows in a ``where`` branch not taken (mish, celu) or wrong at a
 # kink the function does not have (log_sigmoid at 0): see their converters.
 _KEEP_WHOLE = ("scaled_dot_product_attention.default", "softplus.default", "mish.default", "celu.default",
-               "log_sigmoid.default")
+               "log_sigmoid.default", "one_hot.default")
 # The higher-order op of a ``with torch.no_grad():`` (or ``torch.set_grad_enabled(False)``) block.
 _NO_GRAD_BLOCK = "wrap_with_set_grad_enabled"
 _DETACH = "aten.detach.default"

@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 from .. import op
+from ..ir.dtype import to_numpy
 from ..ir.expr import Expr, TupleGetItem, const
 from .common import Updates, dtype_of, elu, mish, ndim_of, scalar_like, split_pieces
 
@@ -245,8 +246,9 @@ def _embedding(node, args, kwargs):
 
 
 def _sdpa(node, args, kwargs):
-    """``scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale)`` on (B, H, S, D):
-    ``R.nn.attention`` works on (B, S, H, D), so transpose in and out."""
+    """``scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)`` on
+    (B, H, S, D): ``R.nn.attention`` works on (B, S, H, D), so transpose in and out. Grouped-query attention (k and v
+    with fewer heads) repeats each k/v head for its group of query heads, as PyTorch's ``repeat_interleave``."""
     q, k, v = args[:3]
     get = lambda i, name, default: args[i] if len(args) > i else kwargs.get(name, default)  # noqa: E731
     mask, dropout_p, causal, scale = get(3, "attn_mask", None), get(4, "dropout_p", 0.0), \
@@ -255,8 +257,9 @@ def _sdpa(node, args, kwargs):
         raise node_error(node, f"attention on rank-{ndim_of(q)} tensors; only (batch, heads, seq, dim) is supported")
     if dropout_p:
         raise node_error(node, f"attention dropout ({dropout_p}) is not supported")
-    if kwargs.get("enable_gqa"):
-        raise node_error(node, "grouped-query attention is not supported")
+    heads, kv_heads = q.struct_info.shape[1], k.struct_info.shape[1]
+    if kv_heads != heads:  # grouped-query (enable_gqa=True; PyTorch checks that kv_heads divides heads)
+        k, v = (op.repeat(t, repeats=heads // kv_heads, axis=1) for t in (k, v))
     if mask is not None and dtype_of(mask) == "bool":
         mask = op.where(mask, scalar_like(0.0, q), scalar_like(float("-inf"), q))
     bsnh = [0, 2, 1, 3]
@@ -488,6 +491,226 @@ def _group_norm(node, args, kwargs):
     return [op.nn.group_norm(x, w, b, num_groups=groups, channel_axis=1, axes=rest, epsilon=float(eps)), None, None]
 
 
+def _arg(args, kwargs, i: int, name: str, default=None):
+    """Argument ``i`` of a node, given by position or by ``name``."""
+    return args[i] if len(args) > i else kwargs.get(name, default)
+
+
+def _safe_root(s: Expr, p: float) -> Expr:
+    """``s ** (1 / p)`` for ``s >= 0``, with a zero gradient where ``s`` is 0 (as PyTorch's norms): the root's own
+    gradient is infinite there, and the chain rule's ``0 * inf`` would be NaN. The root is taken of 1 where ``s`` is
+    0, so neither branch of the ``where`` has an infinite gradient."""
+    zero = op.equal(s, scalar_like(0, s))
+    safe = op.where(zero, scalar_like(1, s), s)
+    root = op.sqrt(safe) if p == 2 else op.power(safe, scalar_like(1.0 / p, s))
+    return op.where(zero, scalar_like(0, s), root)
+
+
+def _magnitude(x: Expr) -> Expr:
+    """``|x|`` as ``x * sign(x)``, whose gradient is ``sign(x)``: 0 at 0, as PyTorch's ``abs`` (Relax's ``abs``
+    has TVM's gradient, +1 at 0, which would give a zero row of ``F.normalize(p=1)`` a gradient)."""
+    return op.multiply(x, op.sign(x))
+
+
+def _vector_norm(node, args, kwargs):
+    """``linalg_vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None)`` (``F.normalize``, ``x.norm()``):
+    ``max``/``min`` of ``|x|`` for ``ord`` inf/-inf, the count of non-zeros for 0, ``sum(|x|)`` for 1, and
+    ``sum(|x| ** ord) ** (1 / ord)`` for other positive orders (``sqrt(sum(x * x))`` for 2), whose gradient is 0 at
+    a zero vector, as PyTorch's (``F.normalize`` of an all-zero row)."""
+    x, ord_ = args[0], _arg(args, kwargs, 1, "ord", 2)
+    axes, keep = _dims(args, 2, kwargs.get("dim")), bool(_arg(args, kwargs, 3, "keepdim", False))
+    if kwargs.get("dtype") is not None:
+        x = op.astype(x, torch_dtype(kwargs["dtype"]))
+    reduce = dict(axis=axes, keepdims=keep)
+    if ord_ == 0:
+        return op.sum(op.astype(op.not_equal(x, scalar_like(0, x)), dtype_of(x)), **reduce)
+    if ord_ in (np.inf, -np.inf):
+        return (op.max if ord_ > 0 else op.min)(_magnitude(x), **reduce)
+    if ord_ < 0:
+        raise node_error(node, f"vector norm of order {ord_}; only positive orders, 0, inf and -inf are supported")
+    if ord_ == 1:
+        return op.sum(_magnitude(x), **reduce)
+    if ord_ == 2:
+        return _safe_root(op.sum(op.multiply(x, x), **reduce), 2)
+    a = _magnitude(x)  # |x| ** ord with a zero gradient at 0 (for ord < 1 the power's own is infinite there)
+    zero = op.equal(a, scalar_like(0, a))
+    powered = op.where(zero, scalar_like(0, a), op.power(op.where(zero, scalar_like(1, a), a), scalar_like(ord_, a)))
+    return _safe_root(op.sum(powered, **reduce), float(ord_))
+
+
+def _var_mean(node, args, kwargs):
+    """``var_mean.correction(x, dim, correction=1, keepdim=False)``: the corrected variance, then the mean."""
+    keep = bool(kwargs.get("keepdim", False))
+    return [_variance(False)(node, args, kwargs), op.mean(args[0], axis=_dims(args, 1, kwargs.get("dim")),
+                                                          keepdims=keep)]
+
+
+def _prod(node, args, kwargs):
+    """``prod.default(x, dtype)`` and ``prod.dim_int(x, dim, keepdim=False, dtype)`` (a bool or narrow int tensor
+    is brought to PyTorch's int64 result by the promotion of the caller)."""
+    x, dtype = args[0], kwargs.get("dtype")
+    if dtype is not None:
+        x = op.astype(x, torch_dtype(dtype))
+    if str(node.target).endswith("default"):
+        return op.prod(x)
+    return op.prod(x, axis=_dims(args, 1), keepdims=bool(_arg(args, kwargs, 2, "keepdim", False)))
+
+
+def _truth(x: Expr) -> Expr:
+    """A tensor as booleans, as PyTorch's logical ops read it: non-zero (NaN included) is true."""
+    return x if dtype_of(x) == "bool" else op.not_equal(x, scalar_like(0, x))
+
+
+def _logical(fn: Callable) -> Callable:
+    """``logical_not``/``and``/``or`` of tensors of any dtype (Relax's take booleans): their truth values."""
+    return lambda node, args, kwargs: fn(*(_truth(_operand(a, args[0])) for a in args[:2]))
+
+
+def _any(negate: bool):
+    """``any``/``all`` (``.default``, ``.dim``, ``.dims``): whether any (every) element is non-zero (NaN counts as
+    non-zero, as in PyTorch), as the maximum (minimum) of the truth values as int8; a bool result."""
+    def convert(node, args, kwargs):
+        x = args[0]
+        truth = _truth(x)
+        whole = str(node.target).endswith("default")
+        reduce = op.min if negate else op.max
+        axes = None if whole else _dims(args, 1, kwargs.get("dim"))
+        keep = not whole and bool(_arg(args, kwargs, 2, "keepdim", False))
+        return op.astype(reduce(op.astype(truth, "int8"), axis=axes, keepdims=keep), "bool")
+    return convert
+
+
+def _one_hot(node, args, kwargs):
+    """``one_hot(indices, num_classes)``, kept whole: Relax's one_hot raises ``IndexError`` for a class outside
+    ``[0, num_classes)``, as PyTorch does (its decomposition checks with asserts the importer would skip).
+    ``num_classes=-1`` (the largest class plus one, a size known only when it runs) does not export."""
+    return op.one_hot(args[0], on_value=1, off_value=0, depth=_arg(args, kwargs, 1, "num_classes"), dtype="int64")
+
+
+def _bitwise_not(node, args, kwargs):
+    """``~x``: bitwise on integers, logical on booleans (Relax's ``bitwise_not`` takes integers only)."""
+    return (op.logical_not if dtype_of(args[0]) == "bool" else op.bitwise_not)(args[0])
+
+
+_BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
+
+
+def _embedding_bag(node, args, kwargs):
+    """``_embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+    include_last_offset, padding_idx)`` (``nn.EmbeddingBag``; a 2-D input comes as flat indices and offsets):
+    the bags are known only when it runs (``offsets`` is a tensor), so a (bags, indices) membership mask is
+    computed, ``offsets[b] <= i < offsets[b + 1]`` (and ``indices[i]`` not ``padding_idx``), and the looked-up
+    rows are summed with it (a matmul), averaged, or maxed where it holds. An empty bag gives zeros, as in
+    PyTorch. Max: a row that is the maximum twice in a bag (an index repeated) shares its gradient between the two,
+    where PyTorch gives it to the first."""
+    weight, indices, offsets = args[:3]
+    get = lambda i, name, default: _arg(args, kwargs, i, name, default)  # noqa: E731
+    mode, weights = _BAG_MODES[get(4, "mode", 0)], get(6, "per_sample_weights", None)
+    last, padding_idx = bool(get(7, "include_last_offset", False)), get(8, "padding_idx", -1)
+    if get(3, "scale_grad_by_freq", False):
+        raise node_error(node, "embedding bag with scale_grad_by_freq is not supported")
+    (n,), (count,) = indices.struct_info.shape, offsets.struct_info.shape
+    bags = count - 1 if last else count
+    begin = op.strided_slice(offsets, axes=[0], begin=[0], end=[bags]) if last else offsets
+    end = op.strided_slice(offsets, axes=[0], begin=[1], end=[bags + 1]) if last else \
+        op.concat([op.strided_slice(offsets, axes=[0], begin=[1], end=[count]),
+                   const(np.array([n], to_numpy(dtype_of(offsets))), dtype_of(offsets))], axis=0)
+    position = const(np.arange(n, dtype=to_numpy(dtype_of(offsets))).reshape(1, n), dtype_of(offsets))
+    member = op.logical_and(op.less_equal(op.reshape(begin, (bags, 1)), position),
+                            op.less(position, op.reshape(end, (bags, 1))))
+    if padding_idx is not None and padding_idx >= 0:
+        member = op.logical_and(member, op.reshape(op.not_equal(indices, scalar_like(padding_idx, indices)), (1, n)))
+    rows = op.take(weight, indices, axis=0)
+    if weights is not None:
+        rows = op.multiply(rows, op.reshape(weights, (n, 1)))
+    mask = op.astype(member, dtype_of(weight))
+    sizes = op.sum(mask, axis=[1], keepdims=True)
+    if mode == "sum":
+        out = op.matmul(mask, rows)
+    elif mode == "mean":
+        out = op.divide(op.matmul(mask, rows), op.maximum(sizes, scalar_like(1, sizes)))
+    else:
+        picked = op.where(op.expand_dims(member, -1), op.expand_dims(rows, 0), scalar_like(float("-inf"), rows))
+        out = op.where(op.greater(sizes, scalar_like(0, sizes)), op.max(picked, axis=[1]), scalar_like(0, rows))
+    return [out, None, None, None]
+
+
+def _batch_norm_no_stats(node, args, kwargs):
+    """``_native_batch_norm_legit.no_stats(x, w, b, training, momentum, eps)``: normalized with the batch's
+    statistics over every axis but 1 (no running statistics: ``nn.InstanceNorm*``, exported as this on the
+    (1, N * C, ...) view, and ``nn.BatchNorm*(track_running_stats=False)``); the saved mean and rstd not made."""
+    x, w, b, eps = args[0], args[1], args[2], args[5]
+    axes = [0] + list(range(2, ndim_of(x)))
+    channel = (1, -1) + (1,) * (ndim_of(x) - 2)
+    mean, var = op.mean(x, axis=axes, keepdims=True), op.variance(x, axis=axes, keepdims=True)
+    y = op.multiply(op.subtract(x, mean), op.rsqrt(op.add(var, scalar_like(float(eps), var))))
+    if w is not None:
+        y = op.multiply(y, op.reshape(w, channel))
+    return [y if b is None else op.add(y, op.reshape(b, channel)), None, None]
+
+
+def _index(node, args, kwargs):
+    """``index.Tensor(x, [i0, None, i2, ...])`` (``x[idx]``, and the reflect/replicate pads' decomposition):
+    NumPy's advanced indexing as one ``take``. Several index tensors are merged into one (their broadcast, each
+    times its axis' stride, on ``x`` with those axes merged), moved first when they are not adjacent, as NumPy and
+    PyTorch put the result's indexed dims."""
+    x, indices = args[0], list(args[1])
+    axes = [a for a, i in enumerate(indices) if i is not None]
+    if axes != list(range(axes[0], axes[-1] + 1)):
+        order = axes + [a for a in range(ndim_of(x)) if a not in axes]
+        x, indices, axes = op.permute_dims(x, axes=order), [indices[a] for a in axes], list(range(len(axes)))
+    if len(axes) == 1:
+        return op.take(x, indices[axes[0]], axis=axes[0])
+    shape = list(x.struct_info.shape)
+    sizes = [shape[a] for a in axes]
+    flat = None
+    for a, size in zip(axes, sizes):
+        i = op.astype(indices[a], "int64") if dtype_of(indices[a]) != "int64" else indices[a]
+        i = op.where(op.less(i, scalar_like(0, i)), op.add(i, scalar_like(size, i)), i)  # negatives from the end
+        stride = int(np.prod(sizes[axes.index(a) + 1:], dtype=np.int64))
+        term = i if stride == 1 else op.multiply(i, scalar_like(stride, i))
+        flat = term if flat is None else op.add(flat, term)
+    merged = shape[:axes[0]] + [int(np.prod(sizes))] + shape[axes[-1] + 1:]
+    return op.take(op.reshape(x, merged), flat, axis=axes[0])
+
+
+def _linear_weights(n_in: int, n_out: int, align_corners: bool, scale, f) -> tuple[np.ndarray, ...]:
+    """PyTorch's bilinear source positions along one axis, computed in the float type ``f`` as its kernel computes
+    them (float32; float64 for a float64 input): the lower and upper source index of each output and the upper
+    one's weight. The step is ``(n_in - 1) / (n_out - 1)`` with ``align_corners``, else ``1 / scale_factor`` when
+    one was given (``F.interpolate(scale_factor=1.5)``: not ``n_in / n_out``), else ``n_in / n_out``; without
+    ``align_corners`` pixel centres are matched (``(o + 0.5) * step - 0.5``, at least 0)."""
+    if align_corners:
+        step = f(n_in - 1) / f(n_out - 1) if n_out > 1 else f(0)
+        source = step * np.arange(n_out, dtype=f)
+    else:
+        step = f(1.0 / scale) if scale else f(n_in) / f(n_out)
+        source = np.maximum(step * (np.arange(n_out, dtype=f) + f(0.5)) - f(0.5), f(0))
+    low = source.astype(np.int64)
+    return low, np.minimum(low + 1, n_in - 1), np.clip(source - low.astype(f), 0, 1).astype(f)
+
+
+def _upsample_bilinear(node, args, kwargs):
+    """``upsample_bilinear2d.vec(x, output_size, align_corners, scale_factors)`` (and ``.default`` with
+    ``scales_h``, ``scales_w``): along W, then H (the order of PyTorch's kernel), each output a blend of two
+    ``take``s of the input with constant weights."""
+    x, align_corners = args[0], bool(args[2])
+    if str(node.target).endswith("vec"):
+        scales = list(args[3]) if len(args) > 3 and args[3] is not None else [None, None]
+    else:
+        scales = [_arg(args, kwargs, 3, "scales_h"), _arg(args, kwargs, 4, "scales_w")]
+    for axis in (3, 2):
+        n_in, n_out = x.struct_info.shape[axis], _out_shape(node)[axis]
+        f = np.float64 if dtype_of(x) == "float64" else np.float32
+        low, high, weight = _linear_weights(n_in, n_out, align_corners, scales[axis - 2], f)
+        shape = (n_out,) + (1,) * (3 - axis)
+        upper = const(weight.reshape(shape).astype(to_numpy(dtype_of(x))), dtype_of(x))
+        lower = const((f(1) - weight).reshape(shape).astype(to_numpy(dtype_of(x))), dtype_of(x))
+        x = op.add(op.multiply(op.take(x, const(low, "int64"), axis=axis), lower),
+                   op.multiply(op.take(x, const(high, "int64"), axis=axis), upper))
+    return x
+
+
 CONVERTERS: dict[str, Callable] = {
     "aten.add.Tensor": _binary(op.add), "aten.add.Scalar": _binary(op.add),
     "aten.sub.Tensor": _binary(op.subtract), "aten.sub.Scalar": _binary(op.subtract),
@@ -501,8 +724,8 @@ CONVERTERS: dict[str, Callable] = {
         ("ge", op.greater_equal)] for kind in ("Tensor", "Scalar")},
     "aten.remainder.Tensor": _binary(op.floor_mod), "aten.remainder.Scalar": _binary(op.floor_mod),
     "aten.fmod.Tensor": _binary(op.mod), "aten.fmod.Scalar": _binary(op.mod),
-    "aten.logical_and.default": _binary(op.logical_and), "aten.logical_or.default": _binary(op.logical_or),
-    "aten.logical_not.default": _unary(op.logical_not), "aten.bitwise_not.default": _unary(op.bitwise_not),
+    "aten.logical_and.default": _logical(op.logical_and), "aten.logical_or.default": _logical(op.logical_or),
+    "aten.logical_not.default": _logical(op.logical_not), "aten.bitwise_not.default": _bitwise_not,
     "aten.floor.default": _unary(op.floor), "aten.ceil.default": _unary(op.ceil),
     "aten.round.default": _unary(op.round), "aten.sign.default": _unary(op.sign),
     "aten.trunc.default": _unary(op.trunc), "aten.log1p.default": _unary(op.log1p),
@@ -561,6 +784,16 @@ CONVERTERS: dict[str, Callable] = {
     "aten.full_like.default": _full_like,
     "aten.native_dropout.default": _dropout,
     "aten._to_copy.default": _to_copy, "aten._assert_tensor_metadata.default": _no_value,
+    "aten.linalg_vector_norm.default": _vector_norm, "aten.var_mean.correction": _var_mean,
+    "aten.prod.default": _prod, "aten.prod.dim_int": _prod,
+    **{f"aten.{name}.{kind}": _any(name == "all") for name in ("any", "all") for kind in ("default", "dim", "dims")},
+    "aten.gather.default": lambda n, a, k: op.gather_elements(a[0], a[2], axis=a[1] % ndim_of(a[0])),
+    "aten.one_hot.default": _one_hot,
+    **{f"aten.bitwise_{name}.{kind}": _binary(getattr(op, f"bitwise_{name}")) for name in ("and", "or", "xor")
+       for kind in ("Tensor", "Scalar")},
+    "aten._embedding_bag.default": _embedding_bag, "aten._embedding_bag_forward_only.default": _embedding_bag,
+    "aten._native_batch_norm_legit.no_stats": _batch_norm_no_stats, "aten.index.Tensor": _index,
+    "aten.upsample_bilinear2d.vec": _upsample_bilinear, "aten.upsample_bilinear2d.default": _upsample_bilinear,
 }
 
 
