@@ -29,7 +29,10 @@ one dataflow block), tuple-typed parameters, and gradients of intermediate varia
 gradient rule is reported at once. The adjoint comes out cleaned as CanonicalizeBindings and
 DeadCodeElimination would leave it; with ``matmul(x, permute_dims(w))`` the transpose of the transpose is ``w``
 itself (no new op). Segments marked with ``grad.start_checkpoint`` / ``grad.end_checkpoint``
-are recomputed in the backward pass instead of being kept (see :mod:`relax_mlir.training.remat`).
+are recomputed in the backward pass instead of being kept (see :mod:`relax_mlir.training.remat`). Every adjoint an
+op's gradient rule returns is checked against its argument's struct info (dtype, rank, sizes not provably
+different): a rule that breaks that contract is a bug in relax-mlir, raised as a :class:`GradientRuleError` naming
+the op, the binding and the argument, instead of an ill-typed adjoint function.
 """
 
 from __future__ import annotations
@@ -53,6 +56,12 @@ from .utils import free_vars, substitute, substitute_with, with_body
 
 class GradientError(ValueError):
     """Gradient was asked for something it cannot do; the message names the function and the culprit."""
+
+
+class GradientRuleError(RuntimeError):
+    """An op's gradient rule returned an adjoint that cannot be its input's (another dtype, rank or size): a bug in
+    relax-mlir's op record, not in the function being differentiated. Not a ``ValueError``, so that the command line
+    shows its traceback (what a report of the bug needs) instead of one line blaming the input."""
 
 
 @dataclass(frozen=True)
@@ -484,10 +493,33 @@ class _Differentiator:
                         value.struct_info)
             grads = value.op.gradient(self._forward_value(bb, b.var, remap), call, grad)
             if len(grads) != len(value.args):
-                self.fail(f"the gradient rule of {value.op.name} returned {len(grads)} gradients for "
-                          f"{len(value.args)} arguments")
-            for arg, g in zip(value.args, grads):
+                self._rule_bug(b, f"it returned {len(grads)} adjoints for {len(value.args)} arguments")
+            for i, (arg, g) in enumerate(zip(value.args, grads)):
+                if g is not None:
+                    self._check_adjoint(b, i, arg, g)
                 give(arg, g)
+
+    def _check_adjoint(self, b: VarBinding, i: int, arg: Expr, g: Expr) -> None:
+        """Refuse an adjoint the op's rule returned for argument ``i`` that provably cannot be that argument's (the
+        registry's contract: the argument's struct info). Summed with the other contributions and returned as a
+        gradient, it would make an ill-typed adjoint function, or a wrong gradient that no check after this sees.
+        Sizes that may be equal (``n`` against 4) pass, as op inference lets them; sizes whose difference is a
+        nonzero constant do not. Rules fit their results themselves (``unbroadcast`` sums a broadcast operand's
+        adjoint down), so the check sees what Gradient will add up."""
+        why = _adjoint_mismatch(arg.struct_info, g.struct_info)
+        if why is None:
+            return
+        what = f"{arg.name_hint!r}" if isinstance(arg, Var) else f"a {type(arg).__name__}"
+        self._rule_bug(b, f"the adjoint it returned for argument {i} ({_input_name(b.value.op, i)}, {what}) has "
+                          f"struct info {format_struct_info(g.struct_info)}, but the argument has "
+                          f"{format_struct_info(arg.struct_info)} ({why})")
+
+    def _rule_bug(self, b: VarBinding, detail: str):
+        """A rule broke the registry's contract: an internal error naming the op and binding, not a refusal of the
+        input (which would blame the user's function)."""
+        raise GradientRuleError(
+            f"Gradient({self.name}): the gradient rule of {b.value.op.name} is wrong (an internal error: a bug in that "
+            f"op's record, not in the function): at binding {b.var.name_hint!r}, {detail}; please report it")
 
     def _output_grad(self, bb: BlockBuilder, v: Var, adj: Optional[_Adjoint]) -> Var:
         """``v_adjoint``: the gradient of a required variable, bound to an output variable (zeros when the
@@ -531,6 +563,38 @@ def _fold_transpose_pairs(func: Function) -> Function:
         blocks.append(type(block)(bindings))
     body = SeqExpr(blocks, func.body.body)
     return with_body(func, body)
+
+
+def _adjoint_mismatch(want: Optional[StructInfo], got: Optional[StructInfo]) -> Optional[str]:
+    """Why an adjoint of struct info ``got`` cannot be that of a value of struct info ``want``, or ``None`` when it
+    may be: the same dtype (a rule casts back itself: ``cast_like``), rank and fields, and sizes not provably
+    different. What is unknown on either side (a shape, a rank) is not held against it; values other than tensors
+    and tuples of them (sizes, prim values: no rule returns an adjoint for one) are not checked."""
+    if want is None or got is None or got == want:  # (most adjoints: the comparison of two shape tuples)
+        return None
+    if isinstance(want, TupleStructInfo):
+        if not isinstance(got, TupleStructInfo):
+            return "not a tuple"
+        if len(got.fields) != len(want.fields):
+            return f"{len(got.fields)} fields, not {len(want.fields)}"
+        for i, (w, g) in enumerate(zip(want.fields, got.fields)):
+            why = _adjoint_mismatch(w, g)
+            if why is not None:
+                return f"field {i}: {why}"
+        return None
+    if not isinstance(want, TensorStructInfo):
+        return None
+    if not isinstance(got, TensorStructInfo):
+        return "not a tensor"
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype}, not {want.dtype}"
+    if -1 not in (got.ndim, want.ndim) and got.ndim != want.ndim:
+        return f"rank {got.ndim}, not {want.ndim}"
+    if got.shape is not None and want.shape is not None:
+        for axis, (g, w) in enumerate(zip(got.shape, want.shape)):
+            if g != w and isinstance(g - w, int):  # a nonzero constant difference: 3 and 4, n and n + 1
+                return f"axis {axis} has {g} elements, not {w}"
+    return None
 
 
 def _is_float_like(s: StructInfo) -> bool:
