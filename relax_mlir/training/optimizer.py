@@ -11,6 +11,11 @@ starts with ``num_steps`` (int64, 0-d). Hyper-parameters become scalar constants
 written first in multiplications (``multiply(lr, g)``); ``1 - beta`` and ``1 - dampening`` are computed with
 ``Decimal`` so that ``1 - 0.9`` is the constant ``0.1``. The exact formulas are in
 ``shared/reference/training_semantics.md``; AdamW (decoupled weight decay) is beyond TVM.
+
+Beyond TVM too, ``lr`` may be a learning-rate schedule (``lr_schedule``: ``StepLR``, ``CosineAnnealingLR``, ...,
+PyTorch's): the function then computes the rate from ``num_steps`` (the count before the step, 0 for the first
+update) in float64 and binds it, cast to the parameters' dtype, as ``lr``; its signature and state are unchanged.
+A float ``lr`` gives the same function as before, constant for constant.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from ..ir.block_builder import BlockBuilder
 from ..ir.dtype import is_float, to_numpy
 from ..ir.expr import Constant, Expr, Function, Tuple, TupleGetItem, Var, const
 from ..ir.struct_info import TensorStructInfo, TupleStructInfo
+from .lr_schedule import LRSchedule
 from .trainer import NDArray
 
 __all__ = ["Optimizer", "SGD", "MomentumSGD", "Adam", "AdamW"]
@@ -48,6 +54,20 @@ def _hyper(where: str, name: str, value, low: float = 0.0, below: Optional[float
     return number
 
 
+def _learning_rate(where: str, lr) -> Union[float, LRSchedule]:
+    """``lr`` as a float checked as :func:`_hyper` checks it, or a schedule (``lr_schedule``), kept as it is."""
+    if isinstance(lr, LRSchedule):
+        return lr
+    if isinstance(lr, type) and issubclass(lr, LRSchedule):
+        raise TypeError(f"{where}: lr must be a number or a schedule object, got the class {lr.__name__} (write "
+                        f"{lr.__name__}(lr, ...))")
+    try:
+        return _hyper(where, "lr", lr)
+    except TypeError:
+        raise TypeError(f"{where}: lr must be a number or a learning-rate schedule (relax_mlir.training."
+                        f"lr_schedule: StepLR, CosineAnnealingLR, ...), got {lr!r}") from None
+
+
 class Optimizer:
     """Base class: ``Optimizer(name)``; ``init(params)`` then ``get_function()``, with ``state`` the initial state.
 
@@ -56,22 +76,25 @@ class Optimizer:
     override :meth:`_initial_state` if the state holds more than ``num_steps`` (shapes of the parameters via
     ``self._zeros_like_params()``), and implement :meth:`_emit_step`, which emits the update inside the
     function's dataflow block and returns ``(new_params, new_states)``. Helpers: :meth:`_const`,
-    :meth:`_emit_num_steps`, :meth:`_emit_param` (param, gradient and the coupled weight decay). For example::
+    :meth:`_emit_steps` (``num_steps`` and ``num_steps_new``; :meth:`_emit_num_steps` gives only the latter),
+    :meth:`_emit_lr` (the constant rate, or a schedule's at ``num_steps``), :meth:`_emit_param` (param, gradient
+    and the coupled weight decay). For example::
 
         class ClippedSGD(Optimizer):
-            # SGD on gradients clipped to [-1, 1]
+            # SGD on gradients clipped to [-1, 1]; lr a float or a schedule
 
             def __init__(self, lr):
                 super().__init__("ClippedSGD")
-                self.lr = float(lr)
+                self.lr = lr
 
             def _emit_step(self, bb, params, gradients, optim_states):
-                num_steps_new = self._emit_num_steps(bb, optim_states)
+                num_steps, num_steps_new = self._emit_steps(bb, optim_states)
+                lr = self._emit_lr(bb, num_steps)
                 new_params = []
                 for i, var in enumerate(self.param_list):
                     p, g = self._emit_param(bb, params, gradients, i, weight_decay=0.0)
                     clipped = bb.emit(op.clip(g, -1.0, 1.0), var.name_hint + "_clipped")
-                    step = op.multiply(self._const(self.lr), clipped)
+                    step = op.multiply(lr, clipped)
                     new_params.append(bb.emit(op.subtract(p, step), var.name_hint + "_new"))
                 return new_params, [num_steps_new]
     """
@@ -166,10 +189,35 @@ class Optimizer:
         """A scalar constant of the optimizer's dtype."""
         return const(value, self.dtype)
 
-    def _emit_num_steps(self, bb: BlockBuilder, optim_states: Var) -> Var:
-        """``num_steps = optim_states[0]; num_steps_new = num_steps + 1``; returns ``num_steps_new``."""
+    def _emit_steps(self, bb: BlockBuilder, optim_states: Var) -> tuple[Var, Var]:
+        """``num_steps = optim_states[0]; num_steps_new = num_steps + 1``; returns both."""
         num_steps = bb.emit(TupleGetItem(optim_states, 0), "num_steps")
-        return bb.emit(op.add(num_steps, const(1, "int64")), "num_steps_new")
+        return num_steps, bb.emit(op.add(num_steps, const(1, "int64")), "num_steps_new")
+
+    def _emit_num_steps(self, bb: BlockBuilder, optim_states: Var) -> Var:
+        """As :meth:`_emit_steps`, returning only ``num_steps_new`` (for an optimizer without a schedule)."""
+        return self._emit_steps(bb, optim_states)[1]
+
+    def _emit_lr(self, bb: BlockBuilder, num_steps: Var) -> Expr:
+        """The learning rate of this step: ``self.lr`` as a constant (nothing emitted), or its schedule's value at
+        ``num_steps`` (the count before this step), bound as ``lr`` in the optimizer's dtype."""
+        return self._in_dtype(bb, self._emit_lr64(bb, num_steps), "lr")
+
+    def _emit_lr64(self, bb: BlockBuilder, num_steps: Var) -> Union[float, Expr]:
+        """``self.lr`` (a float), or the float64 expression of its schedule at ``num_steps``: PyTorch keeps the
+        rate a Python float, so derived values (AdamW's ``1 - lr * wd``) are computed from it in float64."""
+        if isinstance(self.lr, LRSchedule):
+            return self.lr.emit(bb, num_steps)
+        return float(self.lr)
+
+    def _in_dtype(self, bb: BlockBuilder, value: Union[float, Expr], name: str) -> Expr:
+        """A float as a constant of the optimizer's dtype; a float64 expression bound as ``name`` in that dtype
+        (rounded once, as PyTorch rounds its Python-float rate when it applies it)."""
+        if isinstance(value, float):
+            return self._const(value)
+        if self.dtype == "float64":
+            return value if isinstance(value, Var) else bb.emit(value, name)
+        return bb.emit(op.astype(value, self.dtype), name)
 
     def _emit_param(self, bb: BlockBuilder, params: Var, gradients: Var, i: int,
                     weight_decay: float) -> tuple[Var, Var]:
@@ -213,14 +261,14 @@ class SGD(Optimizer):
         optim_states_new = (num_steps_new,)
     """
 
-    def __init__(self, lr: float, weight_decay: float = 0) -> None:
+    def __init__(self, lr: Union[float, LRSchedule], weight_decay: float = 0) -> None:
         super().__init__("SGD")
-        self.lr = _hyper("SGD", "lr", lr)
+        self.lr = _learning_rate("SGD", lr)
         self.weight_decay = _hyper("SGD", "weight_decay", weight_decay)
 
     def _emit_step(self, bb, params, gradients, optim_states):
-        num_steps_new = self._emit_num_steps(bb, optim_states)
-        lr = self._const(self.lr)
+        num_steps, num_steps_new = self._emit_steps(bb, optim_states)
+        lr = self._emit_lr(bb, num_steps)
         new_params = []
         for i, var in enumerate(self.param_list):
             p, g = self._emit_param(bb, params, gradients, i, self.weight_decay)
@@ -249,10 +297,10 @@ class MomentumSGD(Optimizer):
         x_new = R.subtract(x, lv2)
     """
 
-    def __init__(self, lr: float, momentum: float, dampening: float = 0, weight_decay: float = 0,
+    def __init__(self, lr: Union[float, LRSchedule], momentum: float, dampening: float = 0, weight_decay: float = 0,
                  nesterov: bool = False) -> None:
         super().__init__("MomentumSGD")
-        self.lr = _hyper("MomentumSGD", "lr", lr)
+        self.lr = _learning_rate("MomentumSGD", lr)
         self.momentum = _hyper("MomentumSGD", "momentum", momentum)
         self.dampening = _hyper("MomentumSGD", "dampening", dampening, below=1.0)
         self.weight_decay = _hyper("MomentumSGD", "weight_decay", weight_decay)
@@ -262,8 +310,8 @@ class MomentumSGD(Optimizer):
         return (np.zeros((), np.int64), *self._zeros_like_params())
 
     def _emit_step(self, bb, params, gradients, optim_states):
-        num_steps_new = self._emit_num_steps(bb, optim_states)
-        lr, momentum = self._const(self.lr), self._const(self.momentum)
+        num_steps, num_steps_new = self._emit_steps(bb, optim_states)
+        lr, momentum = self._emit_lr(bb, num_steps), self._const(self.momentum)
         dampening_inv = self._const(_high_precision_subtract(1, self.dampening))
         new_params, new_states = [], [num_steps_new]
         for i, var in enumerate(self.param_list):
@@ -299,11 +347,11 @@ class Adam(Optimizer):
         x_m_new = R.add(lv, lv1)
     """
 
-    def __init__(self, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+    def __init__(self, lr: Union[float, LRSchedule], betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0) -> None:
         where = type(self).__name__
         super().__init__(where)
-        self.lr = _hyper(where, "lr", lr)
+        self.lr = _learning_rate(where, lr)
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise TypeError(f"{where}: betas must be a pair (beta1, beta2), got {betas!r}")
         self.beta1, self.beta2 = (_hyper(where, f"betas[{i}]", b, below=1.0) for i, b in enumerate(betas))
@@ -315,24 +363,33 @@ class Adam(Optimizer):
         one = np.ones((), to_numpy(self.dtype))
         return (np.zeros((), np.int64), one, one.copy(), *zeros, *[z.copy() for z in zeros])
 
-    def _emit_decay(self, bb: BlockBuilder, params: Var, gradients: Var, i: int) -> tuple[Var, Var]:
+    def _emit_shrink(self, bb: BlockBuilder, lr64: Union[float, Expr]) -> Optional[Expr]:
+        """The factor that decays the parameters before the step (AdamW's ``1 - lr * wd``); None for Adam."""
+        return None
+
+    def _emit_decay(self, bb: BlockBuilder, params: Var, gradients: Var, i: int,
+                    shrink: Optional[Expr]) -> tuple[Var, Var]:
         """The parameter the Adam step starts from and the gradient it uses: here ``(p, wd * p + g)`` (L2)."""
         return self._emit_param(bb, params, gradients, i, self.weight_decay)
 
     def _emit_step(self, bb, params, gradients, optim_states):
         n = len(self.param_list)
         c = self._const
-        lr, beta1, beta2, eps, one = c(self.lr), c(self.beta1), c(self.beta2), c(self.eps), c(1)
+        beta1, beta2, eps, one = c(self.beta1), c(self.beta2), c(self.eps), c(1)
         beta1_inv = c(_high_precision_subtract(1, self.beta1))
         beta2_inv = c(_high_precision_subtract(1, self.beta2))
 
-        num_steps_new = self._emit_num_steps(bb, optim_states)
+        num_steps, num_steps_new = self._emit_steps(bb, optim_states)
+        lr64 = self._emit_lr64(bb, num_steps)
+        if not isinstance(lr64, float):
+            lr64 = bb.emit(lr64, "lr" if self.dtype == "float64" else "")  # AdamW's shrink reads it too
+        lr, shrink = self._in_dtype(bb, lr64, "lr"), self._emit_shrink(bb, lr64)
         beta1_prod = bb.emit(op.multiply(TupleGetItem(optim_states, 1), beta1), "beta1_prod")
         beta2_prod = bb.emit(op.multiply(TupleGetItem(optim_states, 2), beta2), "beta2_prod")
         new_params, ms, vs = [], [], []
         for i, var in enumerate(self.param_list):
             name = var.name_hint
-            p, g = self._emit_decay(bb, params, gradients, i)
+            p, g = self._emit_decay(bb, params, gradients, i, shrink)
             m = bb.emit(TupleGetItem(optim_states, 3 + i), name + "_m")
             v = bb.emit(TupleGetItem(optim_states, 3 + n + i), name + "_v")
             m_new = bb.emit(op.add(op.multiply(beta1, m), op.multiply(beta1_inv, g)), name + "_m_new")
@@ -359,17 +416,26 @@ class AdamW(Adam):
         m_hat = m_new / (1 - beta1_prod);  v_hat = v_new / (1 - beta2_prod)
         p_new = p_decayed - lr * (m_hat / (sqrt(v_hat) + eps))
 
-    ``1 - lr * wd`` is one constant computed in ``Decimal``. (PyTorch writes the last step as
-    ``p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)``: the same value up to rounding.)
+    With a float ``lr``, ``1 - lr * wd`` is one constant computed in ``Decimal``; with a schedule it is computed
+    from the float64 rate, once per step (bound as ``shrink``), as PyTorch computes it in Python floats. (PyTorch
+    writes the last step as ``p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)``: the same value up
+    to rounding.)
     """
 
-    def __init__(self, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+    def __init__(self, lr: Union[float, LRSchedule], betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.01) -> None:
         super().__init__(lr, betas, eps, weight_decay)
 
-    def _emit_decay(self, bb, params, gradients, i):
+    def _emit_shrink(self, bb, lr64):
+        if not self.weight_decay:
+            return None
+        if isinstance(lr64, float):
+            return self._const(float(Decimal(1) - Decimal(str(lr64)) * Decimal(str(self.weight_decay))))
+        shrink = op.subtract(const(1.0, "float64"), op.multiply(const(self.weight_decay, "float64"), lr64))
+        return self._in_dtype(bb, shrink, "shrink")
+
+    def _emit_decay(self, bb, params, gradients, i, shrink):
         p, g = self._emit_param(bb, params, gradients, i, weight_decay=0.0)
-        if self.weight_decay:
-            shrink = float(Decimal(1) - Decimal(str(self.lr)) * Decimal(str(self.weight_decay)))
-            p = bb.emit(op.multiply(self._const(shrink), p), self.param_list[i].name_hint + "_decayed")
+        if shrink is not None:
+            p = bb.emit(op.multiply(shrink, p), self.param_list[i].name_hint + "_decayed")
         return p, g
