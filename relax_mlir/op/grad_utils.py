@@ -19,6 +19,23 @@ from ..ir.struct_info import StructInfo, TensorStructInfo
 #: or more would stop early (a static one) or raise (a symbolic one, see ``op.indexing.reads_beyond``).
 SLICE_END = 2**63 - 1
 
+#: What a :class:`ShapeNeeded` refusal wants of an argument's struct info.
+NEEDS = ("rank", "shape", "static shape")
+
+
+class ShapeNeeded(TypeError):
+    """A gradient rule (or the decomposition it differentiates) cannot handle a call whose arguments' struct info
+    lacks what it needs (``need``): a rank, a shape, or static sizes (to reshape or broadcast back, to number
+    positions). The user's to give with a ``match_cast``, not a bug in the rule: the Gradient pass re-raises it as a
+    ``GradientError`` naming the function, the binding and the arguments to cast. A ``TypeError``, as these refusals
+    always were, for callers of a rule or a decomposition outside Gradient (``DecomposeOps``); ``str`` is unchanged:
+    ``"<who>: <detail>"``."""
+
+    def __init__(self, who: str, detail: str, need: str = "shape"):
+        assert need in NEEDS, need
+        super().__init__(f"{who}: {detail}")
+        self.detail, self.need = detail, need
+
 
 def sinfo_of(e: Expr) -> TensorStructInfo:
     s = e.struct_info
@@ -31,7 +48,7 @@ def shape_of(e: Expr, what: str = "gradient rule") -> tuple:
     """The shape of ``e``, which a rule needs to be known (reshape back, broadcast back)."""
     s = sinfo_of(e)
     if s.shape is None:
-        raise TypeError(f"{what}: the shape of {e} is unknown ({s}); match_cast it to a shape first")
+        raise ShapeNeeded(what, f"the shape of {e} is unknown ({s}); match_cast it to a shape first")
     return tuple(s.shape)
 
 
@@ -53,7 +70,7 @@ def unbroadcast(grad: Expr, target: StructInfo) -> Expr:
 
     g = sinfo_of(grad)
     if not isinstance(target, TensorStructInfo) or target.shape is None:
-        raise TypeError(f"gradient rule: cannot unbroadcast to {target}: its shape is unknown")
+        raise ShapeNeeded("gradient rule", f"cannot unbroadcast to {target}: its shape is unknown")
     want = tuple(target.shape)
     have = None if g.shape is None else tuple(g.shape)
     if have == want:
@@ -103,7 +120,7 @@ def reduced_axes(x: Expr, axis) -> tuple[int, ...]:
     """The non-negative, sorted axes a reduction over ``axis`` (None: all) removes from ``x``."""
     ndim = sinfo_of(x).ndim
     if ndim == -1:
-        raise TypeError(f"gradient rule: the rank of {x} is unknown")
+        raise ShapeNeeded("gradient rule", f"the rank of {x} is unknown", "rank")
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int) else axis

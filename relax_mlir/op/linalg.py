@@ -74,8 +74,8 @@ def _matmul_grad(orig, call, grad):
     if not gu.is_float_expr(orig):
         return [None, None]
     if -1 in (gu.sinfo_of(a).ndim, gu.sinfo_of(b).ndim):
-        raise TypeError(f"relax.matmul gradient: the operands' ranks must be known, got {a.struct_info} "
-                        f"and {b.struct_info}")
+        raise gu.ShapeNeeded("relax.matmul gradient", f"the operands' ranks must be known, got {a.struct_info} "
+                             f"and {b.struct_info}", "rank")
     grads = _matmul_vjp(gu.cast_like(a, grad), gu.cast_like(b, grad), grad)
     return [gu.cast_like(gu.unbroadcast(d, x.struct_info), x) if gu.is_float_expr(x) else None
             for x, d in zip((a, b), grads)]

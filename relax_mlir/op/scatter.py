@@ -148,8 +148,8 @@ def _scatter_grad(orig, call, grad):
     d_data = scatter_elements(grad, indices, zeros_like(updates), a["axis"], "update")
     shape = gu.shape_of(indices, "relax.scatter_elements gradient")
     if not all(isinstance(d, int) for d in shape):  # the last-writer mask numbers the static positions
-        raise TypeError("relax.scatter_elements gradient: reduction 'update' needs static index shapes, got "
-                        f"{fmt(shape)}")
+        raise gu.ShapeNeeded("relax.scatter_elements gradient", "reduction 'update' needs static index shapes, got "
+                             f"{fmt(shape)}", "static shape")
     ids = const(np.arange(1, int(np.prod(shape)) + 1, dtype=np.int64).reshape(shape), "int64")
     writer = scatter_elements(zeros(gu.shape_of(data, "relax.scatter_elements gradient"), "int64"), indices, ids,
                               a["axis"], "update")

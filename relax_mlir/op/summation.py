@@ -155,8 +155,8 @@ def _spread_diagonal(g, unique: str, mine: str, sizes: dict, spec: Spec):
             continue
         n = sizes[c]
         if not isinstance(n, int):
-            raise TypeError(f"relax.einsum gradient: the diagonal over label {c!r} needs a static size, got "
-                            f"{sym.format_dim(n)}")
+            raise gu.ShapeNeeded("relax.einsum gradient", f"the diagonal over label {c!r} needs a static size, got "
+                                 f"{sym.format_dim(n)}", "static shape")
         f = next(fresh)
         target.append(f)
         eyes.append((c + f, const(np.eye(n), dtype)))

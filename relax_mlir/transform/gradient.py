@@ -32,7 +32,9 @@ itself (no new op). Segments marked with ``grad.start_checkpoint`` / ``grad.end_
 are recomputed in the backward pass instead of being kept (see :mod:`relax_mlir.training.remat`). Every adjoint an
 op's gradient rule returns is checked against its argument's struct info (dtype, rank, sizes not provably
 different): a rule that breaks that contract is a bug in relax-mlir, raised as a :class:`GradientRuleError` naming
-the op, the binding and the argument, instead of an ill-typed adjoint function.
+the op, the binding and the argument, instead of an ill-typed adjoint function. A rule that needs a rank, a shape or
+static sizes the arguments' struct info does not give (a ``strided_slice`` of a tensor of unknown shape) is refused
+with a :class:`GradientError` naming the binding and the arguments to ``match_cast``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from ..ir.expr import (Call, Constant, DataflowVar, Expr, Function, GlobalVar, M
 from ..ir.module import IRModule
 from ..ir.printer import format_struct_info
 from ..ir.struct_info import PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
+from ..op.grad_utils import ShapeNeeded
 from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
 from .pass_infra import Pass, PassContext
 from .canonicalize_bindings import CanonicalizeBindings
@@ -453,9 +456,13 @@ class _Differentiator:
         if e not in self.recomputed:
             from ..op import grad as markers
 
-            value = self.binding_of[e].value
+            binding = self.binding_of[e]
+            value = binding.value
             if isinstance(value, Call) and value.op is markers.start_checkpoint:
                 self.recomputed[e] = self._forward_value(bb, value.args[0], remap)
+            elif isinstance(binding, MatchCast):  # cast again: what follows was typed (and rules see it) by the cast
+                again = self._forward_value(bb, value, remap)
+                self.recomputed[e] = bb.match_cast(again, binding.struct_info, f"{e.name_hint}_recompute")
             else:
                 again = self._forward_value(bb, value, remap)
                 self.recomputed[e] = bb.emit(again, f"{e.name_hint}_recompute")
@@ -491,7 +498,11 @@ class _Differentiator:
         elif isinstance(value, Call):
             call = Call(value.op, [self._forward_value(bb, a, remap) for a in value.args], value.attrs,
                         value.struct_info)
-            grads = value.op.gradient(self._forward_value(bb, b.var, remap), call, grad)
+            orig = self._forward_value(bb, b.var, remap)
+            try:
+                grads = value.op.gradient(orig, call, grad)
+            except ShapeNeeded as exc:
+                self._shape_needed(b, exc)
             if len(grads) != len(value.args):
                 self._rule_bug(b, f"it returned {len(grads)} adjoints for {len(value.args)} arguments")
             for i, (arg, g) in enumerate(zip(value.args, grads)):
@@ -513,6 +524,24 @@ class _Differentiator:
         self._rule_bug(b, f"the adjoint it returned for argument {i} ({_input_name(b.value.op, i)}, {what}) has "
                           f"struct info {format_struct_info(g.struct_info)}, but the argument has "
                           f"{format_struct_info(arg.struct_info)} ({why})")
+
+    def _shape_needed(self, b: VarBinding, exc: ShapeNeeded):
+        """A rule refused the binding for want of a rank, a shape or static sizes (``exc.need``): the user's to give by
+        a ``match_cast`` of the arguments that lack it, named here with their struct info. When none lacks it, the rule
+        lost it itself (a value it built): a bug in the rule."""
+        lacking = [v for v in dict.fromkeys(free_vars_of(b.value.args)) if _lacks(v.struct_info, exc.need)]
+        if not lacking:
+            self._rule_bug(b, f"it refused the call for want of a {exc.need} ({exc}), which every argument has")
+        one = len(lacking) == 1
+        if exc.need == "static shape":  # the rule's words say which size must be static
+            needs, why, cast_to = "static sizes", f" ({exc.detail})", "static sizes"
+        else:  # (a shape gives the rank too, and most rules that need the rank need the shape next)
+            needs, why, cast_to = f"the {exc.need}" + ("" if one else "s"), "", "a shape" if one else "shapes"
+        raise GradientError(
+            f"Gradient({self.name}): cannot differentiate binding {b.var.name_hint!r} ({b.value.op.name}): its "
+            f"gradient rule needs {needs} of {' and '.join(repr(v.name_hint) for v in lacking)}, which "
+            f"{'has' if one else 'have'} struct info {' and '.join(format_struct_info(v.struct_info) for v in lacking)}"
+            f"{why}; match_cast {'it' if one else 'them'} to {cast_to} first") from None
 
     def _rule_bug(self, b: VarBinding, detail: str):
         """A rule broke the registry's contract: an internal error naming the op and binding, not a refusal of the
@@ -595,6 +624,18 @@ def _adjoint_mismatch(want: Optional[StructInfo], got: Optional[StructInfo]) -> 
             if g != w and isinstance(g - w, int):  # a nonzero constant difference: 3 and 4, n and n + 1
                 return f"axis {axis} has {g} elements, not {w}"
     return None
+
+
+def _lacks(s: StructInfo, need: str) -> bool:
+    """Whether a value of struct info ``s`` (a tensor, or a tuple holding one) lacks what a rule needs: a rank, a
+    shape, or static sizes."""
+    if isinstance(s, TupleStructInfo):
+        return any(_lacks(f, need) for f in s.fields)
+    if not isinstance(s, TensorStructInfo):
+        return False
+    if need == "rank":
+        return s.ndim == -1
+    return s.shape is None or need == "static shape" and not all(isinstance(d, int) for d in s.shape)
 
 
 def _is_float_like(s: StructInfo) -> bool:

@@ -12,14 +12,14 @@ from typing import Sequence
 from ... import op
 from ...ir.expr import Expr
 from ...ir.sym import Dim
-from ..grad_utils import scalar, sinfo_of
+from ..grad_utils import ShapeNeeded, scalar, sinfo_of
 
 
 def known_shape(e: Expr, who: str) -> tuple[Dim, ...]:
     """``e``'s shape, or a ``TypeError`` naming the op whose gradient needs it."""
     s = sinfo_of(e)
     if s.shape is None:
-        raise TypeError(f"{who} gradient: needs static or symbolic shapes, got {s}")
+        raise ShapeNeeded(f"{who} gradient", f"needs static or symbolic shapes, got {s}")
     return tuple(s.shape)
 
 

@@ -11,7 +11,7 @@ from ...ir.expr import Call, Expr
 from ...ir.struct_info import TensorStructInfo
 from ..common import (check_dims_match, check_number, fmt, int_tuple, is_int_value, normalize_axes, normalize_axis,
                       require_float, require_ndim, require_same_dtype)
-from ..grad_utils import scalar, sinfo_of, through_decomposition
+from ..grad_utils import ShapeNeeded, scalar, sinfo_of, through_decomposition
 from ..registry import REQUIRED, BadSample, Op, Sample, fail, register
 from .norm import (along_axes, axis_params_infer, canonical_axes, cast_dtype, check_norm_attrs, compute_dtype,
                    norm_axes_of, spread_along)
@@ -91,7 +91,7 @@ def _gn_decompose(call: Call) -> Expr:
     a = call.attrs
     s = sinfo_of(x)
     if s.shape is None:
-        raise TypeError(f"{call.op.name} decomposition: needs the shape of data, got {s}")
+        raise ShapeNeeded(f"{call.op.name} decomposition", f"needs the shape of data, got {s}")
     shape = tuple(s.shape)
     channel, axes = normalize_axis(a["channel_axis"], len(shape)), normalize_axes(a["axes"], len(shape))
     split, reduced = _grouped(shape, channel, axes, a["num_groups"])
