@@ -13,7 +13,7 @@ from typing import Optional
 import numpy as np
 
 from ..ir import sym
-from ..ir.expr import Call, Expr, Tuple, TupleGetItem
+from ..ir.expr import Call, Expr, Tuple, TupleGetItem, const
 from ..ir.struct_info import TensorStructInfo, TupleStructInfo
 from . import grad_utils as gu
 from .common import (canonical_int_tuple, check_dims_match, fmt, int_tuple, is_int_value, normalize_axes,
@@ -219,12 +219,31 @@ def _broadcast_to_infer(args, attrs):
     return _T(target, x.dtype)
 
 
+def _decided_sums(g: Expr, x: Expr, target: tuple) -> Expr:
+    """The adjoint ``g`` with each axis where ``x`` has a symbolic size and the target a static one other than 1
+    (``n`` to 5: the lowering decides at run time whether ``n`` is 1 or 5) brought to ``x``'s size: summed when it is
+    1, kept when it is the target's. ``where(n == 1, sum(g, axis, keepdims), g)`` holds the answer in its first
+    ``n`` entries of the axis (all of them, or the one sum), which a slice to ``n`` keeps; ``n`` is counted at run
+    time as ``sum(ones((n,)))``."""
+    from . import equal, ones, strided_slice, sum as sum_, where  # registered after this module
+
+    shape = gu.shape_of(x, "relax.broadcast_to gradient")
+    offset = len(target) - len(shape)
+    for j, d in enumerate(shape):
+        a = offset + j
+        if isinstance(d, sym.SymDim) and isinstance(target[a], int) and target[a] != 1:
+            is_one = equal(sum_(ones((d,), "int64")), const(1, "int64"))
+            g = strided_slice(where(is_one, sum_(g, (a,), keepdims=True), g), (a,), (0,), (d,))
+    return g
+
+
 broadcast_to = register(Op(
     name="relax.broadcast_to", unsigned="agnostic", lowering="shape:broadcast_to",
     inputs=("x",), attrs={"shape": REQUIRED}, infer=_broadcast_to_infer,
     canonicalize=lambda attrs: dict(attrs, shape=shape_attr(attrs["shape"])),
     reference=lambda x, shape: np.array(np.broadcast_to(x, shape)),
-    gradient=gu.tensor_rule(lambda x, g, call: gu.unbroadcast(g, x.struct_info)),
+    gradient=gu.tensor_rule(lambda x, g, call: gu.unbroadcast(_decided_sums(g, x, call.attrs["shape"]),
+                                                                x.struct_info)),
     samples=[Sample([_T((3, 1), "float32")], {"shape": (2, 3, 4)}),
              Sample([_T((), "float32")], {"shape": (3, 3)}),
              Sample([_T((4,), "int64")], {"shape": (2, 4)}),
@@ -235,7 +254,9 @@ broadcast_to = register(Op(
                            r"cannot broadcast \(2, 3\) to \(4, 3\): dim 0 is 2, expected 1 or 4"),
                  BadSample([_T((2, 3), "float32")], {"shape": (3,)}, r"the target has lower rank"),
                  BadSample([_T((3,), "float32")], {"shape": (2, -1)}, r"negative dimension -1")],
-    doc="Broadcast ``x`` to ``shape`` with NumPy's rules (input dims align right; each is 1 or equal)."))
+    doc="Broadcast ``x`` to ``shape`` with NumPy's rules (input dims align right; each is 1 or equal). A symbolic "
+        "size of ``x`` against a static one of ``shape`` may be either at run time (``n`` to 5: 1 or 5); against "
+        "another symbolic size it is assumed equal, as TVM assumes it (compiled code checks it)."))
 
 
 # -- concat, split ---------------------------------------------------------------------------------------
@@ -327,11 +348,18 @@ def _split_canon(attrs: dict) -> dict:
     return attrs if is_int_value(spec) else dict(attrs, indices_or_sections=int_tuple(spec, "indices_or_sections"))
 
 
+#: The most sections ``split`` makes from one count. Each is a tuple field (and a result of the compiled
+#: function), so a 40-byte ``R.split(x, 2147483648)`` of a symbolic (or empty) axis would build billions of them.
+MAX_SPLIT_SECTIONS = 1 << 16
+
+
 def _split_check(attrs: dict) -> None:
     spec = attrs["indices_or_sections"]
     if isinstance(spec, int):
         if spec < 1:
             fail(f"the number of sections must be positive, got {spec}")
+        if spec > MAX_SPLIT_SECTIONS:
+            fail(f"{spec} sections are too many: a split makes at most {MAX_SPLIT_SECTIONS} (2**16) pieces")
     elif any(i < 0 for i in spec) or list(spec) != sorted(spec):
         fail(f"split indices {spec} must be non-negative and ascending")
 

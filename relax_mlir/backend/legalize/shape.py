@@ -62,10 +62,17 @@ def expand_dims(lc, op):
 
 
 def squeeze(lc, op):
+    """``x`` without the axes ``axis`` (None: its static 1s; the inference gave a symbolic size's squeeze an unknown
+    rank, which the export refuses, as TVM's). A squeezed axis of dynamic size is checked to be 1: the reshape's
+    own check would report the element count, not the axis."""
     x = lc.inputs[0]
     axis = lc.attrs["axis"]
     drop = [a for a, d in enumerate(x.type.shape) if d == 1] if axis is None else norm_axes(axis, x.type.rank)
-    return core.reshape(x, [dim(x, a) for a in range(x.type.rank) if a not in drop])
+    sizes = [dim(x, a) for a in range(x.type.rank) if a not in drop]
+    mismatch = assumed_equal(op, [(dim(x, a), 1, a, f"{where(op)}: relax.squeeze: axis {{position}} of x has "
+                                                    "{value} elements, expected 1 (a squeezed axis)")
+                                  for a in drop if x.type.shape[a] == DYN])
+    return unless_sizes(mismatch, tensor_type(sizes, elem(x)), sizes, lambda: core.reshape(x, sizes))
 
 
 def permute_dims(lc, op):
@@ -80,7 +87,47 @@ def permute_dims(lc, op):
 
 
 def broadcast_to(lc, op):
-    return map_elementwise(lc.inputs, lc.result_type, lambda v: v, lc.result_sizes())
+    """NumPy's broadcast of ``x`` to the ``shape`` attribute: one ``linalg.generic``, a static 1 read at index 0.
+
+    A dynamic size of ``x`` against a static target size other than 1 (``n`` to 5: the inference could not tell
+    whether ``n`` is 5 or 1, NumPy takes both) is decided at run time: the generic reads ``x`` by
+    ``tensor.extract`` at index 0 where the size is 1, at the loop's index where it is the target's, and any other
+    size is reported (the op then does not run). A dynamic size against a dynamic one is the target's (the
+    inference assumed them equal, as TVM does; compiled code checks it)."""
+    x, sizes, out = lc.inputs[0], lc.result_sizes(), lc.result_type
+    offset = out.rank - x.type.rank
+    decided = [j for j, d in enumerate(x.type.shape) if d == DYN and out.shape[offset + j] not in (DYN, 1)]
+    if not decided:
+        return map_elementwise(lc.inputs, out, lambda v: v, sizes)
+    size = {j: as_index(dim(x, j)) for j in decided}
+    is_one = {j: arith.cmpi(arith.CmpIPredicate.eq, size[j], as_index(1)) for j in decided}
+    i64 = ir.IntegerType.get_signless(64)
+    mismatch = None
+    for j in decided:  # neither 1 nor the target's size
+        target = out.shape[offset + j]
+        bad = arith.andi(arith.xori(is_one[j], scalar(True, is_one[j].type)),
+                         arith.cmpi(arith.CmpIPredicate.ne, size[j], as_index(target)))
+        report_if(op, bad, arith.index_cast(i64, size[j]), as_index(j),
+                  f"{SHAPE_CHECK_PREFIX}{where(op)}: relax.broadcast_to: dimension {{position}} of x is {{value}}, "
+                  f"expected 1 or {target} (the target shape's dimension {offset + j})")
+        mismatch = bad if mismatch is None else arith.ori(mismatch, bad)
+    # the other sizes of x, read through the same extract, are the target's where they are not a static 1
+    same = assumed_equal(op, [
+        (dim(x, j), sizes[offset + j], j, f"{where(op)}: relax.broadcast_to: dimension {{position}} of x is "
+         f"{{value}}, where the target shape has {{extent}}")
+        for j, d in enumerate(x.type.shape) if j not in decided and d != 1])
+    if same is not None:
+        mismatch = arith.ori(mismatch, same)
+
+    def build() -> ir.Value:
+        def read(_out):
+            coords = [as_index(0) if d == 1 else
+                      arith.select(is_one[j], as_index(0), loop_index(offset + j)) if j in decided else
+                      loop_index(offset + j) for j, d in enumerate(x.type.shape)]
+            return tensor.extract(x, coords)
+        return generic([], [empty(sizes, elem(x))], [identity(out.rank)], ["parallel"] * out.rank, read)[0]
+
+    return unless_sizes(mismatch, out, sizes, build)
 
 
 def concat(lc, op):

@@ -18,8 +18,9 @@ from ...ir import sym
 from ...ir.expr import Call, Expr, const
 from ...ir.struct_info import TensorStructInfo
 from ..common import broadcast_shapes, check_dims_match, fmt, require_float, require_ndim, require_same_dtype
-from ..grad_utils import sinfo_of, through_decomposition
+from ..grad_utils import ShapeNeeded, sinfo_of, through_decomposition
 from ..registry import BadSample, InferError, Op, Sample, fail, register
+from .grad_helpers import count
 from .norm import cast_dtype, compute_dtype
 
 _T = TensorStructInfo
@@ -79,6 +80,14 @@ def _scale(attrs: dict, head_dim) -> float:
     return 1.0 / math.sqrt(head_dim) if attrs["scale"] is None else float(attrs["scale"])
 
 
+def _scale_expr(attrs: dict, head_dim, like: Expr) -> Expr:
+    """The scale as a 0-d tensor of ``like``'s dtype: a constant, or ``rsqrt`` of a symbolic head size counted at run
+    time (``sum(ones((h,)))``, exact up to 2**24 in float32)."""
+    if attrs["scale"] is None and not isinstance(head_dim, int):
+        return op.rsqrt(count((head_dim,), like))
+    return const(_scale(attrs, head_dim), sinfo_of(like).dtype)
+
+
 def _reference(query, key, value, bias=None, *, scale, causal_mask, window_size):
     q, k, v = (a.astype(np.float64).transpose(0, 2, 1, 3) for a in (query, key, value))  # (B, N, S, H)
     scores = q @ k.transpose(0, 1, 3, 2) * _scale({"scale": scale}, q.shape[-1])
@@ -103,10 +112,10 @@ def _decompose(call: Call) -> Expr:
     q, k, v = (cast_dtype(a, ct) for a in call.args[:3])
     q_shape = sinfo_of(q).shape
     if q_shape is None or sinfo_of(k).shape is None:
-        raise TypeError(f"{call.op.name} decomposition: needs the shapes of query and key")
+        raise ShapeNeeded(f"{call.op.name} decomposition", "needs the shapes of query and key")
     seq, seq_kv = q_shape[1], sinfo_of(k).shape[1]
     scores = op.matmul(op.permute_dims(q, (0, 2, 1, 3)), op.permute_dims(k, (0, 2, 3, 1)))
-    scores = scores * const(_scale(call.attrs, q_shape[3]), ct)
+    scores = scores * _scale_expr(call.attrs, q_shape[3], scores)
     if len(call.args) == 4:
         scores = scores + cast_dtype(call.args[3], ct)
     if call.attrs["causal_mask"] is not None:

@@ -138,8 +138,8 @@ def _bn_grad(orig, call, grad):
         d_x = _normalized_grad(dxhat, xhat, rstd, others) + d_stats
     else:
         d_x = dxhat * rstd
-    d_gamma = op.sum(g * xhat, others) if a["scale"] else None
-    d_beta = op.sum(g, others) if a["center"] else None
+    d_gamma = sized_like(op.sum(g * xhat, others), gamma) if a["scale"] else None
+    d_beta = sized_like(op.sum(g, others), beta) if a["center"] else None
     return [d_x, d_gamma, d_beta, None, None]
 
 
@@ -153,10 +153,15 @@ def _bn_decompose(call: Call) -> Expr:
     """Inference: normalise with the moving statistics and return them unchanged (TVM's DecomposeBatchNorm).
     Training: batch mean and biased variance over every axis but ``axis``, ``eps`` before the sqrt, and
     ``(1 - momentum) * moving + momentum * batch`` (TVM's MutateBatchNormForTraining)."""
-    x, gamma, beta, moving_mean, moving_var = call.args
+    x, *params = call.args
     a = call.attrs
     ndim = _rank(x, call.op.name)
-    others = tuple(i for i in range(ndim) if i != a["axis"] % ndim)
+    axis = a["axis"] % ndim
+    others = tuple(i for i in range(ndim) if i != axis)
+    shape = sinfo_of(x).shape
+    if shape is not None:  # the parameters with data's channel size (see with_sizes)
+        params = [with_sizes(p, (shape[axis],)) for p in params]
+    gamma, beta, moving_mean, moving_var = params
     dtype = sinfo_of(x).dtype
     ct = compute_dtype(dtype)
     xw = cast_dtype(x, ct)
@@ -275,14 +280,30 @@ def norm_axes_of(x: Expr, attrs: dict, who: str):
     return shape, listed, tuple(sorted(listed))
 
 
+def with_sizes(p: Expr, sizes: tuple) -> Expr:
+    """``p`` reshaped to ``sizes`` (data's at the parameter's axes) where its own differ: a symbolic size against a
+    static one (``n`` against gamma's 4) or another symbol, which the inference assumed equal but an elementwise op
+    would not broadcast (either may be 1). Compiled code checks the reshape's element count, so a parameter of
+    another size is reported, not read past."""
+    s = sinfo_of(p).shape
+    return p if s is None or tuple(s) == tuple(sizes) else op.reshape(p, sizes)
+
+
+def sized_like(e: Expr, p: Expr) -> Expr:
+    """A parameter's adjoint ``e`` (data's sizes) with the parameter ``p``'s sizes (see :func:`with_sizes`)."""
+    s = sinfo_of(p).shape
+    return e if s is None else with_sizes(e, tuple(s))
+
+
 def _permute(e: Expr, perm: tuple) -> Expr:
     return e if perm == tuple(range(len(perm))) else op.permute_dims(e, perm)
 
 
 def spread_along(p: Expr, shape, listed) -> Expr:
-    """gamma-shaped -> broadcastable against data; gamma itself when it is data's trailing dims in order."""
+    """gamma-shaped -> broadcastable against data; gamma itself when it is data's trailing dims in order (reshaped
+    to data's sizes where they differ: see :func:`with_sizes`)."""
     if listed == tuple(range(len(shape) - len(listed), len(shape))):
-        return p
+        return with_sizes(p, tuple(shape[a] for a in listed))
     order = tuple(int(i) for i in np.argsort(listed))  # gamma's dims, sorted by the data axis they sit at
     return op.reshape(_permute(p, order), tuple(d if i in listed else 1 for i, d in enumerate(shape)))
 
@@ -301,8 +322,9 @@ def _ln_grad(orig, call, grad):
     rstd = op.rsqrt(op.mean(xc * xc, axes, True) + scalar(a["epsilon"], x))
     xhat = xc * rstd
     dxhat = grad * spread_along(gamma, shape, listed) if a["scale"] else grad
-    return [_normalized_grad(dxhat, xhat, rstd, axes), gather(grad * xhat) if a["scale"] else None,
-            gather(grad) if a["center"] else None]
+    d_gamma = sized_like(gather(grad * xhat), gamma) if a["scale"] else None
+    d_beta = sized_like(gather(grad), beta) if a["center"] else None
+    return [_normalized_grad(dxhat, xhat, rstd, axes), d_gamma, d_beta]
 
 
 def _ln_decompose(call: Call) -> Expr:
