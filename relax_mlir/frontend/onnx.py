@@ -492,6 +492,8 @@ def _resize(node, xs):
             scale = (min if policy == "not_larger" else max)(scales)
             scales, given = [scale] * len(axes), [int(scale * shape[a] + 0.5) for a in axes]
     else:
+        if len(xs) < 3 or xs[2] is None:  # (both are optional inputs; ONNX requires one of them)
+            raise node.fail("neither scales nor sizes is given; expected one of them")
         scales = [float(s) for s in np.ravel(_need(node, xs[2], "scales"))]
         if len(scales) != len(axes):
             raise node.fail(f"{len(scales)} scales for {len(axes)} axes")
@@ -804,6 +806,9 @@ def from_onnx(model, keep_params_in_input: bool = True, shape_dict: Optional[Map
     graph = model.graph
     nodes = [_Node(n) for n in graph.node]
     check_supported(FRONTEND, ((_op_key(n), n.name) for n in nodes), CONVERTERS)
+    opset = _opset(model)
+    for node in nodes:
+        _check_input_count(node, opset)
     sig = _Signature(graph, nodes, keep_params_in_input, dict(shape_dict or {}))
     mod = build_main(sig.inputs, sig.params, sig.states, lambda bb: _convert(bb, graph, nodes, sig), func_name)
     return ImportedModel(mod, sig.values(sig.params), sig.values(sig.states))
@@ -828,11 +833,42 @@ def _load(model):
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"{FRONTEND}: expected an onnx.ModelProto or a path to a .onnx file, "
                         f"got {type(model).__name__}")
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    opset = _opset(model)
     if opset is None or opset < MIN_OPSET:
         raise ValueError(f"{FRONTEND}: the model uses ONNX opset {opset}; opset {MIN_OPSET} or later is supported "
                          "(convert it with onnx.version_converter.convert_version(model, 17))")
     return model
+
+
+def _opset(model) -> Optional[int]:
+    """The version of the default (``ai.onnx``) operator set the model imports."""
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def _check_input_count(node: _Node, opset: int) -> None:
+    """The node has as many inputs as its op takes in the model's opset (ONNX's schema says how many) and none it
+    needs left empty: the converters read inputs by position, so one missing was an ``IndexError`` (or a None
+    handed to an op) and one too many was dropped without a word."""
+    from onnx import defs
+
+    domain = node.proto.domain if node.proto.domain != "ai.onnx" else ""
+    try:
+        schema = defs.get_schema(node.op_type, opset, domain)
+    except defs.SchemaError:  # no schema to check against: the converter's own checks apply
+        return
+    given, least, most = list(node.proto.input), schema.min_input, schema.max_input
+    formal = [f.name if f.option != defs.OpSchema.FormalParameterOption.Optional else f"[{f.name}]"
+              for f in schema.inputs]
+    if schema.inputs and schema.inputs[-1].option == defs.OpSchema.FormalParameterOption.Variadic:
+        formal[-1] += "..."
+    count = f"{least} input{'s' * (least != 1)}" if least == most else \
+        f"at least {least} input{'s' * (least != 1)}" if most > 2 ** 30 else f"{least} to {most} inputs"
+    if not least <= len(given) <= most:
+        raise node.fail(f"takes {count} ({', '.join(formal) or 'none'}), got {len(given)}")
+    empty = [i for i in range(least) if not given[i]]
+    if empty:
+        name = formal[min(empty[0], len(formal) - 1)]
+        raise node.fail(f"input {empty[0]} ({name}) is required, but its name is empty")
 
 
 def _op_key(node: _Node) -> str:
@@ -844,15 +880,13 @@ class _Signature:
     """The graph's inputs and initializers as Relax values: user inputs, parameters, states, constants."""
 
     def __init__(self, graph, nodes: list[_Node], keep_params: bool, shape_dict: dict[str, Sequence[int]]):
-        from onnx import numpy_helper
-
         self.env: dict[str, Any] = {}
         self.arrays: dict[Var, np.ndarray] = {}
         self.inputs, self.params, self.states = [], [], []
         stateful = {n.proto.input[i] for n in nodes for i in _STATE_INPUTS.get(n.op_type, ()) if i < len(n.proto.input)}
         valued = {n.proto.input[i] for n in nodes for i in _VALUE_INPUTS.get(n.op_type, ()) if i < len(n.proto.input)}
         names = Names()
-        initializers = {t.name: numpy_helper.to_array(t).copy() for t in graph.initializer}
+        initializers = {t.name: _initializer_array(t) for t in graph.initializer}
         inputs = [v.name for v in graph.input if v.name not in initializers]
         unknown = sorted(set(shape_dict) - set(inputs))  # (before an input's own complaint: a misspelt name first)
         if unknown:
@@ -888,6 +922,21 @@ class _Signature:
 
     def values(self, variables: Sequence[Var]) -> dict[str, np.ndarray]:
         return {v.name_hint: self.arrays[v] for v in variables}
+
+
+def _initializer_array(tensor) -> np.ndarray:
+    """An initializer's array. A malformed one (element type UNDEFINED or unknown, data of another size than its
+    dims) is refused naming it, rather than with onnx's or NumPy's bare TypeError, KeyError or ValueError."""
+    from onnx import TensorProto, numpy_helper
+
+    try:
+        return numpy_helper.to_array(tensor).copy()
+    except (TypeError, KeyError, ValueError) as exc:
+        known = tensor.data_type in TensorProto.DataType.values()
+        kind = TensorProto.DataType.Name(tensor.data_type) if known else f"{tensor.data_type} (not an ONNX type)"
+        raise OnnxImportError(f"{FRONTEND}: initializer {tensor.name}: element type {kind}, dims "
+                              f"{list(tensor.dims)}: not a readable tensor ({type(exc).__name__}: {exc}); expected "
+                              "data of a known element type that fills its dims") from None
 
 
 def _convert(bb, graph, nodes: list[_Node], sig: _Signature) -> tuple[list[Expr], list[Expr]]:

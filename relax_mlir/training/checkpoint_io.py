@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import zipfile
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
@@ -121,8 +122,8 @@ def _check_file(path: str, where: str, error: type, expected: str) -> None:
 
 
 def _read_members(path: str, where: str, error: type, expected: str) -> dict[str, np.ndarray]:
-    """Every ``.npy`` member; a truncated or damaged archive, a member that is not ``.npy`` or that holds
-    Python objects (which would need unpickling) is refused."""
+    """Every ``.npy`` member; a truncated or damaged archive, a member that is not ``.npy``, that appears twice or
+    that holds Python objects (which would need unpickling) is refused."""
     try:
         with zipfile.ZipFile(path) as z:
             infos = z.infolist()
@@ -130,6 +131,10 @@ def _read_members(path: str, where: str, error: type, expected: str) -> dict[str
             if others:
                 raise error(f"{where}: a zip archive that is not an .npz: it holds {_listing(others)}; expected "
                             f"only .npy arrays, {expected}")
+            twice = sorted(n for n, k in Counter(i.filename for i in infos).items() if k > 1)
+            if twice:  # a zip may hold a name twice (np.savez never writes that): which one is meant is unclear
+                raise error(f"{where}: the archive holds {_listing(twice)} more than once; expected each array "
+                            f"once, {expected}")
             return {i.filename[:-len(".npy")]: _read_member(z, i, where, error) for i in infos}
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
         raise error(f"{where}: truncated or damaged ({exc}); expected a complete {expected.removeprefix('a ')}") \

@@ -166,6 +166,10 @@ def load_npz(path: str, seed: int = SPLIT_SEED) -> Dataset:
         raise DataError(f"{path}: no such file") from None
     if not all(k in arrays for k in _KEYS) and "x" in arrays and "y" in arrays:
         x, y = arrays["x"], arrays["y"]
+        for key, a in (("x", x), ("y", y)):
+            if a.ndim == 0:  # len() of a 0-d array is a TypeError
+                raise DataError(f"{path}: {key} is a single value ({a.item()!r}); expected an array with one entry "
+                                "per example")
         if len(x) != len(y):
             raise DataError(f"{path}: x has {len(x)} examples, y has {len(y)}")
         arrays = dict(zip(_KEYS, split(x, y, seed)))
@@ -178,8 +182,8 @@ def load_npz(path: str, seed: int = SPLIT_SEED) -> Dataset:
 
 # -- checks and normalisation -----------------------------------------------------------------------------
 def make_dataset(arrays: Mapping[str, np.ndarray], name: str) -> Dataset:
-    """Check and normalise raw arrays: images to float32 ``(N, C, H, W)`` in [0, 1], labels (class indices or
-    one-hot rows) to int64 class indices. Images may be ``(N, H, W)``, ``(N, C, H, W)`` or flattened square
+    """Check and normalise raw arrays: images to float32 ``(N, C, H, W)`` in [0, 1], labels (class indices,
+    ``(N,)`` or an ``(N, 1)`` column, or one-hot rows) to int64 class indices. Images may be ``(N, H, W)``, ``(N, C, H, W)`` or flattened square
     ``(N, H*W)``; uint8 pixels are divided by 255, other values above 1 by the largest value of both sets."""
     x_train, x_test = (_images(np.asarray(arrays[k]), f"{name}: {k}") for k in ("x_train", "x_test"))
     if x_train.shape[1:] != x_test.shape[1:]:
@@ -222,22 +226,35 @@ def _scale(dtypes: list, x_train: np.ndarray, x_test: np.ndarray) -> np.float32:
 
 
 def _labels(y: np.ndarray, what: str, classes: Optional[int]) -> tuple[np.ndarray, int]:
-    """Class indices (int64) and the number of classes: a one-hot width, else the largest training label + 1."""
+    """Class indices (int64) and the number of classes: a one-hot width, else the largest training label + 1.
+    An ``(N, 1)`` column is class indices, as scikit-learn, MATLAB or ``y[:, None]`` store them: one-hot rows of
+    width 1 would be a single class, a loss of 0 and 100% accuracy whatever the file holds."""
     if y.dtype.kind not in "biuf":
         raise DataError(f"{what}: labels must be numbers, got {y.dtype}")
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
     if y.ndim == 2:  # one-hot (or scores): the width is the number of classes
+        if y.shape[1] == 0:
+            raise DataError(f"{what}: one-hot rows of width 0; expected class indices (N,) or (N, 1), or one-hot "
+                            "rows (N, number of classes)")
         if classes is not None and y.shape[1] != classes:
             raise DataError(f"{what}: one-hot rows of width {y.shape[1]}, but the training labels have {classes}")
         return y.argmax(1).astype(np.int64), classes or y.shape[1]
     if y.ndim != 1:
-        raise DataError(f"{what}: labels must be 1-D class indices or 2-D one-hot rows, got shape {y.shape}")
+        raise DataError(f"{what}: labels must be 1-D class indices (or an (N, 1) column) or 2-D one-hot rows, "
+                        f"got shape {y.shape}")
     if y.dtype.kind == "f" and not (np.isfinite(y).all() and (y == np.round(y)).all()):
         raise DataError(f"{what}: labels must be whole numbers (class indices), got e.g. "
                         f"{y[~np.isfinite(y) | (y != np.round(y))][:3].tolist()}")
-    labels = y.astype(np.int64)
-    if labels.size and labels.min() < 0:
-        negative = np.unique(labels[labels < 0])[:8].tolist()
+    if y.size and y.min() < 0:  # checked before the int64 cast, which would wrap 2**63 and 1e300 to negatives
+        negative = np.unique(y[y < 0])[:8].tolist()
         raise DataError(f"{what}: labels out of range: negative class indices {negative}")
+    if y.dtype.kind == "f" or y.dtype == np.uint64:
+        huge = y >= np.float64(2.0 ** 63) if y.dtype.kind == "f" else y > np.uint64(np.iinfo(np.int64).max)
+        if huge.any():
+            raise DataError(f"{what}: labels out of range: {np.unique(y[huge])[:8].tolist()} are too large to be "
+                            "class indices (at most 2**63 - 1)")
+    labels = y.astype(np.int64)
     if classes is None:
         return labels, int(labels.max(initial=0)) + 1
     bad = labels >= classes

@@ -24,6 +24,8 @@ from __future__ import annotations
 import inspect
 from typing import Sequence
 
+import numpy as np
+
 from ..ir.block_builder import BlockBuilder
 from ..ir.expr import Call, Function, Tuple, TupleGetItem, Var
 from ..ir.module import IRModule
@@ -95,7 +97,7 @@ class SetupTrainer:
         if self.BACKBONE not in mod:
             raise ValueError(f"SetupTrainer: the module has no function 'backbone' nor 'main' "
                              f"(it has: {', '.join(mod)})")
-        param_num, state_num = int(mod.attrs["param_num"]), int(mod.attrs["state_num"])
+        param_num, state_num = _count_attr(mod, "param_num"), _count_attr(mod, "state_num")
         n_params = len(mod[self.BACKBONE].params)
         input_num = n_params - param_num - state_num
         if param_num < 1 or state_num < 0 or input_num < 1:
@@ -170,6 +172,16 @@ class SetupTrainer:
         tmp = IRModule({"update_params": fused})
         tmp = transform.Sequential([transform.CanonicalizeBindings(), transform.DeadCodeElimination()])(tmp)
         return tmp["update_params"]
+
+
+def _count_attr(mod: IRModule, key: str) -> int:
+    """A count among the module's attributes, as the text format writes it (``"param_num": 4``) or NumPy gives it.
+    ``int()`` would take 1.5 and True for 1 (training only the last parameters) and "4" for 4."""
+    value = mod.attrs[key]
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"SetupTrainer: the module attribute {key} must be a count, an int >= 0, got {value!r} "
+                         f"({type(value).__name__})")
+    return int(value)
 
 
 def _main_as_backbone(mod):

@@ -104,6 +104,7 @@ class Trainer:
         if "update_params" not in mod or "predict" not in mod:
             raise ValueError("Trainer: the module has no update_params/predict: pass a backbone module with its "
                              "param_num and SetupTrainer, or a module SetupTrainer made")
+        _check_train_attrs(mod)
         self.mod, self.setup_trainer = mod, setup_trainer
         self.input_num = int(mod.attrs["input_num"])
         self.param_num, self.state_num = int(mod.attrs["param_num"]), int(mod.attrs["state_num"])
@@ -590,3 +591,49 @@ def _refuse_shared_names(variables: Sequence[Any]) -> None:
                              f"{v.name_hint!r}; checkpoints and load_params/export_params key them by name: "
                              "give each a distinct name")
         seen[v.name_hint] = i
+
+
+def _check_train_attrs(mod: IRModule) -> None:
+    """``Trainer(train_mod)`` reads what SetupTrainer wrote among the module's attributes; a module parsed back
+    from an edited text may lack one or hold another type. One ValueError names it and what SetupTrainer puts
+    there, rather than a KeyError or a TypeError from inside (or a wrong count silently slicing the parameters)."""
+    missing = object()
+
+    def refuse(key: str, want: str, value: Any) -> None:
+        got = "it has none" if value is missing else f"got {_short_repr(value)} ({type(value).__name__})"
+        raise ValueError(f"Trainer: the module attribute {key} must be {want}, as SetupTrainer writes it; {got}")
+
+    attrs = mod.attrs
+    for key, least in (("input_num", 1), ("param_num", 1), ("state_num", 0), ("rng_key_num", 0)):
+        value = attrs.get(key, missing)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            refuse(key, f"an int >= {least}", value)
+    counted, taken = attrs["input_num"] + attrs["param_num"] + attrs["state_num"], len(mod["predict"].params)
+    if counted != taken:
+        raise ValueError(f"Trainer: the module attributes input_num + param_num + state_num = {counted}, but predict "
+                         f"takes {taken} parameters")
+    optim = attrs.get("optim_state", missing)
+    if not isinstance(optim, (tuple, list)) or not all(_is_numeric_array(a) for a in optim):
+        refuse("optim_state", "a tuple of arrays (the optimizer's initial state)", optim)
+    init = attrs.get("state_init", {})
+    if not isinstance(init, Mapping) or not all(isinstance(k, str) and _is_number(v) for k, v in init.items()):
+        refuse("state_init", "a dict of state names to their fill values (numbers)", init)
+    kind = attrs.get("optimizer_kind")
+    if kind is not None and not isinstance(kind, str):
+        refuse("optimizer_kind", "the optimizer's class name, a str", kind)
+
+
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
+
+
+def _is_numeric_array(value: Any) -> bool:
+    try:
+        return np.asarray(value).dtype.kind in "biuf"
+    except ValueError:  # a ragged list
+        return False
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

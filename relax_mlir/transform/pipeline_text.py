@@ -77,6 +77,8 @@ def _make(item: str) -> Pass:
         node = ast.parse(item, mode="eval").body
     except SyntaxError:
         raise PipelineError(f"--passes: cannot read {item!r}; expected Name or Name(option=value, ...)") from None
+    except (RecursionError, MemoryError):  # Python's parser gives up on deep nesting (100 000 "-" or "(")
+        raise PipelineError(f"--passes: {_excerpt(item)} nests too deeply") from None
     if isinstance(node, ast.Name):
         name, args, kwargs = node.id, [], {}
     elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
@@ -121,10 +123,20 @@ def _value(node: ast.AST, item: str) -> Any:
     if isinstance(node, ast.Name) and node.id not in ("True", "False", "None"):
         return node.id  # a bare word: func_name=main
     try:
-        return ast.literal_eval(node)
-    except ValueError:
-        raise PipelineError(f"--passes: in {item!r}, {ast.unparse(node)!r} is not a literal "
-                            "(a number, string, list, tuple, None, True or False)") from None
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            why = "(a number, string, list, tuple, None, True or False)"
+        except TypeError as exc:  # a dict key literal_eval cannot hash: {[1]: 2}
+            why = f"({exc}; a dict's keys are numbers, strings or tuples of them)"
+        shown = ast.unparse(node)
+    except RecursionError:  # (literal_eval and unparse recurse: 1000 nested "-" are too many)
+        raise PipelineError(f"--passes: in {_excerpt(item)}, an option's value nests too deeply") from None
+    raise PipelineError(f"--passes: in {item!r}, {shown!r} is not a literal {why}")
+
+
+def _excerpt(text: str, limit: int = 40) -> str:
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def _fits(value: Any, hint: Any) -> bool:

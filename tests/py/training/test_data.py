@@ -188,6 +188,54 @@ def test_npz_not_an_archive(tmp_path):
         load_data(_write(tmp_path / "fake.npz", b"not a zip file"))
 
 
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint8, np.float32])
+def test_npz_labels_as_an_n_by_1_column_are_class_indices(tmp_path, rng, dtype):
+    """An (N, 1) column (scikit-learn's, MATLAB's, y[:, None]) holds class indices; read as one-hot rows of width
+    1 it would be one class, a loss of 0 and 100% accuracy whatever the file says."""
+    (xt, yt), (xs, ys) = _mnist_like(rng, 40), _mnist_like(rng, 10)
+    np.savez(tmp_path / "col.npz", x_train=xt, y_train=yt[:, None].astype(dtype), x_test=xs,
+             y_test=ys[:, None].astype(dtype))
+    data = load_data(str(tmp_path / "col.npz"))
+    np.testing.assert_array_equal(data.y_train, yt.astype(np.int64))
+    np.testing.assert_array_equal(data.y_test, ys.astype(np.int64))
+    assert data.num_classes == int(yt.max()) + 1 and data.y_train.shape == (40,)
+
+
+def test_npz_x_y_with_a_label_column_splits_like_the_flat_labels(tmp_path, rng):
+    x, y = rng.uniform(0, 1, (50, 16)), rng.integers(0, 4, 50)
+    np.savez(tmp_path / "flat.npz", x=x, y=y)
+    np.savez(tmp_path / "col.npz", x=x, y=y[:, None])
+    flat, col = load_npz(str(tmp_path / "flat.npz")), load_npz(str(tmp_path / "col.npz"))
+    np.testing.assert_array_equal(col.y_train, flat.y_train)
+    np.testing.assert_array_equal(col.y_test, flat.y_test)
+    assert col.num_classes == flat.num_classes == 4
+
+
+_X4, _X2 = np.zeros((4, 16)), np.zeros((2, 16))
+
+
+@pytest.mark.parametrize("arrays, message", [
+    ({"x_train": _X4, "y_train": np.array([[0], [1.5], [1], [2]]), "x_test": _X2, "y_test": np.zeros((2, 1))},
+     r"col.npz: y_train: labels must be whole numbers \(class indices\), got e.g. \[1.5\]"),
+    ({"x_train": _X4, "y_train": np.zeros((4, 0)), "x_test": _X2, "y_test": np.zeros((2, 0))},
+     r"col.npz: y_train: one-hot rows of width 0; expected class indices \(N,\) or \(N, 1\)"),
+    ({"x": np.array(3.0), "y": np.array(1)}, r"col.npz: x is a single value \(3.0\); expected an array with one entry"),
+    ({"x": _X4, "y": np.array(1)}, r"col.npz: y is a single value \(1\); expected an array"),
+    ({"x_train": _X4, "y_train": np.array([0, 1, 1e300, 2]), "x_test": _X2, "y_test": np.zeros(2)},
+     r"col.npz: y_train: labels out of range: \[1e\+300\] are too large to be class indices"),
+    ({"x_train": _X4, "y_train": np.array([0, 1, 2**63, 2], np.uint64), "x_test": _X2, "y_test": np.zeros(2)},
+     r"y_train: labels out of range: \[9223372036854775808\] are too large to be class indices"),
+    ({"x_train": _X4, "y_train": np.arange(4), "x_test": _X2, "y_test": np.array([0, 2.0**64])},
+     r"y_test: labels out of range: \[1.8446744073709552e\+19\] are too large"),
+    ({"x_train": _X4, "y_train": np.array([0, -1e300, 1, 2]), "x_test": _X2, "y_test": np.zeros(2)},
+     r"y_train: labels out of range: negative class indices \[-1e\+300\]"),
+])
+def test_npz_label_shapes_and_values_that_are_refused(tmp_path, arrays, message):
+    np.savez(tmp_path / "col.npz", **arrays)
+    with pytest.raises(DataError, match=message):
+        load_data(str(tmp_path / "col.npz"))
+
 # -- digits and batches -------------------------------------------------------------------------------------
 def test_digits_read_from_the_file_equal_scikit_learns():
     from sklearn.datasets import load_digits

@@ -4,6 +4,7 @@ states (batch norm), dropout keys, checkpoints that resume bit for bit, and bad 
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -381,3 +382,20 @@ def test_tvms_class_constants_name_the_functions_setup_trainer_adds():
     adjoint = mod[SetupTrainer.ADJOINT_FUNC].ret_struct_info  # (loss, (one gradient per parameter))
     assert len(adjoint.fields) == 2 and len(adjoint.fields[1].fields) == 4
     assert mod.attrs[SetupTrainer.PARAM_NUM_ATTR_KEY] == 4 and mod.attrs[SetupTrainer.STATE_NUM_ATTR_KEY] == 0
+
+
+@pytest.mark.parametrize("key", ["param_num", "state_num"])
+@pytest.mark.parametrize("value", [1.5, True, "4", float("nan"), float("inf"), None, (1,), -1])
+def test_param_num_and_state_num_attributes_must_be_counts(key, value):
+    """A bare int() took 1.5 and True for 1 (training only the last parameter) and "4" for 4, and leaked raw
+    errors for nan, inf, None and (1,)."""
+    attrs = {"param_num": 4, "state_num": 0, key: value}
+    with pytest.raises(ValueError, match=rf"SetupTrainer: the module attribute {key} must be a count, an int >= 0, "
+                                         rf"got {re.escape(repr(value))} \({type(value).__name__}\)"):
+        _setup()(mlp(B, SIZES).with_attrs(attrs))
+
+
+def test_numpy_integer_counts_are_accepted():
+    mod = _setup()(mlp(B, SIZES).with_attrs({"param_num": np.int64(4), "state_num": np.int32(0)}))
+    assert (mod.attrs["input_num"], mod.attrs["param_num"], mod.attrs["state_num"]) == (1, 4, 0)
+    assert type(mod.attrs["param_num"]) is int  # the text format prints it as a plain int
