@@ -27,7 +27,11 @@ Stop-gradients are kept: ``x.detach()`` and the results of a ``with torch.no_gra
 ``R.grad.no_grad`` (the identity, through which no gradient flows), so straight-through estimators
 (``h + (torch.round(h) - h).detach()``) and scales computed without gradient train as in PyTorch.
 
-Shapes are the example inputs' (static); ``torch.export.Dim`` dynamic sizes are refused with a clear error.
+Dynamic sizes (``dynamic_shapes={"x": {0: torch.export.Dim("batch")}}``) are symbolic Relax sizes named by torch's
+symbols (``s77``: torch does not keep the ``Dim``'s name), as in TVM; shape arithmetic (``x.shape[0]``, ``view``
+and ``expand`` to symbolic sizes, ``2 * batch``, ``arange(seq)``) becomes Relax size expressions, and a size that
+none can express (data-dependent, ``Max``) is refused naming the node: see
+:class:`~.torch_converters.SymbolicSizes`. Their range constraints (``min``, ``max``) are not checked.
 """
 
 from __future__ import annotations
@@ -43,8 +47,8 @@ from .. import op
 from ..ir.dtype import to_numpy
 from ..ir.expr import Expr, const
 from .common import ImportedModel, Names, Updates, build_main, check_supported, emit_updates, tensor_var
-from .torch_converters import (CONVERTERS, FRONTEND, TorchImportError, result_dtype, node_error, static_shape,
-                               torch_dtype)
+from .torch_converters import (CONVERTERS, FRONTEND, SymbolicSizes, TorchImportError, node_error, result_dtype,
+                               shape_of, size_value, torch_dtype, using_sizes)
 
 __all__ = ["from_exported_program", "from_fx", "CONVERTERS", "TorchImportError"]
 
@@ -83,11 +87,31 @@ def from_exported_program(exported_program, keep_params_as_input: bool = True, *
                         f"got {type(exported_program).__name__}")
     ep = _decompose(exported_program) if run_decompositions else exported_program
     calls = [n for n in ep.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
-    check_supported(FRONTEND, ((str(n.target), n.name) for n in calls), CONVERTERS)
+    check_supported(FRONTEND, ((str(n.target), n.name) for n in calls if not _is_size(n)), CONVERTERS)
     stops = _stop_gradients(exported_program, ep)
-    graph = _Signature(ep, calls, keep_params_as_input)
-    mod = build_main(graph.inputs, graph.params, graph.states, lambda bb: _convert(bb, ep, graph, stops), func_name)
+    with using_sizes(SymbolicSizes(_user_inputs(ep))):
+        graph = _Signature(ep, calls, keep_params_as_input)
+        mod = build_main(graph.inputs, graph.params, graph.states, lambda bb: _convert(bb, ep, graph, stops),
+                         func_name)
     return ImportedModel(mod, graph.values(graph.params), graph.values(graph.states))
+
+
+def _user_inputs(ep) -> list:
+    """The placeholders of the program's tensor inputs (whose dimensions define its symbolic sizes)."""
+    users = {s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"}
+    return [n for n in ep.graph.nodes if n.op == "placeholder" and n.name in users
+            and hasattr(n.meta.get("val"), "shape")]
+
+
+def _is_size(node) -> bool:
+    """Whether a node computes a number from sizes (``aten.sym_size.int``, ``operator.mul`` of two sizes, a
+    condition on them) rather than a tensor: its value is a Relax dimension (:func:`.torch_converters.size_value`).
+    ATen's other ops with a number result (``.item()``) go through the op table (and are refused there)."""
+    import torch
+
+    target = str(node.target)
+    return isinstance(node.meta.get("val"), (int, float, torch.SymInt, torch.SymFloat, torch.SymBool)) and (
+        not target.startswith("aten.") or target.startswith("aten.sym_"))
 
 
 def from_fx(module, input_info: Sequence[tuple[Sequence[int], str]], keep_params_as_input: bool = True, *,
@@ -202,7 +226,7 @@ class _Signature:
                     raise TorchImportError(f"{FRONTEND}: input {node.name} is a {type(val).__name__} ({val!r}), not a "
                                            "tensor; only tensor inputs are supported (pass it as a tensor, or leave it "
                                            "out of the example arguments so that export bakes it in)")
-                self._bind(node, tensor_var(names(node.name), static_shape(val.shape, node), torch_dtype(val.dtype)))
+                self._bind(node, tensor_var(names(node.name), shape_of(val.shape, node), torch_dtype(val.dtype)))
                 self.inputs.append(self.env[node.name])
                 continue
             if spec.kind not in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
@@ -261,6 +285,9 @@ def _convert(bb, ep, graph: _Signature, stops: set[str]) -> tuple[list[Expr], li
             item = _getitem(node, env)
             env[node.name] = bb.emit(_stop_gradient(item), node.name) if node.name in stops else item
             continue
+        if _is_size(node):
+            env[node.name] = size_value(node)
+            continue
         args, kwargs = _resolve(node.args, env), _resolve(node.kwargs, env)
         result = _promoted_convert(bb, node, args, kwargs)
         if node.name in stops:
@@ -277,6 +304,9 @@ def _convert(bb, ep, graph: _Signature, stops: set[str]) -> tuple[list[Expr], li
     for spec in ep.graph_signature.output_specs:
         value = env[spec.arg.name]
         if spec.kind.name == "USER_OUTPUT":
+            if not isinstance(value, Expr):
+                raise TorchImportError(f"{FRONTEND}: output {spec.arg.name} is the number {value}, not a tensor; "
+                                       "only tensor outputs are supported")
             outputs.append(value)
         elif spec.kind.name == "BUFFER_MUTATION":
             if spec.target in graph.buffer_of:
@@ -320,7 +350,8 @@ def _promoted_convert(bb, node, args, kwargs):
                 return convert(node, *promoted)
             except (ValueError, TypeError):
                 pass
-        raise node_error(node, str(exc)) from None
+        hint = "; a symbolic size where its conversion needs a static one" if "SymDim" in str(exc) else ""
+        raise node_error(node, f"{exc}{hint}") from None
     sinfo = getattr(result, "struct_info", None)
     if want and isinstance(result, Expr) and getattr(sinfo, "dtype", want) not in (want, None, ""):
         promoted = _promote(bb, node, (args, kwargs), want)

@@ -5,14 +5,18 @@ a result it does not produce) or :class:`~.common.Updates` (an op that also upda
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import warnings
-from typing import Callable
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from .. import op
+from ..ir import sym
 from ..ir.dtype import to_numpy
 from ..ir.expr import Expr, TupleGetItem, const
+from ..ir.sym import Dim, SymDim
 from .common import Updates, dtype_of, elu, mish, ndim_of, scalar_like, split_pieces
 
 FRONTEND = "from_exported_program"
@@ -23,28 +27,199 @@ class TorchImportError(ValueError):
 
 
 def node_error(node, what: str) -> TorchImportError:
-    return TorchImportError(f"{FRONTEND}: node {node.name} ({node.target}): {what}")
+    target = str(node.target)
+    if target.startswith("<"):  # a Python function (operator.mul, torch.sym_max): its name, not its repr
+        target = getattr(node.target, "__name__", target)
+    return TorchImportError(f"{FRONTEND}: node {node.name} ({target}): {what}")
+
+
+# -- symbolic sizes ---------------------------------------------------------------------------------------------
+
+class _Unrepresentable(ValueError):
+    """A torch size no Relax size expresses (said of the size, the caller names the node)."""
+
+
+class SymbolicSizes:
+    """torch.export's dynamic sizes as Relax dimensions (:mod:`relax_mlir.ir.sym`).
+
+    torch records a dynamic size as a ``torch.SymInt`` whose ``node.expr`` is a sympy expression over its symbols
+    (``s77``, ``2*s77``, ``s27*s52``, ``FloorDiv(s77, 2)``). A symbol that is a dimension of an input becomes the
+    Relax size variable of that name, as TVM's importer names its ``tir.Var`` (``torch.export.Dim("batch")`` is
+    ``s77`` in the program: torch does not keep the name); sums, products, non-negative powers and floor quotients
+    of those become the same expressions of the variables. A root symbol that only a derived dimension of an input
+    carries (``dynamic_shapes={"y": {0: 2 * batch}}`` with no input of size ``batch``: ``y`` is ``(2*s26,)``)
+    defines no variable as it stands (the parameter ``(2 * s26,)`` cannot bind ``s26``): that dimension gets a
+    variable of its own, ``y_dim0``, and ``s26`` is ``y_dim0 // 2``. A size over any other symbol (``u0``, the
+    count of a ``nonzero`` or an ``.item()``: known only when it runs) or another function (``Max``, ``Mod``) is
+    refused, naming the node; torch's range constraints (``min``/``max``) are not checked.
+
+    ``strict=False`` (converters called outside an import) reads every symbol as the variable of its name."""
+
+    def __init__(self, inputs: Sequence = (), strict: bool = True):
+        self.strict = strict
+        self.roots: dict[str, Dim] = {}  # torch symbol name -> its Relax dim
+        self.known: dict[Any, Dim] = {}  # an input dimension's sympy expression -> its Relax dim
+        dims = [(node, axis, _sympy(d)) for node in inputs for axis, d in enumerate(node.meta["val"].shape)]
+        for node, _, expr in dims:
+            if expr.is_Symbol and str(expr) not in self.roots:
+                self.roots[str(expr)] = self._variable(str(expr), node)
+        for node, axis, expr in dims:
+            if expr not in self.known and not expr.is_Integer and not expr.is_Symbol \
+                    and any(str(s) not in self.roots for s in expr.free_symbols):
+                self._define_derived(node, axis, expr)
+
+    def _variable(self, name: str, node) -> SymDim:
+        try:
+            return sym.SizeVar(name)
+        except ValueError as exc:
+            raise _input_error(node, f"its size {name!r} is no Relax size name: {exc}") from None
+
+    def _define_derived(self, node, axis: int, expr) -> None:
+        """``expr`` (``a*s + b``, ``s`` no input's size by itself) is an input dimension: a variable of its own,
+        and ``s`` is ``(variable - b) // a``."""
+        undefined = [s for s in expr.free_symbols if str(s) not in self.roots]
+        root = undefined[0] if len(undefined) == 1 else None
+        scale = expr.coeff(root) if root is not None else None
+        rest = expr - scale * root if root is not None else None
+        if root is None or not scale.is_Integer or scale <= 0 or root in rest.free_symbols:
+            raise _input_error(node, f"dimension {axis} is {expr}, which defines none of its sizes "
+                               f"({', '.join(sorted(map(str, undefined)))}): give an input the size itself")
+        taken = set(self.roots) | {str(d) for d in self.known.values()}
+        name, i = f"{node.name}_dim{axis}", 1
+        while name in taken:
+            name, i = f"{node.name}_dim{axis}_{i}", i + 1
+        variable = self._variable(name, node)
+        self.known[expr] = variable
+        self.roots[str(root)] = sym.floor_div(variable - self._convert(rest), int(scale))
+
+    def dim(self, value, node) -> Dim:
+        """A dimension torch recorded (an int or a ``torch.SymInt``) as a Relax dimension."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        expr = _sympy(value)
+        try:
+            return self._convert(expr)
+        except _Unrepresentable as exc:
+            raise node_error(node, f"the size {expr} {exc}") from None
+
+    def shape(self, shape, node) -> tuple[Dim, ...]:
+        return tuple(self.dim(d, node) for d in shape)
+
+    def _convert(self, expr) -> Dim:
+        if expr in self.known:
+            return self.known[expr]
+        if expr.is_Integer:
+            return int(expr)
+        if expr.is_Symbol:
+            return self._symbol(str(expr))
+        if expr.is_Add:
+            return sum((self._convert(a) for a in expr.args), 0)
+        if expr.is_Mul:
+            return sym.product(self._convert(a) for a in expr.args)
+        if expr.is_Pow and expr.exp.is_Integer and expr.exp >= 0:
+            return sym.product([self._convert(expr.base)] * int(expr.exp))
+        if type(expr).__name__ in ("FloorDiv", "CleanDiv"):  # torch.utils._sympy.functions
+            a, b = (self._convert(e) for e in expr.args)
+            try:
+                return sym.divide(a, b)
+            except ValueError as exc:
+                raise _Unrepresentable(f"cannot be a Relax size: {exc}") from None
+        raise _Unrepresentable(f"uses {type(expr).__name__}, which a Relax size cannot express (sizes are sums, "
+                               "products and floor quotients by an int of input sizes)")
+
+    def _symbol(self, name: str) -> Dim:
+        if name in self.roots:
+            return self.roots[name]
+        if not self.strict:
+            return sym.SizeVar(name)
+        raise _Unrepresentable(f"depends on {name}, which is no input's size: a size known only when the program "
+                               "runs (the count of a nonzero, a boolean mask or .item()) cannot be a Relax size")
+
+
+def _input_error(node, what: str) -> TorchImportError:
+    return TorchImportError(f"{FRONTEND}: input {node.name}: {what}")
+
+
+def _sympy(value):
+    """The sympy expression of a ``torch.SymInt`` (or an int)."""
+    import sympy
+
+    return sympy.Integer(value) if isinstance(value, int) else value.node.expr
+
+
+_SIZES: contextvars.ContextVar[SymbolicSizes] = contextvars.ContextVar("torch_sizes",
+                                                                       default=SymbolicSizes(strict=False))
+
+
+@contextlib.contextmanager
+def using_sizes(sizes: SymbolicSizes) -> Iterator[SymbolicSizes]:
+    """The converters read torch's sizes through ``sizes`` (an import's inputs) inside the block."""
+    token = _SIZES.set(sizes)
+    try:
+        yield sizes
+    finally:
+        _SIZES.reset(token)
+
+
+def shape_of(shape, node) -> tuple[Dim, ...]:
+    """A shape torch recorded (ints and ``torch.SymInt``s) as Relax dimensions."""
+    return _SIZES.get().shape(shape, node)
+
+
+#: Ops that only assert conditions on sizes (torch's runtime checks): the conditions they take have no value.
+ASSERTS = ("aten._assert_scalar.default", "aten.sym_constrain_range_for_size.default",
+           "aten.sym_constrain_range.default")
+
+
+def size_value(node):
+    """The value of a node computing a number from sizes (``aten.sym_size.int``, ``operator.mul`` of sizes): a
+    Relax dimension; None for a condition only assertions read (the range constraints are not checked)."""
+    import torch
+
+    val = node.meta["val"]
+    if isinstance(val, (bool, torch.SymBool)):
+        if all(str(user.target) in ASSERTS for user in node.users):
+            return None
+        raise node_error(node, f"a condition on sizes ({val}) used as a value is not supported")
+    if isinstance(val, float):
+        return val
+    if isinstance(val, torch.SymFloat):
+        raise node_error(node, f"the float {val} computed from sizes is not supported (only integer arithmetic on "
+                         "sizes is imported)")
+    return _SIZES.get().dim(val, node)
+
+
+def static_dim(d: Dim, node, what: str) -> int:
+    """``d`` where a converter needs a static size: a symbolic one is refused naming the node and ``what``."""
+    if isinstance(d, int):
+        return d
+    raise node_error(node, f"{what} is the symbolic size {d}; only a static size is supported here (export "
+                     "without a dynamic size there)")
 
 
 # -- helpers for converters --------------------------------------------------------------------------------------
 
 def _operand(value, like: Expr) -> Expr:
+    if isinstance(value, SymDim):
+        return _size_tensor(value, dtype_of(like))
     return value if isinstance(value, Expr) else scalar_like(value, like)
 
 
-def _out_shape(node) -> tuple[int, ...]:
-    """The static shape of a node's (first) result, from the fake tensor torch.export recorded."""
+def _size_tensor(size: Dim, dtype: str) -> Expr:
+    """A size as a 0-d tensor of ``dtype`` (``x.sum(1) / x.shape[1]``): no Relax op reads a size variable into a
+    tensor, so it is the sum of ``size`` int64 ones, whose shape carries the size (a negative ``size`` fails)."""
+    if isinstance(size, int):
+        return const(size, dtype)
+    count = op.sum(op.ones((size,), "int64"))
+    return count if dtype == "int64" else op.astype(count, dtype)
+
+
+def _out_shape(node) -> tuple[Dim, ...]:
+    """The shape of a node's (first) result, from the fake tensor torch.export recorded: ints, and the Relax
+    sizes of its symbolic dimensions."""
     val = node.meta["val"]
     val = val[0] if isinstance(val, (tuple, list)) else val
-    return static_shape(val.shape, node)
-
-
-def static_shape(shape, node) -> tuple[int, ...]:
-    # A dynamic size is a torch.SymInt, which int() would turn into the example's size: refused, not baked in.
-    if not all(isinstance(d, int) for d in shape):
-        raise node_error(node, f"dynamic shape {tuple(shape)}; only static shapes are supported "
-                          "(export without dynamic_shapes)")
-    return tuple(int(d) for d in shape)
+    return shape_of(val.shape, node)
 
 
 def result_dtype(node) -> str | None:
@@ -64,7 +239,7 @@ def _binary(fn: Callable, compare: bool = False) -> Callable:
         if dtype is not None and (compare or dtype != "bool"):
             a, b = (op.astype(x, dtype) if isinstance(x, Expr) and dtype_of(x) != dtype else x for x in (a, b))
         if not isinstance(a, Expr):
-            a = scalar_like(a, b)
+            a = _operand(a, b)
         alpha = kwargs.get("alpha", 1)
         if alpha != 1:
             b = op.multiply(_operand(b, a), scalar_like(alpha, a))
@@ -93,6 +268,31 @@ def _identity(node, args, kwargs):
 
 def _reshape(node, args, kwargs):
     return op.reshape(args[0], _out_shape(node))
+
+
+def _view(node, args, kwargs):
+    """``view``/``reshape(x, shape)`` to its shape argument (numbers, sizes the program read, one -1), not to the
+    shape torch recorded, which can hold forms of the same size no Relax size expresses (``reshape(-1, 2, 3)`` of
+    ``(s, 3)`` records ``(s//2, s//(s//2), 3)``). A -1 is the element count divided by the other sizes' product:
+    exactly, or floor-divided by a static product (torch checked that it divides)."""
+    x, shape = args[0], list(args[1])
+    if -1 not in shape:
+        return op.reshape(x, shape)
+    at = shape.index(-1)
+    count, known = sym.product(x.struct_info.shape), sym.product(shape[:at] + shape[at + 1:])
+    inferred = sym.exact_div(count, known) if known != 0 else None
+    if inferred is None and isinstance(known, int) and known > 0:
+        inferred = sym.floor_div(count, known)
+    if inferred is None:
+        inferred = _out_shape(node)[at]
+    return op.reshape(x, shape[:at] + [inferred] + shape[at + 1:])
+
+
+def _expand(node, args, kwargs):
+    """``expand(x, sizes)``: ``broadcast_to`` its size argument, a -1 keeping the size of ``x`` there."""
+    x, sizes = args[0], list(args[1])
+    own = (None,) * (len(sizes) - ndim_of(x)) + tuple(x.struct_info.shape)
+    return op.broadcast_to(x, [own[i] if isinstance(d, int) and d == -1 else d for i, d in enumerate(sizes)])
 
 
 def _axes(dims, ndim: int) -> list[int]:
@@ -189,7 +389,9 @@ def _layer_norm(node, args, kwargs):
     x, normalized_shape, w, b, eps = args[:5]
     n = len(normalized_shape)
     axes = list(range(ndim_of(x) - n, ndim_of(x)))
-    shape = tuple(normalized_shape)
+    if w is None or b is None:
+        shape = tuple(static_dim(d, node, "the normalized shape of a layer norm without weight or bias")
+                      for d in normalized_shape)
     w = w if w is not None else const(np.ones(shape, np.dtype(dtype_of(x))), dtype_of(x))
     b = b if b is not None else const(np.zeros(shape, np.dtype(dtype_of(x))), dtype_of(x))
     return [op.nn.layer_norm(x, w, b, axes=axes, epsilon=float(eps)), None, None]
@@ -216,7 +418,8 @@ def _reduce(fn):
 def _select(node, args, kwargs):
     x, dim, index = args
     dim = dim % ndim_of(x)
-    index = index % x.struct_info.shape[dim]
+    size = x.struct_info.shape[dim]
+    index = index % size if isinstance(index, int) and isinstance(size, int) else _bound(index, size)
     sliced = op.strided_slice(x, axes=[dim], begin=[index], end=[index + 1])
     return op.reshape(sliced, _out_shape(node))
 
@@ -228,8 +431,19 @@ def _slice(node, args, kwargs):
     end = args[3] if len(args) > 3 and args[3] is not None else 2**63 - 1
     step = args[4] if len(args) > 4 else 1
     size = x.struct_info.shape[dim]
-    return op.strided_slice(x, axes=[dim], begin=[max(min(start, size), -size)], end=[max(min(end, size), -size)],
-                            strides=[step])
+    return op.strided_slice(x, axes=[dim], begin=[_bound(start, size)], end=[_bound(end, size)], strides=[step])
+
+
+def _bound(i, size: Dim) -> Dim:
+    """A slice bound or an index ``i`` on an axis of ``size`` as ``strided_slice`` takes it: clamped into the axis
+    (a negative one counted from its end) where both are static; on a symbolic axis, PyTorch's "to the end"
+    (``2**63 - 1``) is its size and a negative bound ``size + i``; a symbolic bound as it is (torch.export checks
+    that it lies in the axis)."""
+    if isinstance(i, SymDim):
+        return i
+    if isinstance(size, int):
+        return max(min(i, size), -size)
+    return size if i >= 2**62 else size + i if i < 0 else i
 
 
 def _embedding(node, args, kwargs):
@@ -292,7 +506,8 @@ def _to_copy(node, args, kwargs):
 
 
 def _no_value(node, args, kwargs):
-    """Checks PyTorch inserts (``_assert_tensor_metadata``): they hold for the traced shapes, nothing to emit."""
+    """Checks PyTorch inserts (``_assert_tensor_metadata``; with dynamic sizes ``_assert_scalar`` of their range
+    constraints, which are not enforced): nothing to emit."""
     return None
 
 
@@ -316,17 +531,41 @@ def _upsample_nearest(node, args, kwargs):
     ``repeat`` along H, then W); other scales are refused."""
     x = args[0]
     (h, w), (oh, ow) = x.struct_info.shape[2:], _out_shape(node)[2:]
-    if oh % h or ow % w:
+    factors = [sym.exact_div(oh, h) if h != 0 else None, sym.exact_div(ow, w) if w != 0 else None]
+    if not all(isinstance(f, int) and f >= 1 for f in factors):
         raise node_error(node, f"nearest upsampling from {h}x{w} to {oh}x{ow}: only whole scale factors are supported")
-    if oh != h:
-        x = op.repeat(x, repeats=oh // h, axis=2)
-    return x if ow == w else op.repeat(x, repeats=ow // w, axis=3)
+    if factors[0] != 1:
+        x = op.repeat(x, repeats=factors[0], axis=2)
+    return x if factors[1] == 1 else op.repeat(x, repeats=factors[1], axis=3)
 
 
 def _arange(node, args, kwargs):
-    """``arange(start, end, step)``: a constant (its bounds are numbers; the dtype PyTorch gave it)."""
-    values = np.arange(*[a for a in args if isinstance(a, (int, float))], dtype=result_dtype(node))
+    """``arange(start, end, step)``: a constant where its bounds are numbers (the dtype PyTorch gave it), else
+    :func:`_symbolic_arange`."""
+    bounds = [a for a in args if isinstance(a, (int, float, SymDim))]
+    if any(isinstance(a, SymDim) for a in bounds):
+        return _symbolic_arange(node, bounds)
+    values = np.arange(*bounds, dtype=result_dtype(node))
     return const(values, str(values.dtype))
+
+
+def _symbolic_arange(node, bounds: list) -> Expr:
+    """``arange`` with a symbolic bound (``torch.arange(x.shape[1])``: positions): Relax's ``arange`` takes
+    numbers, so ``start + step * i`` for ``i`` counted by a cumulative sum of ones, as many as PyTorch's result
+    has (in int64 for integer ``start`` and ``step``, else float64, then PyTorch's dtype)."""
+    start, step = (0, 1) if len(bounds) == 1 else (bounds[0], bounds[2] if len(bounds) > 2 else 1)
+    if isinstance(step, SymDim):
+        raise node_error(node, f"arange with the symbolic step {step}; only a static step is supported")
+    (length,) = _out_shape(node)
+    wide = "int64" if all(isinstance(v, (int, SymDim)) for v in (start, step)) else "float64"
+    index = op.subtract(op.cumsum(op.ones((length,), "int64"), axis=0), const(1, "int64"))
+    values = index if wide == "int64" else op.astype(index, wide)
+    if step != 1:
+        values = op.multiply(values, const(step, wide))
+    if not (isinstance(start, int) and start == 0):
+        values = op.add(values, _size_tensor(start, wide) if isinstance(start, SymDim) else const(start, wide))
+    dtype = result_dtype(node)
+    return values if dtype == wide else op.astype(values, dtype)
 
 
 def _sort(node, args, kwargs):
@@ -405,7 +644,7 @@ def _split_tensor(node, args, kwargs):
     """``split.Tensor(x, size, dim)`` (``chunk``): pieces of ``size``, the last one shorter."""
     x, size = args[0], args[1]
     dim = (args[2] if len(args) > 2 else 0) % ndim_of(x)
-    n = x.struct_info.shape[dim]
+    n = static_dim(x.struct_info.shape[dim], node, f"the size of the split dimension {dim}")
     return split_pieces(x, dim, [min(size, n - s) for s in range(0, n, size)])
 
 
@@ -452,9 +691,16 @@ def _addmm(node, args, kwargs):
 
 
 def _constant(node, args, kwargs):
-    """``full(size, value)`` / ``scalar_tensor(value)``: a constant of the dtype PyTorch gave it."""
-    size, value = (args[0], args[1]) if str(node.target).startswith("aten.full") else ((), args[0])
-    values = np.full(tuple(size), value, dtype=result_dtype(node))
+    """``full(size, value)`` / ``scalar_tensor(value)``: a constant of the dtype PyTorch gave it; ``R.full`` for
+    a symbolic size (``torch.zeros(x.shape[0], 4)``), a symbolic value broadcast from :func:`_size_tensor`."""
+    size, value = (tuple(args[0]), args[1]) if str(node.target).startswith("aten.full") else ((), args[0])
+    dtype = result_dtype(node)
+    if isinstance(value, SymDim):
+        scalar = _size_tensor(value, dtype)
+        return op.broadcast_to(scalar, size) if size else scalar
+    if any(isinstance(d, SymDim) for d in size):
+        return op.full(size, fill_value=value, dtype=dtype)
+    values = np.full(size, value, dtype=dtype)
     return const(values, str(values.dtype))
 
 
@@ -468,10 +714,14 @@ def _variance(take_root: bool):
         correction = 1 if correction is None else correction
         keep = bool(kwargs.get("keepdim", False))
         shape = x.struct_info.shape
-        n = int(np.prod([shape[a] for a in (axes if axes is not None else range(len(shape)))]))
+        n = sym.product(shape[a] for a in (axes if axes is not None else range(len(shape))))
         v = op.variance(x, axis=axes, keepdims=keep)
-        if correction:
+        if correction and isinstance(n, int):
             v = op.multiply(v, scalar_like(n / (n - correction) if n > correction else float("inf"), v))
+        elif correction:  # n / max(n - c, 0), inf where n <= c, computed when it runs
+            count = _size_tensor(n, dtype_of(v))
+            v = op.multiply(v, op.divide(count, op.maximum(op.subtract(count, scalar_like(correction, v)),
+                                                           scalar_like(0, v))))
         return op.sqrt(v) if take_root else v
     return convert
 
@@ -610,6 +860,7 @@ def _embedding_bag(node, args, kwargs):
     if get(3, "scale_grad_by_freq", False):
         raise node_error(node, "embedding bag with scale_grad_by_freq is not supported")
     (n,), (count,) = indices.struct_info.shape, offsets.struct_info.shape
+    n = static_dim(n, node, "the number of indices of an embedding bag")
     bags = count - 1 if last else count
     begin = op.strided_slice(offsets, axes=[0], begin=[0], end=[bags]) if last else offsets
     end = op.strided_slice(offsets, axes=[0], begin=[1], end=[bags + 1]) if last else \
@@ -666,11 +917,11 @@ def _index(node, args, kwargs):
     flat = None
     for a, size in zip(axes, sizes):
         i = op.astype(indices[a], "int64") if dtype_of(indices[a]) != "int64" else indices[a]
-        i = op.where(op.less(i, scalar_like(0, i)), op.add(i, scalar_like(size, i)), i)  # negatives from the end
-        stride = int(np.prod(sizes[axes.index(a) + 1:], dtype=np.int64))
-        term = i if stride == 1 else op.multiply(i, scalar_like(stride, i))
+        i = op.where(op.less(i, scalar_like(0, i)), op.add(i, _operand(size, i)), i)  # negatives from the end
+        stride = sym.product(sizes[axes.index(a) + 1:])
+        term = i if stride == 1 else op.multiply(i, _operand(stride, i))
         flat = term if flat is None else op.add(flat, term)
-    merged = shape[:axes[0]] + [int(np.prod(sizes))] + shape[axes[-1] + 1:]
+    merged = shape[:axes[0]] + [sym.product(sizes)] + shape[axes[-1] + 1:]
     return op.take(op.reshape(x, merged), flat, axis=axes[0])
 
 
@@ -700,7 +951,8 @@ def _upsample_bilinear(node, args, kwargs):
     else:
         scales = [_arg(args, kwargs, 3, "scales_h"), _arg(args, kwargs, 4, "scales_w")]
     for axis in (3, 2):
-        n_in, n_out = x.struct_info.shape[axis], _out_shape(node)[axis]
+        n_in, n_out = (static_dim(d, node, f"dimension {axis} of a bilinear interpolation")
+                       for d in (x.struct_info.shape[axis], _out_shape(node)[axis]))
         f = np.float64 if dtype_of(x) == "float64" else np.float32
         low, high, weight = _linear_weights(n_in, n_out, align_corners, scales[axis - 2], f)
         shape = (n_out,) + (1,) * (3 - axis)
@@ -765,10 +1017,10 @@ CONVERTERS: dict[str, Callable] = {
     "aten.addmm.default": _addmm, "aten.mm.default": _binary(op.matmul), "aten.bmm.default": _binary(op.matmul),
     "aten.matmul.default": _binary(op.matmul),
     "aten.permute.default": _permute, "aten.transpose.int": _transpose, "aten.t.default": _t,
-    "aten.view.default": _reshape, "aten._unsafe_view.default": _reshape, "aten.reshape.default": _reshape,
+    "aten.view.default": _view, "aten._unsafe_view.default": _view, "aten.reshape.default": _view,
     "aten.squeeze.dims": _reshape, "aten.squeeze.dim": _reshape, "aten.squeeze.default": _reshape,
     "aten.unsqueeze.default": _reshape, "aten.flatten.using_ints": _reshape,
-    "aten.expand.default": lambda n, a, k: op.broadcast_to(a[0], _out_shape(n)),
+    "aten.expand.default": _expand,
     "aten.clone.default": _identity, "aten.alias.default": _identity, "aten.detach.default": _identity,
     "aten.lift_fresh_copy.default": _identity,
     "aten.convolution.default": _convolution,
@@ -784,6 +1036,7 @@ CONVERTERS: dict[str, Callable] = {
     "aten.full_like.default": _full_like,
     "aten.native_dropout.default": _dropout,
     "aten._to_copy.default": _to_copy, "aten._assert_tensor_metadata.default": _no_value,
+    **{name: _no_value for name in ASSERTS},
     "aten.linalg_vector_norm.default": _vector_norm, "aten.var_mean.correction": _var_mean,
     "aten.prod.default": _prod, "aten.prod.dim_int": _prod,
     **{f"aten.{name}.{kind}": _any(name == "all") for name in ("any", "all") for kind in ("default", "dim", "dims")},

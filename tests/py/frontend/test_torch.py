@@ -239,12 +239,18 @@ def test_embedding_padding_row_gets_no_gradient():
     assert not weight_grad[2].any() and weight_grad[0].any()
 
 
-def test_a_dynamic_size_is_refused_not_specialized():
-    # int() of a torch.SymInt is the example's size: the batch of 5 was baked in silently
+def test_a_dynamic_size_is_symbolic_not_specialized():
+    # int() of a torch.SymInt is the example's size: the batch of 5 was once baked in silently (then refused);
+    # it is torch's symbol now (tests/py/frontend/test_torch_dynamic.py)
     batch = torch.export.Dim("batch")
-    ep = torch.export.export(torch.nn.Linear(4, 3), (torch.ones(5, 4),), dynamic_shapes={"input": {0: batch}})
-    with pytest.raises(TorchImportError, match=r"dynamic shape \(\w+, 4\); only static shapes are supported"):
-        from_exported_program(ep)
+    model = torch.nn.Linear(4, 3)
+    ep = torch.export.export(model, (torch.ones(5, 4),), dynamic_shapes={"input": {0: batch}})
+    mod, params, _ = from_exported_program(ep)
+    (size,) = [str(s) for s in ep.range_constraints]
+    assert str(mod["main"].params[0].struct_info.shape[0]) == size
+    x = torch.randn(2, 4)
+    np.testing.assert_allclose(relax_mlir.interpret(mod, "main", x.numpy(), *params.values()),
+                               model(x).detach().numpy(), rtol=1e-6)
 
 
 _MORE = {  # ATen ops real models use, each checked against PyTorch (values and dtypes, every output)
