@@ -55,13 +55,19 @@ class ShapeDictError(ValueError):
 
 
 class _Node:
-    """A node with its attributes decoded: ``name`` (its name, else its first output), ``op_type``, ``attrs``."""
+    """A node with its attributes decoded: ``name`` (its name, else its first output), ``op_type``, ``attrs``. An
+    attribute that refers to an enclosing function's (``ref_attr_name``, which only a function body may use) has no
+    value to decode: refused naming the node, rather than with onnx's bare ``ValueError``."""
 
     def __init__(self, proto) -> None:
         from onnx import helper
 
         self.proto, self.op_type = proto, proto.op_type
         self.name = proto.name or (proto.output[0] if proto.output else proto.op_type)
+        for a in proto.attribute:
+            if a.ref_attr_name:
+                raise self.fail(f"attribute {a.name} refers to {a.ref_attr_name}, an attribute of an enclosing "
+                                "function, which only a node of a function body may; expected a value")
         self.attrs = {a.name: _decode(helper.get_attribute_value(a)) for a in proto.attribute}
 
     def fail(self, what: str) -> OnnxImportError:
@@ -76,10 +82,14 @@ def _decode(value):
     return value
 
 
-def _np_dtype(onnx_type: int) -> np.dtype:
+def _np_dtype(onnx_type: int) -> Optional[np.dtype]:
+    """NumPy's dtype for an ONNX element type; None for UNDEFINED or a number that is no ONNX type."""
     from onnx import helper
 
-    return np.dtype(helper.tensor_dtype_to_np_dtype(onnx_type))
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(onnx_type))
+    except KeyError:
+        return None
 
 
 # -- constants -----------------------------------------------------------------------------------------------------
@@ -234,7 +244,7 @@ def _layer_norm(node, xs):
     normalized shape (Relax's op wants that shape): they are broadcast to it. The optional ``Mean`` and
     ``InvStdDev`` outputs (kept dims, as ONNX's) are computed beside it when the graph names them."""
     x = xs[0]
-    axis = node.attrs.get("axis", -1) % ndim_of(x)
+    axis = _axis(node, node.attrs.get("axis", -1), ndim_of(x))
     axes, normalized = list(range(axis, ndim_of(x))), _shape(x)[axis:]
     epsilon = float(node.attrs.get("epsilon", 1e-5))
     scale = xs[1] if _shape(xs[1]) == normalized else op.broadcast_to(xs[1], normalized)
@@ -291,7 +301,9 @@ def _reshape(node, xs):
 def _flatten(node, xs):
     shape = _shape(xs[0])
     axis = node.attrs.get("axis", 1)
-    axis = axis + len(shape) if axis < 0 else axis  # ONNX: a negative axis counts from the rank, in [-r, r]
+    if not -len(shape) <= axis <= len(shape):  # ONNX: in [-r, r], a negative axis counting from the rank
+        raise node.fail(f"axis {axis} is out of range for rank {len(shape)} (expected [{-len(shape)}, {len(shape)}])")
+    axis = axis + len(shape) if axis < 0 else axis
     return op.reshape(xs[0], (int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))))
 
 
@@ -410,7 +422,7 @@ def _pad(node, xs):
 
 def _split(node, xs):
     """``Split(x, split)`` along ``axis``: sizes given, else ``num_outputs`` (or the outputs') equal parts."""
-    x, axis = xs[0], node.attrs.get("axis", 0) % ndim_of(xs[0])
+    x, axis = xs[0], _axis(node, node.attrs.get("axis", 0), ndim_of(xs[0]))
     n = _shape(x)[axis]
     if len(xs) > 1 and xs[1] is not None:
         sizes = _ints(node, xs[1], "split")
@@ -418,6 +430,8 @@ def _split(node, xs):
         sizes = list(node.attrs["split"])
     else:
         parts = node.attrs.get("num_outputs", len(node.proto.output))
+        if parts < 1:
+            raise node.fail(f"num_outputs={parts}; expected a positive number of parts")
         size = -(-n // parts)  # ONNX: equal parts of ceil(n / parts), the last one what is left (maybe nothing)
         sizes = [size] * (parts - 1) + [n - size * (parts - 1)]
         if sizes[-1] < 0:
@@ -518,9 +532,15 @@ def _instance_norm(node, xs):
 def _depth_to_space(node, xs):
     """``DepthToSpace``: channel blocks to pixels; ``DCR`` (the default) reads the block before the channel,
     ``CRD`` the channel before the block (``pixel_shuffle``'s order)."""
-    x, b = xs[0], node.attrs["blocksize"]
+    x, b, mode = xs[0], node.attrs["blocksize"], node.attrs.get("mode", "DCR")
     n, c, h, w = _shape(x)
-    if node.attrs.get("mode", "DCR") == "CRD":
+    if mode not in ("DCR", "CRD"):
+        raise node.fail(f"mode={mode!r}; expected 'DCR' or 'CRD'")
+    if b < 1:
+        raise node.fail(f"blocksize={b}; expected a positive blocksize")
+    if c % (b * b):
+        raise node.fail(f"{c} channels do not make blocks of blocksize**2 = {b * b}; expected a multiple of it")
+    if mode == "CRD":
         return op.nn.pixel_shuffle(x, upscale_factor=b)
     blocks = op.reshape(x, (n, b, b, c // (b * b), h, w))
     return op.reshape(op.permute_dims(blocks, axes=[0, 3, 4, 1, 5, 2]), (n, c // (b * b), h * b, w * b))
@@ -532,7 +552,10 @@ def _trilu(node, xs):
 
 
 def _cast(node, xs):
-    return op.astype(xs[0], str(_np_dtype(node.attrs["to"])))
+    dtype = _np_dtype(node.attrs["to"])
+    if dtype is None:
+        raise node.fail(f"to={node.attrs['to']} is not an ONNX element type")
+    return op.astype(xs[0], str(dtype))
 
 
 def _dropout(node, xs):
@@ -551,7 +574,7 @@ def _gather(node, xs):
 
 
 def _concat(node, xs):
-    return op.concat(list(xs), axis=node.attrs["axis"] % ndim_of(xs[0]))
+    return op.concat(list(xs), axis=_axis(node, node.attrs["axis"], ndim_of(xs[0])))
 
 
 #: ONNX's defaults of Selu's attributes (float32 values of SELU's constants).
@@ -808,7 +831,10 @@ def from_onnx(model, keep_params_in_input: bool = True, shape_dict: Optional[Map
     check_supported(FRONTEND, ((_op_key(n), n.name) for n in nodes), CONVERTERS)
     opset = _opset(model)
     for node in nodes:
-        _check_input_count(node, opset)
+        schema = _schema(node, opset)
+        if schema is not None:  # (without one, e.g. an op newer than the opset, the converter's own checks apply)
+            _check_input_count(node, schema)
+            _check_attributes(node, schema)
     sig = _Signature(graph, nodes, keep_params_in_input, dict(shape_dict or {}))
     mod = build_main(sig.inputs, sig.params, sig.states, lambda bb: _convert(bb, graph, nodes, sig), func_name)
     return ImportedModel(mod, sig.values(sig.params), sig.values(sig.states))
@@ -845,17 +871,23 @@ def _opset(model) -> Optional[int]:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
-def _check_input_count(node: _Node, opset: int) -> None:
+def _schema(node: _Node, opset: int):
+    """ONNX's schema of the node's op in the model's opset (``onnx.defs.OpSchema``), or None where ONNX has none."""
+    from onnx import defs
+
+    domain = node.proto.domain if node.proto.domain != "ai.onnx" else ""
+    try:
+        return defs.get_schema(node.op_type, opset, domain)
+    except defs.SchemaError:
+        return None
+
+
+def _check_input_count(node: _Node, schema) -> None:
     """The node has as many inputs as its op takes in the model's opset (ONNX's schema says how many) and none it
     needs left empty: the converters read inputs by position, so one missing was an ``IndexError`` (or a None
     handed to an op) and one too many was dropped without a word."""
     from onnx import defs
 
-    domain = node.proto.domain if node.proto.domain != "ai.onnx" else ""
-    try:
-        schema = defs.get_schema(node.op_type, opset, domain)
-    except defs.SchemaError:  # no schema to check against: the converter's own checks apply
-        return
     given, least, most = list(node.proto.input), schema.min_input, schema.max_input
     formal = [f.name if f.option != defs.OpSchema.FormalParameterOption.Optional else f"[{f.name}]"
               for f in schema.inputs]
@@ -869,6 +901,24 @@ def _check_input_count(node: _Node, opset: int) -> None:
     if empty:
         name = formal[min(empty[0], len(formal) - 1)]
         raise node.fail(f"input {empty[0]} ({name}) is required, but its name is empty")
+
+
+def _check_attributes(node: _Node, schema) -> None:
+    """The node gives every attribute its op requires in the model's opset, and each attribute the schema knows
+    has the schema's type (as ``onnx.checker`` demands, an INT ``alpha`` for a FLOAT one included): the converters
+    read attributes by name and type, so a missing one was a ``KeyError`` and one of another type an
+    ``AttributeError``/``KeyError``, or was read as something else (a STRING ``reverse`` is true, an INT
+    ``kernel_shape`` was never looked at by ``Conv``). Attributes the schema does not know are left alone."""
+    from onnx import AttributeProto
+
+    missing = sorted(name for name, a in schema.attributes.items() if a.required and name not in node.attrs)
+    if missing:
+        raise node.fail(f"missing the required attribute{'s' * (len(missing) > 1)} {', '.join(missing)}")
+    for a in node.proto.attribute:
+        expected = schema.attributes.get(a.name)
+        given = AttributeProto.AttributeType.Name(a.type)
+        if expected is not None and given != expected.type.name:
+            raise node.fail(f"attribute {a.name} has type {given}; expected {expected.type.name}")
 
 
 def _op_key(node: _Node) -> str:
@@ -916,7 +966,11 @@ class _Signature:
             sizes = ",".join(str(d) if isinstance(d, int) else f"<{d}>" for d in dims)
             raise ShapeDictError(f"{problem} shape_dict={{{value.name!r}: (...)}}",
                                  f"{problem} --shape {value.name}={sizes}")
-        var = tensor_var(names(value.name), shape, str(_np_dtype(tensor.elem_type)))
+        dtype = _np_dtype(tensor.elem_type)
+        if dtype is None:  # (was a bare KeyError)
+            raise OnnxImportError(f"{FRONTEND}: input {value.name}: element type {_type_name(tensor.elem_type)} is "
+                                  "not a tensor element type")
+        var = tensor_var(names(value.name), shape, str(dtype))
         self.env[value.name] = var
         return var
 
@@ -924,19 +978,25 @@ class _Signature:
         return {v.name_hint: self.arrays[v] for v in variables}
 
 
+def _type_name(onnx_type: int) -> str:
+    """``FLOAT`` for 1, ``99 (not an ONNX type)`` for 99."""
+    from onnx import TensorProto
+
+    known = onnx_type in TensorProto.DataType.values()
+    return TensorProto.DataType.Name(onnx_type) if known else f"{onnx_type} (not an ONNX type)"
+
+
 def _initializer_array(tensor) -> np.ndarray:
     """An initializer's array. A malformed one (element type UNDEFINED or unknown, data of another size than its
     dims) is refused naming it, rather than with onnx's or NumPy's bare TypeError, KeyError or ValueError."""
-    from onnx import TensorProto, numpy_helper
+    from onnx import numpy_helper
 
     try:
         return numpy_helper.to_array(tensor).copy()
     except (TypeError, KeyError, ValueError) as exc:
-        known = tensor.data_type in TensorProto.DataType.values()
-        kind = TensorProto.DataType.Name(tensor.data_type) if known else f"{tensor.data_type} (not an ONNX type)"
-        raise OnnxImportError(f"{FRONTEND}: initializer {tensor.name}: element type {kind}, dims "
-                              f"{list(tensor.dims)}: not a readable tensor ({type(exc).__name__}: {exc}); expected "
-                              "data of a known element type that fills its dims") from None
+        raise OnnxImportError(f"{FRONTEND}: initializer {tensor.name}: element type {_type_name(tensor.data_type)}, "
+                              f"dims {list(tensor.dims)}: not a readable tensor ({type(exc).__name__}: {exc}); "
+                              "expected data of a known element type that fills its dims") from None
 
 
 def _convert(bb, graph, nodes: list[_Node], sig: _Signature) -> tuple[list[Expr], list[Expr]]:

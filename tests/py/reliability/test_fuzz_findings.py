@@ -87,13 +87,13 @@ def test_a_training_module_parsed_back_from_its_text_still_trains():
 
 
 # -- ONNX: inputs and initializers -------------------------------------------------------------------------
-def _onnx(nodes, initializers=()):
+def _onnx(nodes, initializers=(), shape=(1, 4), opset=17):
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], list(initializers))
-    return onnx, helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], list(initializers))
+    return onnx, helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 @pytest.mark.parametrize("op_type, inputs, attrs, message", [
@@ -133,6 +133,142 @@ def test_onnx_initializer_that_cannot_be_read_is_named(data_type, message):
     with pytest.raises(OnnxImportError, match=rf"^from_onnx: initializer B: {message}"):
         from_onnx(model)
 
+
+
+# -- ONNX: attributes ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("op_type, inputs, attribute", [
+    ("MaxPool", ["x"], "kernel_shape"), ("AveragePool", ["x"], "kernel_shape"), ("Cast", ["x"], "to"),
+    ("Concat", ["x", "x"], "axis"), ("DepthToSpace", ["x"], "blocksize"), ("Einsum", ["x"], "equation"),
+    ("BitShift", ["x", "x"], "direction"), ("LRN", ["x"], "size"),
+])
+def test_onnx_node_missing_a_required_attribute_names_it(op_type, inputs, attribute):
+    """Each was a bare KeyError from its converter (LRN's and BitShift's a refusal of the value None)."""
+    onnx, model = _onnx([__import__("onnx").helper.make_node(op_type, inputs, ["y"], name="p")])
+    from relax_mlir.frontend.onnx import OnnxImportError, from_onnx
+
+    with pytest.raises(OnnxImportError, match=rf"^from_onnx: node p \({op_type}\): missing the required attribute "
+                                              rf"{attribute}$"):
+        from_onnx(model)
+
+
+@pytest.mark.parametrize("op_type, inputs, attrs, message", [
+    ("MaxPool", ["x"], {"kernel_shape": 2}, "attribute kernel_shape has type INT; expected INTS"),  # KeyError next
+    ("Cast", ["x"], {"to": "float"}, "attribute to has type STRING; expected INT"),  # was KeyError: 'float'
+    ("Einsum", ["x"], {"equation": 1}, "attribute equation has type INT; expected STRING"),  # was AttributeError
+    ("Constant", [], {"value": 1.0}, "attribute value has type FLOAT; expected TENSOR"),  # was AttributeError
+    ("CumSum", ["x", "x"], {"reverse": "no"}, "attribute reverse has type STRING; expected INT"),  # read as true
+    ("Conv", ["x", "x"], {"kernel_shape": 3}, "attribute kernel_shape has type INT; expected INTS"),  # not read
+    ("LeakyRelu", ["x"], {"alpha": 1}, "attribute alpha has type INT; expected FLOAT"),  # as onnx.checker says
+])
+def test_onnx_attribute_of_another_type_than_its_schema_is_refused_naming_it(op_type, inputs, attrs, message):
+    onnx, model = _onnx([__import__("onnx").helper.make_node(op_type, inputs, ["y"], name="p", **attrs)])
+    from relax_mlir.frontend.onnx import OnnxImportError, from_onnx
+
+    with pytest.raises(OnnxImportError, match=rf"^from_onnx: node p \({op_type}\): {message}$"):
+        from_onnx(model)
+
+
+#: A value of another attribute type than each schema type (the probe of every converter's attributes).
+_WRONG_TYPE = {"INT": ("a", 1.5, [1, 2]), "FLOAT": ("a", 1, [1.0, 2.0]), "INTS": (2, "a", [1.0, 2.0]),
+               "FLOATS": (1.0, [1]), "STRING": (1, ["a", "b"], 1.0), "STRINGS": ("a", 1), "TENSOR": (1, 1.0, "a"),
+               "SPARSE_TENSOR": (1,)}
+_RIGHT_TYPE = {"INT": 1, "INTS": [1], "STRING": "a"}  # (the required attributes' types)
+
+
+def _attribute_cases(opset: int):
+    """(op type, attribute, wrong value) for every attribute of every converter op's schema in the opset."""
+    from onnx import defs
+
+    from relax_mlir.frontend.onnx import CONVERTERS
+
+    for op_type in CONVERTERS:
+        try:
+            schema = defs.get_schema(op_type, opset, "")
+        except defs.SchemaError:  # (an op newer than the opset)
+            continue
+        for name, attribute in sorted(schema.attributes.items()):
+            for value in _WRONG_TYPE[attribute.type.name]:
+                yield op_type, name, value
+
+
+@pytest.mark.parametrize("opset", [17, 19])
+def test_every_converter_attribute_of_another_type_is_refused_naming_it(opset):
+    """Every attribute of every op the importer converts, given a value of each other type: one worded refusal
+    (was a KeyError, TypeError or AttributeError for some, and silently read, or ignored, for many)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import defs, helper
+
+    from relax_mlir.frontend.onnx import OnnxImportError, from_onnx
+
+    for op_type, name, value in _attribute_cases(opset):
+        schema = defs.get_schema(op_type, opset, "")
+        required = {n: _RIGHT_TYPE[a.type.name] for n, a in schema.attributes.items() if a.required and n != name}
+        node = helper.make_node(op_type, ["x"] * schema.min_input, ["y"], name="p", **required, **{name: value})
+        given = onnx.AttributeProto.AttributeType.Name(next(a.type for a in node.attribute if a.name == name))
+        _, model = _onnx([node], opset=opset)
+        with pytest.raises(OnnxImportError, match=rf"^from_onnx: node p \({op_type}\): attribute {name} has type "
+                                                  rf"{given}; expected {schema.attributes[name].type.name}$"):
+            from_onnx(model)
+
+
+@pytest.mark.parametrize("op_type, inputs, attrs, shape, message", [
+    ("Cast", ["x"], {"to": 999}, (1, 4), r"to=999 is not an ONNX element type"),  # was KeyError: 999
+    ("Concat", ["x", "x"], {"axis": 2}, (1, 4), r"axis 2 is out of range for rank 2 \(expected \[-2, 1\]\)"),
+    ("Flatten", ["x"], {"axis": 3}, (1, 4), r"axis 3 is out of range for rank 2 \(expected \[-2, 2\]\)"),
+    ("Split", ["x"], {"axis": -3}, (1, 4), r"axis -3 is out of range for rank 2 \(expected \[-2, 1\]\)"),
+    ("DepthToSpace", ["x"], {"blocksize": 0}, (1, 4, 2, 2), r"blocksize=0; expected a positive blocksize"),
+    ("DepthToSpace", ["x"], {"blocksize": 2, "mode": "RCD"}, (1, 4, 2, 2), r"mode='RCD'; expected 'DCR' or 'CRD'"),
+    ("DepthToSpace", ["x"], {"blocksize": 2}, (1, 6, 2, 2),
+     r"6 channels do not make blocks of blocksize\*\*2 = 4; expected a multiple of it"),
+])
+def test_onnx_attribute_value_out_of_its_range_is_refused_naming_it(op_type, inputs, attrs, shape, message):
+    """A KeyError or ZeroDivisionError, or silently another axis (``axis % rank``) or mode (DCR), before."""
+    onnx, model = _onnx([__import__("onnx").helper.make_node(op_type, inputs, ["y"], name="p", **attrs)], shape=shape)
+    from relax_mlir.frontend.onnx import OnnxImportError, from_onnx
+
+    with pytest.raises(OnnxImportError, match=rf"^from_onnx: node p \({op_type}\): {message}$"):
+        from_onnx(model)
+
+
+def test_onnx_layer_norm_axis_and_split_into_no_parts_are_refused_naming_the_node():
+    """LayerNormalization's axis 2 of a rank-2 input normalized over every axis (``2 % 2``); Split's
+    ``num_outputs=0`` was a ZeroDivisionError."""
+    pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper
+
+    from relax_mlir.frontend.onnx import OnnxImportError, from_onnx
+
+    scale = numpy_helper.from_array(np.ones(4, np.float32), "s")
+    _, model = _onnx([helper.make_node("LayerNormalization", ["x", "s"], ["y"], name="p", axis=2)], [scale])
+    with pytest.raises(OnnxImportError, match=r"^from_onnx: node p \(LayerNormalization\): axis 2 is out of range for "
+                                              r"rank 2 \(expected \[-2, 1\]\)$"):
+        from_onnx(model)
+    _, model = _onnx([helper.make_node("Split", ["x"], ["y"], name="p", num_outputs=0)], opset=18)
+    with pytest.raises(OnnxImportError, match=r"^from_onnx: node p \(Split\): num_outputs=0; expected a positive "
+                                              r"number of parts$"):
+        from_onnx(model)
+
+
+def test_onnx_attribute_referring_to_a_function_attribute_and_an_untyped_input_are_named():
+    """A node of the graph whose attribute refers to a function's (``ref_attr_name``) was onnx's bare ValueError;
+    a graph input of element type UNDEFINED a KeyError."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from relax_mlir.frontend.onnx import OnnxImportError, from_onnx
+
+    node = helper.make_node("LeakyRelu", ["x"], ["y"], name="p")
+    node.attribute.append(onnx.AttributeProto(name="alpha", ref_attr_name="a", type=onnx.AttributeProto.FLOAT))
+    _, model = _onnx([node])
+    with pytest.raises(OnnxImportError, match=r"^from_onnx: node p \(LeakyRelu\): attribute alpha refers to a, an "
+                                              r"attribute of an enclosing function, which only a node of a function "
+                                              r"body may; expected a value$"):
+        from_onnx(model)
+    _, model = _onnx([helper.make_node("Relu", ["x"], ["y"])])
+    model.graph.input[0].type.tensor_type.elem_type = TensorProto.UNDEFINED
+    with pytest.raises(OnnxImportError, match=r"^from_onnx: input x: element type UNDEFINED is not a tensor element "
+                                              r"type$"):
+        from_onnx(model)
 
 # -- --passes ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("text, message", [
