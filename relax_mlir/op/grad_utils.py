@@ -12,7 +12,7 @@ from typing import Callable, Optional, Sequence
 from ..ir import sym
 from ..ir.dtype import is_float
 from ..ir.expr import Expr, const
-from ..ir.struct_info import StructInfo, TensorStructInfo
+from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 
 #: ``strided_slice``'s "to the end" for slices the library builds (gradients, decompositions): int64 max, past the
 #: end of any axis. TVM users' 2**31 - 1 is past the end of a shorter axis only: a slice of an axis of 2**31 elements
@@ -27,14 +27,72 @@ class ShapeNeeded(TypeError):
     """A gradient rule (or the decomposition it differentiates) cannot handle a call whose arguments' struct info
     lacks what it needs (``need``): a rank, a shape, or static sizes (to reshape or broadcast back, to number
     positions). The user's to give with a ``match_cast``, not a bug in the rule: the Gradient pass re-raises it as a
-    ``GradientError`` naming the function, the binding and the arguments to cast. A ``TypeError``, as these refusals
-    always were, for callers of a rule or a decomposition outside Gradient (``DecomposeOps``); ``str`` is unchanged:
-    ``"<who>: <detail>"``."""
+    ``GradientError``, and ``DecomposeOps*`` as a ``DecomposeError``, naming the function, the binding and the
+    arguments to cast (:func:`cast_advice`). A ``TypeError``, as these refusals always were, for direct callers of a
+    rule or a decomposition; ``str`` is unchanged: ``"<who>: <detail>"``."""
 
     def __init__(self, who: str, detail: str, need: str = "shape"):
         assert need in NEEDS, need
         super().__init__(f"{who}: {detail}")
         self.detail, self.need = detail, need
+
+
+class NoGradientRule(TypeError):
+    """An op's gradient rule covers only some values of its attributes, and not the call's (``scatter_elements`` with
+    reduction ``'mul'``): as an op with no rule at all, not a bug. A ``TypeError``, as the refusal always was, for
+    direct callers of the rule; the Gradient pass lists such bindings with the ops that have no rule."""
+
+
+def covers(unsupported: Callable[..., Optional[str]]) -> Callable:
+    """Decorator of a rule that covers only some attribute values: ``unsupported(call)`` says which value it lacks a
+    rule for (``"reduction 'mul'"``), or ``None``. The rule refuses such a call with :class:`NoGradientRule`; the
+    Gradient pass asks :func:`missing_rule` first, so that one error names every binding it cannot differentiate."""
+    def wrap(rule: Callable) -> Callable:
+        def gradient(orig, call, grad):
+            why = unsupported(call)
+            if why is not None:
+                raise NoGradientRule(f"{call.op.name} gradient: no gradient rule for {why}")
+            return rule(orig, call, grad)
+        gradient.__doc__, gradient.unsupported = rule.__doc__, unsupported
+        return gradient
+    return wrap
+
+
+def missing_rule(call) -> Optional[str]:
+    """The attribute value ``call``'s op has no gradient rule for (its rule made by :func:`covers`), or ``None``."""
+    unsupported = getattr(call.op.gradient, "unsupported", None)
+    return None if unsupported is None else unsupported(call)
+
+
+def cast_advice(exc: ShapeNeeded, args: Sequence[Expr]) -> Optional[str]:
+    """What a refusal asks of the call's arguments ``args`` (variables), in the words of the Gradient and DecomposeOps
+    errors: ``"needs the shape of 'x', which has struct info R.Tensor(dtype=\"float32\", ndim=2); match_cast it to a
+    shape first"``; ``None`` when none lacks it (the rule or decomposition lost it itself: its bug)."""
+    from ..ir.printer import format_struct_info
+
+    lacking = [v for v in dict.fromkeys(args) if _lacks(v.struct_info, exc.need)]
+    if not lacking:
+        return None
+    one = len(lacking) == 1
+    if exc.need == "static shape":  # the rule's words say which size must be static
+        needs, why, cast_to = "static sizes", f" ({exc.detail})", "static sizes"
+    else:  # (a shape gives the rank too, and most rules that need the rank need the shape next)
+        needs, why, cast_to = f"the {exc.need}" + ("" if one else "s"), "", "a shape" if one else "shapes"
+    return (f"needs {needs} of {' and '.join(repr(v.name_hint) for v in lacking)}, which "
+            f"{'has' if one else 'have'} struct info {' and '.join(format_struct_info(v.struct_info) for v in lacking)}"
+            f"{why}; match_cast {'it' if one else 'them'} to {cast_to} first")
+
+
+def _lacks(s: StructInfo, need: str) -> bool:
+    """Whether a value of struct info ``s`` (a tensor, or a tuple holding one) lacks what a rule needs: a rank, a
+    shape, or static sizes."""
+    if isinstance(s, TupleStructInfo):
+        return any(_lacks(f, need) for f in s.fields)
+    if not isinstance(s, TensorStructInfo):
+        return False
+    if need == "rank":
+        return s.ndim == -1
+    return s.shape is None or need == "static shape" and not all(isinstance(d, int) for d in s.shape)
 
 
 def sinfo_of(e: Expr) -> TensorStructInfo:
@@ -50,6 +108,15 @@ def shape_of(e: Expr, what: str = "gradient rule") -> tuple:
     if s.shape is None:
         raise ShapeNeeded(what, f"the shape of {e} is unknown ({s}); match_cast it to a shape first")
     return tuple(s.shape)
+
+
+def rank_of(e: Expr, what: str = "gradient rule") -> int:
+    """The rank of ``e``, which a rule or a decomposition needs to be known (an axis to normalise, a width per
+    axis): with an unknown one, op inference would refuse what the rule builds in words about rank -1."""
+    ndim = sinfo_of(e).ndim
+    if ndim == -1:
+        raise ShapeNeeded(what, f"the rank of {e} is unknown", "rank")
+    return ndim
 
 
 def scalar(value: float, like: Expr) -> Expr:
@@ -118,9 +185,7 @@ def cast_like(e: Expr, like: Expr) -> Expr:
 
 def reduced_axes(x: Expr, axis) -> tuple[int, ...]:
     """The non-negative, sorted axes a reduction over ``axis`` (None: all) removes from ``x``."""
-    ndim = sinfo_of(x).ndim
-    if ndim == -1:
-        raise ShapeNeeded("gradient rule", f"the rank of {x} is unknown", "rank")
+    ndim = rank_of(x)
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int) else axis

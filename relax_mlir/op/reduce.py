@@ -41,13 +41,17 @@ def _check_numeric(x: TensorStructInfo, float_only: bool) -> None:
 
 
 def reduced(x: TensorStructInfo, axis, keepdims: bool, dtype: str) -> TensorStructInfo:
-    """The struct info of reducing ``x`` over ``axis`` (None, an int or a tuple)."""
+    """The struct info of reducing ``x`` over ``axis`` (None, an int or a tuple). Of an ``x`` of unknown shape, as
+    TVM infers it: a result of rank 0 has the shape ``()`` (a full reduction has exactly one shape), and every axis
+    reduced with ``keepdims`` (``axis=None``) gives a shape of 1s."""
     if x.ndim == -1:
         return _T((), dtype) if axis is None and not keepdims else _T(None, dtype, -1)
     axes = normalize_axes(axis, x.ndim)
     out_ndim = x.ndim if keepdims else x.ndim - len(axes)
     if x.shape is None:
-        return _T(None, dtype, out_ndim)
+        if out_ndim == 0:
+            return _T((), dtype)
+        return _T((1,) * out_ndim, dtype) if axis is None and keepdims else _T(None, dtype, out_ndim)
     if keepdims:
         return _T(tuple(1 if i in axes else d for i, d in enumerate(x.shape)), dtype)
     return _T(tuple(d for i, d in enumerate(x.shape) if i not in axes), dtype)

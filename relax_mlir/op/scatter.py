@@ -10,6 +10,8 @@ gives an all-``off_value`` row for anything else; here that is an error, as an o
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from ..ir import sym
@@ -129,6 +131,16 @@ def _scatter_ref(data, indices, updates, axis, reduction):
     return out
 
 
+def _scatter_unsupported(call) -> Optional[str]:
+    """The reductions without a rule ('mul', 'min', 'max': neither TVM nor this library has one) of float data
+    (integer data has no gradient to refuse)."""
+    reduction = call.attrs["reduction"]
+    if reduction in ("update", "add") or not gu.is_float_expr(call.args[0]):
+        return None
+    return f"reduction {reduction!r} (only 'update' and 'add' have one)"
+
+
+@gu.covers(_scatter_unsupported)
 def _scatter_grad(orig, call, grad):
     """'update': the data's adjoint is zero where something was written; an update's is the adjoint at its target
     when it is the last write there. 'add': the adjoint passes to data and is gathered for the updates."""
@@ -142,9 +154,6 @@ def _scatter_grad(orig, call, grad):
     gathered = gather_elements(grad, indices, a["axis"])
     if a["reduction"] == "add":
         return [grad, None, gathered]
-    if a["reduction"] != "update":
-        raise TypeError(f"relax.scatter_elements gradient: reduction {a['reduction']!r} has no gradient rule "
-                        "('update' and 'add' do)")
     d_data = scatter_elements(grad, indices, zeros_like(updates), a["axis"], "update")
     shape = gu.shape_of(indices, "relax.scatter_elements gradient")
     if not all(isinstance(d, int) for d in shape):  # the last-writer mask numbers the static positions

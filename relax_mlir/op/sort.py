@@ -145,7 +145,7 @@ def _topk_decompose(call):
     from . import astype, gather_elements, strided_slice
 
     x, a = call.args[0], call.attrs
-    axis = normalize_axis(a["axis"], gu.sinfo_of(x).ndim)
+    axis = normalize_axis(a["axis"], gu.rank_of(x, "relax.topk decomposition"))
     end = a["k"] if a["k"] >= 1 else gu.SLICE_END
     first = strided_slice(argsort(x, axis, a["largest"], "int64"), (axis,), (0,), (end,))
     values, indices = gather_elements(x, first, axis), astype(first, a["dtype"])

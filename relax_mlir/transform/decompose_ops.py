@@ -24,7 +24,9 @@ composites: they are decomposed in turn.
   moving statistics (returned unchanged), layer_norm, dropout as the identity (``(data, ones_like(data))``).
 
 With ``func_name`` only that function changes (TVM's ``ApplyDecomposeToFunction``); the result is well formed
-(the pass infrastructure checks).
+(the pass infrastructure checks). A decomposition that needs a rank or a shape the call's arguments do not have
+(``topk`` of a tensor of unknown rank, ``tile`` of one of unknown shape) is refused with a :class:`DecomposeError`
+naming the function, the binding, the op and the arguments to ``match_cast``.
 """
 
 from __future__ import annotations
@@ -37,24 +39,42 @@ from ..ir.module import IRModule
 from ..ir.printer import format_struct_info
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..ir.visitor import ExprMutator
+from ..op.grad_utils import ShapeNeeded, cast_advice
 from ..op.registry import Op
 from .mutate_ops_for_training import ModePass, set_mode
 from .pass_infra import FunctionPass, PassContext
+from .utils import free_vars
 
 _MAX_DEPTH = 32
 
 
-class _Decomposer(ExprMutator):
-    """Replaces each call of an op with a ``decompose`` slot by its decomposition (arguments first)."""
+class DecomposeError(ValueError):
+    """A decomposition needs a rank or a shape that the arguments' struct info does not give: the message names the
+    function, the binding, the op and the arguments to ``match_cast`` (the command line prints it in one line)."""
 
-    def __init__(self, mod: IRModule):
+
+class _Decomposer(ExprMutator):
+    """Replaces each call of an op with a ``decompose`` slot by its decomposition (arguments first). ``where`` (the
+    pass and function), the binding being rewritten and its call (``outer``: the function's own, whose arguments the
+    user can cast, even when a composite inside its decomposition refuses) name a refusal."""
+
+    def __init__(self, mod: IRModule, where: str):
         super().__init__(mod)
-        self.depth = 0
+        self.depth, self.where, self.binding, self.outer = 0, where, None, None
+
+    def visit_binding(self, binding) -> None:
+        self.binding = binding.var
+        super().visit_binding(binding)
 
     def visit_call_(self, call: Call) -> Expr:
         call = self.visit_expr_post_order(call)
         decompose = call.op.decompose if isinstance(call, Call) and isinstance(call.op, Op) else None
-        new = decompose(call) if decompose is not None else None
+        if self.depth == 0:
+            self.outer = call
+        try:
+            new = decompose(call) if decompose is not None else None
+        except ShapeNeeded as exc:
+            self._refuse(call, exc)
         if new is None:
             return call
         if self.depth >= _MAX_DEPTH:
@@ -70,6 +90,18 @@ class _Decomposer(ExprMutator):
                              f"{format_struct_info(out.struct_info)}, but the call has "
                              f"{format_struct_info(call.struct_info)}")
         return out
+
+    def _refuse(self, call: Call, exc: ShapeNeeded):
+        """The user's to fix with a ``match_cast`` of the binding's arguments that lack the rank or shape; when none
+        lacks it, the decomposition lost it itself (its bug): the ``ShapeNeeded`` goes on, with its traceback."""
+        outer = self.outer if self.depth else call
+        advice = cast_advice(exc, free_vars(Tuple(list(outer.args))))
+        if advice is None:
+            raise exc
+        binding = f"binding {self.binding.name_hint!r}" if self.binding is not None else "the function's body"
+        through = "" if outer is call else f", through {call.op.name}"
+        raise DecomposeError(f"{self.where}: cannot decompose {binding} ({outer.op.name}{through}): its decomposition "
+                             f"{advice}") from None
 
     def _bind(self, e: Expr, memo: dict, top: bool = False) -> Expr:
         """Emit a decomposition's nested calls, each once: a subexpression object used twice (a mask that is
@@ -100,9 +132,17 @@ def _compatible(a: Optional[StructInfo], b: Optional[StructInfo]) -> bool:
     return a == b
 
 
-def decompose_function(func: Function, mod: IRModule) -> Function:
-    """``func`` with every call of an op that has a ``decompose`` slot replaced by its decomposition."""
-    return _Decomposer(mod).visit_function(func)
+def decompose_function(func: Function, mod: IRModule, where: str = "DecomposeOps") -> Function:
+    """``func`` with every call of an op that has a ``decompose`` slot replaced by its decomposition; ``where`` begins
+    a refusal's message."""
+    return _Decomposer(mod, where).visit_function(func)
+
+
+def _where(pass_name: str, func: Function, mod: IRModule) -> str:
+    """``"Pass(name)"`` for messages. A FunctionPass hands over the function, not its name; ``mod`` still holds it
+    under that name (the result replaces it afterwards)."""
+    name = next((n for n, f in mod.items() if f is func), None)
+    return pass_name if name is None else f"{pass_name}({name})"
 
 
 @dataclass(frozen=True)
@@ -148,7 +188,7 @@ class DecomposeOps(FunctionPass):
     func_name: Optional[str] = None
 
     def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
-        return decompose_function(func, mod)
+        return decompose_function(func, mod, _where(self.info.name, func, mod))
 
 
 class _ModeThenDecompose(ModePass):
@@ -156,7 +196,8 @@ class _ModeThenDecompose(ModePass):
     well-formedness check runs once, on the result."""
 
     def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
-        return decompose_function(set_mode(func, mod, self.training, self.info.name), mod)
+        where = _where(self.info.name, func, mod)
+        return decompose_function(set_mode(func, mod, self.training, self.info.name), mod, where)
 
 
 @dataclass(frozen=True)

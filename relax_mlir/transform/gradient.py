@@ -49,7 +49,7 @@ from ..ir.expr import (Call, Constant, DataflowVar, Expr, Function, GlobalVar, M
 from ..ir.module import IRModule
 from ..ir.printer import format_struct_info
 from ..ir.struct_info import PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
-from ..op.grad_utils import ShapeNeeded
+from ..op.grad_utils import NoGradientRule, ShapeNeeded, cast_advice, missing_rule
 from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
 from .pass_infra import Pass, PassContext
 from .canonicalize_bindings import CanonicalizeBindings
@@ -144,10 +144,11 @@ class Gradient(Pass):
 
 class _Adjoint:
     """The contributions to one variable's adjoint: a list of expressions for a tensor, a dict of field
-    adjoints for a tuple."""
+    adjoints for a tuple. ``like`` is the value itself in the adjoint function (a variable, or a field of one): with
+    no contribution its adjoint is zeros, of its runtime shape when its struct info has none."""
 
-    def __init__(self, sinfo: StructInfo):
-        self.sinfo = sinfo
+    def __init__(self, sinfo: StructInfo, like: Expr):
+        self.sinfo, self.like = sinfo, like
         self.terms: list[Expr] = []
         self.fields: dict[int, "_Adjoint"] = {}
 
@@ -160,7 +161,7 @@ class _Adjoint:
 
     def field(self, i: int) -> "_Adjoint":
         if i not in self.fields:
-            self.fields[i] = _Adjoint(self.sinfo.fields[i])
+            self.fields[i] = _Adjoint(self.sinfo.fields[i], _field(self.like, i))
         return self.fields[i]
 
     def empty(self) -> bool:
@@ -317,6 +318,8 @@ class _Differentiator:
                 key = f"{op.name} is not differentiable"
             elif op.gradient is SECOND_ORDER_UNSUPPORTED:
                 key = f"{op.name} is itself a gradient (second-order gradients are not supported)"
+            elif (missing := missing_rule(b.value)) is not None:  # a rule for some attribute values only
+                key = f"no gradient rule for {op.name} with {missing}"
             else:
                 continue
             problems.setdefault(key, []).append(b.var.name_hint)
@@ -382,8 +385,10 @@ class _Differentiator:
         return remove_unused_bindings(CanonicalizeBindings().transform_function(adjoint, None, None))
 
     def _live_forward(self) -> set[Var]:
-        """Forward bindings the return value needs (the rest would be dead in the adjoint)."""
-        live = set(free_vars_of([self.ret])) | size_defining_casts(self.func)
+        """Forward bindings the return value needs (the rest would be dead in the adjoint), and the required variables
+        (the zero gradient of one that does not reach the target has its runtime shape when its struct info has none;
+        the clean-up removes those that no gradient reads)."""
+        live = set(free_vars_of([self.ret])) | size_defining_casts(self.func) | set(self.requires)
         for b in reversed(self.bindings):
             if b.var in live:
                 live.update(free_vars_of([b.value]))
@@ -406,14 +411,14 @@ class _Differentiator:
     def _backward(self, bb: BlockBuilder, relevant: set[Var], remap: dict) -> dict[Var, _Adjoint]:
         from .. import op
 
-        adjoints: dict[Var, _Adjoint] = {v: _Adjoint(v.struct_info) for v in relevant}
+        adjoints: dict[Var, _Adjoint] = {v: _Adjoint(v.struct_info, remap[v]) for v in relevant}
         t = self.target.struct_info
         if self.target in adjoints:  # else no required variable reaches the target (a constant loss)
             seed = bb.emit(op.ones((), t.dtype), f"{self.target.name_hint}_adjoint")
             adjoints[self.target].add(seed)
         for v in self.requires:  # no path to the target: zero gradients, stated up front
             if v not in relevant:
-                self.finished[v] = bb.emit_output(_zeros(v.struct_info), f"{v.name_hint}_adjoint")
+                self.finished[v] = bb.emit_output(_zeros(v.struct_info, remap[v]), f"{v.name_hint}_adjoint")
         # A parameter's gradient is complete once the backward pass has passed its first use; binding it
         # there (not at the end) lets the values it is computed from die early. A parameter that is the target
         # itself (``return x``) has no use on the way: its gradient is the seed, bound after the loop.
@@ -503,6 +508,8 @@ class _Differentiator:
                 grads = value.op.gradient(orig, call, grad)
             except ShapeNeeded as exc:
                 self._shape_needed(b, exc)
+            except NoGradientRule as exc:  # (inside a decomposition: check_rules saw the binding's own op only)
+                self.fail(f"cannot differentiate binding {b.var.name_hint!r} ({value.op.name}): {exc}")
             if len(grads) != len(value.args):
                 self._rule_bug(b, f"it returned {len(grads)} adjoints for {len(value.args)} arguments")
             for i, (arg, g) in enumerate(zip(value.args, grads)):
@@ -529,19 +536,11 @@ class _Differentiator:
         """A rule refused the binding for want of a rank, a shape or static sizes (``exc.need``): the user's to give by
         a ``match_cast`` of the arguments that lack it, named here with their struct info. When none lacks it, the rule
         lost it itself (a value it built): a bug in the rule."""
-        lacking = [v for v in dict.fromkeys(free_vars_of(b.value.args)) if _lacks(v.struct_info, exc.need)]
-        if not lacking:
+        advice = cast_advice(exc, free_vars_of(b.value.args))
+        if advice is None:
             self._rule_bug(b, f"it refused the call for want of a {exc.need} ({exc}), which every argument has")
-        one = len(lacking) == 1
-        if exc.need == "static shape":  # the rule's words say which size must be static
-            needs, why, cast_to = "static sizes", f" ({exc.detail})", "static sizes"
-        else:  # (a shape gives the rank too, and most rules that need the rank need the shape next)
-            needs, why, cast_to = f"the {exc.need}" + ("" if one else "s"), "", "a shape" if one else "shapes"
-        raise GradientError(
-            f"Gradient({self.name}): cannot differentiate binding {b.var.name_hint!r} ({b.value.op.name}): its "
-            f"gradient rule needs {needs} of {' and '.join(repr(v.name_hint) for v in lacking)}, which "
-            f"{'has' if one else 'have'} struct info {' and '.join(format_struct_info(v.struct_info) for v in lacking)}"
-            f"{why}; match_cast {'it' if one else 'them'} to {cast_to} first") from None
+        raise GradientError(f"Gradient({self.name}): cannot differentiate binding {b.var.name_hint!r} "
+                            f"({b.value.op.name}): its gradient rule {advice}") from None
 
     def _rule_bug(self, b: VarBinding, detail: str):
         """A rule broke the registry's contract: an internal error naming the op and binding, not a refusal of the
@@ -551,12 +550,11 @@ class _Differentiator:
             f"op's record, not in the function): at binding {b.var.name_hint!r}, {detail}; please report it")
 
     def _output_grad(self, bb: BlockBuilder, v: Var, adj: Optional[_Adjoint]) -> Var:
-        """``v_adjoint``: the gradient of a required variable, bound to an output variable (zeros when the
-        target does not depend on it)."""
+        """``v_adjoint``: the gradient of a required variable, bound to an output variable (zeros when no
+        contribution reached it)."""
         if v in self.finished:
             return self.finished[v]
-        value = _materialize(adj, bb) if adj is not None and not adj.empty() else _zeros(v.struct_info)
-        return bb.emit_output(value, f"{v.name_hint}_adjoint")
+        return bb.emit_output(_materialize(adj, bb), f"{v.name_hint}_adjoint")
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
@@ -626,18 +624,6 @@ def _adjoint_mismatch(want: Optional[StructInfo], got: Optional[StructInfo]) -> 
     return None
 
 
-def _lacks(s: StructInfo, need: str) -> bool:
-    """Whether a value of struct info ``s`` (a tensor, or a tuple holding one) lacks what a rule needs: a rank, a
-    shape, or static sizes."""
-    if isinstance(s, TupleStructInfo):
-        return any(_lacks(f, need) for f in s.fields)
-    if not isinstance(s, TensorStructInfo):
-        return False
-    if need == "rank":
-        return s.ndim == -1
-    return s.shape is None or need == "static shape" and not all(isinstance(d, int) for d in s.shape)
-
-
 def _is_float_like(s: StructInfo) -> bool:
     if isinstance(s, TupleStructInfo):
         return all(_is_float_like(f) for f in s.fields)
@@ -658,12 +644,21 @@ def _input_name(op: Op, i: int) -> str:
     return op.inputs[min(i, len(op.inputs) - 1)]
 
 
-def _zeros(s: StructInfo) -> Expr:
+def _zeros(s: StructInfo, like: Expr) -> Expr:
+    """The adjoint of a value ``like`` of struct info ``s`` that nothing contributed to: ``zeros`` of its shape, or
+    ``zeros_like(like)`` when the struct info has none (a parameter of unknown shape whose gradient is zero, through
+    ``ceil`` or an input without a gradient, or that never reaches the target)."""
     from .. import op
 
     if isinstance(s, TupleStructInfo):
-        return Tuple([_zeros(f) for f in s.fields])
+        return Tuple([_zeros(f, _field(like, i)) for i, f in enumerate(s.fields)])
+    if s.shape is None:
+        return op.zeros_like(like)
     return op.zeros(s.shape, s.dtype)
+
+
+def _field(e: Expr, i: int) -> Expr:
+    return e.fields[i] if isinstance(e, Tuple) else TupleGetItem(e, i)
 
 
 #: Contributions summed in one nested expression at most; past it, each partial sum is bound (a weight shared
@@ -675,13 +670,13 @@ def _materialize(adj: _Adjoint, bb: BlockBuilder) -> Expr:
     """The sum of the contributions in order (no addition for a single one), or zeros; tuples field by field."""
     if isinstance(adj.sinfo, TupleStructInfo) and not adj.terms:
         return Tuple([_materialize(adj.fields[i], bb) if i in adj.fields and not adj.fields[i].empty()
-                      else _zeros(f) for i, f in enumerate(adj.sinfo.fields)])
+                      else _zeros(f, _field(adj.like, i)) for i, f in enumerate(adj.sinfo.fields)])
     terms = list(adj.terms)
     if isinstance(adj.sinfo, TupleStructInfo) and adj.fields:
-        terms.append(Tuple([_materialize(adj.fields[i], bb) if i in adj.fields else _zeros(f)
+        terms.append(Tuple([_materialize(adj.fields[i], bb) if i in adj.fields else _zeros(f, _field(adj.like, i))
                             for i, f in enumerate(adj.sinfo.fields)]))
     if not terms:
-        return _zeros(adj.sinfo)
+        return _zeros(adj.sinfo, adj.like)
     total = terms[0]
     for i, t in enumerate(terms[1:], 1):
         total = _add(total, t)

@@ -12,7 +12,7 @@ from ...ir import sym
 from ...ir.expr import Call, Expr, const
 from ...ir.struct_info import TensorStructInfo
 from ..common import fmt, int_tuple, is_int_value, require_ndim
-from ..grad_utils import SLICE_END, shape_of, sinfo_of, tensor_rule, through_decomposition
+from ..grad_utils import SLICE_END, rank_of, shape_of, sinfo_of, tensor_rule, through_decomposition
 from ..registry import REQUIRED, BadSample, Op, Sample, fail, register
 from .conv import conv2d
 
@@ -61,7 +61,7 @@ def _pad_ref(data, pad_width, pad_mode, pad_value):
 
 def _pad_grad(x: Expr, g: Expr, call: Call) -> Expr:
     """The interior of the adjoint: a slice from ``before`` to ``-after`` on every axis."""
-    pairs = _pairs(call.attrs["pad_width"], sinfo_of(x).ndim)
+    pairs = _pairs(call.attrs["pad_width"], rank_of(x, "relax.nn.pad gradient"))
     axes = tuple(range(len(pairs)))
     return op.strided_slice(g, axes, tuple(b for b, _ in pairs), tuple(-a if a else SLICE_END for _, a in pairs))
 
