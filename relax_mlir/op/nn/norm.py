@@ -28,7 +28,7 @@ from ...ir.expr import Call, Constant, Expr, Tuple, const
 from ...ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..common import (check_bool, check_dims_match, check_number, fmt, is_int_value, normalize_axes, normalize_axis,
                       require_float, require_ndim, require_same_dtype)
-from ..grad_utils import scalar, sinfo_of
+from ..grad_utils import ShapeNeeded, scalar, sinfo_of
 from ..random import require_key, uniform_values
 from ..registry import BadSample, Op, Sample, fail, register
 from .grad_helpers import along, count, known_shape
@@ -58,7 +58,7 @@ def cast_dtype(e: Expr, dtype: str) -> Expr:
 def _rank(e: Expr, who: str) -> int:
     s = sinfo_of(e)
     if s.ndim == -1:
-        raise TypeError(f"{who} decomposition: needs the rank of data, got {s}")
+        raise ShapeNeeded(f"{who} decomposition", f"needs the rank of data, got {s}", "rank")
     return s.ndim
 
 
@@ -420,7 +420,7 @@ def _dropout_decompose(call: Call) -> Expr:
         return Tuple([x, op.ones_like(x)])
     s, rate = sinfo_of(x), call.attrs["rate"]
     if s.shape is None:
-        raise TypeError(f"{call.op.name} decomposition: the random mask needs the data's shape, got {s}")
+        raise ShapeNeeded(f"{call.op.name} decomposition", f"the random mask needs the data's shape, got {s}")
     u = op.random.uniform(call.args[1], s.shape, s.dtype)
     mask = op.where(op.greater_equal(u, const(rate, s.dtype)), const(1 / (1 - rate), s.dtype), const(0.0, s.dtype))
     return Tuple([x * mask, mask])

@@ -327,3 +327,14 @@ def test_a_reduction_without_a_rule_inside_a_decomposition_names_the_binding():
     assert _refused(mod) == (
         "Gradient(main): cannot differentiate binding 'y' (relax.exp): relax.scatter_elements gradient: no gradient "
         "rule for reduction 'mul' (only 'update' and 'add' have one)")
+
+
+def test_batch_norm_of_unknown_rank_names_the_binding_and_the_data():
+    """Training batch norm reduces over every axis but the channel's: without the data's rank it cannot say which, so
+    the decomposition refuses naming the binding and ``x`` (it was a bare ``TypeError``)."""
+    x = Var("x", _T(None, _F32, ndim=-1))
+    stats = [Var(n, _T((3,), _F32)) for n in ("gamma", "beta", "mean", "var")]
+    mod = _module([x, *stats], lambda bb, x, *s: bb.emit(op.nn.batch_norm(x, *s, axis=1), "y")[0])
+    with pytest.raises(DecomposeError, match=r"^DecomposeOpsForTraining\(main\): cannot decompose binding 'y' "
+                                             r"\(relax.nn.batch_norm\): its decomposition needs the rank of 'x'"):
+        transform.DecomposeOpsForTraining()(mod)
