@@ -305,7 +305,10 @@ def cmd_train(args: argparse.Namespace) -> int:
                       betas=tuple(args.betas) if args.betas else None, eps=args.eps, reduction=args.reduction,
                       epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
                       data=args.data, target=args.target, opt_level=args.opt_level, save=args.save,
-                      resume=args.resume, sync_batch_norm=args.sync_batch_norm)
+                      resume=args.resume, sync_batch_norm=args.sync_batch_norm, lr_schedule=args.lr_schedule,
+                      lr_step_size=args.lr_step_size, lr_milestones=tuple(args.lr_milestones or ()) or None,
+                      lr_gamma=args.lr_gamma, lr_eta_min=args.lr_eta_min, warmup_steps=args.warmup_steps,
+                      warmup_start_factor=args.warmup_start_factor)
     check_output_path(args.plot, "--plot", ("--save", args.save), ("--data", args.data), ("--resume", args.resume))
     show_progress = args.progress if args.progress is not None else sys.stderr.isatty()
     started = time.perf_counter()
@@ -321,8 +324,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.plot:
         data = os.path.basename(os.path.normpath(cfg.data)) if cfg.data else "digits"
         shape = "-".join(map(str, cfg.hidden if cfg.model == "mlp" else cfg.channels))
+        schedule = f" {cfg.lr_schedule}" if cfg.lr_schedule != "constant" else ""
+        warmup = f" after {cfg.warmup_steps} warm-up steps" if cfg.warmup_steps else ""
         plot(history, args.plot, f"relax-mlir train: {cfg.model} ({shape}) on {data}, {cfg.optimizer} "
-                                 f"lr={cfg.lr}, batch {cfg.batch_size}, seed {cfg.seed}",
+                                 f"lr={cfg.lr}{schedule}{warmup}, batch {cfg.batch_size}, seed {cfg.seed}",
              loss_label=f"cross-entropy ({cfg.reduction} over the batch)")
         print(f"wrote {args.plot}")
     if history.accuracy:
@@ -377,6 +382,27 @@ def _add_train(sub) -> None:
     g.add_argument("--betas", type=float, nargs=2, metavar=("B1", "B2"),
                    help="Adam's betas (default 0.9 0.999; --optimizer adam or adamw only)")
     g.add_argument("--eps", type=float, help="Adam's epsilon (default 1e-8; --optimizer adam or adamw only)")
+    g = p.add_argument_group("learning-rate schedule", "PyTorch's torch.optim.lr_scheduler, counted in optimizer "
+                             "steps; a schedule's counts start after the warm-up")
+    g.add_argument("--lr-schedule", choices=["constant", "step", "multistep", "exponential", "cosine", "linear"],
+                   default="constant",
+                   help="constant: --lr throughout (default); step: StepLR, x gamma every --lr-step-size steps; "
+                        "multistep: MultiStepLR, x gamma at each of --lr-milestones; exponential: ExponentialLR, "
+                        "x gamma every step; cosine: CosineAnnealingLR from --lr to --lr-eta-min over the run; "
+                        "linear: from --lr to 0 over the run")
+    # (the schedule-specific ones default to None: given for another schedule, they are refused, not ignored)
+    g.add_argument("--lr-step-size", type=int, metavar="N", help="steps between decays (--lr-schedule step only)")
+    g.add_argument("--lr-milestones", type=int, nargs="+", metavar="M",
+                   help="the steps where the rate decays (--lr-schedule multistep only)")
+    g.add_argument("--lr-gamma", type=float, metavar="G",
+                   help="the decay factor (default 0.1; step, multistep, or exponential, where it must be given)")
+    g.add_argument("--lr-eta-min", type=float, metavar="E",
+                   help="the rate the cosine ends at (default 0; --lr-schedule cosine only)")
+    g.add_argument("--warmup-steps", type=int, default=0, metavar="W",
+                   help="a linear warm-up from --warmup-start-factor x --lr to --lr over the first W steps, "
+                        "before the schedule (default 0: none)")
+    g.add_argument("--warmup-start-factor", type=float, metavar="F",
+                   help="the warm-up's first rate as a fraction of --lr, in (0, 1] (default 0.01)")
     p.add_argument("--reduction", choices=["sum", "mean"], default="sum", help="cross-entropy reduction")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--global-batch", "--batch-size", dest="batch_size", type=int, default=64, metavar="N",

@@ -24,8 +24,8 @@ import numpy as np
 
 from ..distributed.launch import Ranks, from_environment
 from .checkpoint_io import Checkpoint, CheckpointError, read_checkpoint
-from .config import (GLOBAL_BATCH_NORM, MODELS, TrainConfig, check_output_path, make_optimizer,
-                     record_problems)
+from .config import (GLOBAL_BATCH_NORM, MODELS, TrainConfig, check_output_path, describe_lr, make_optimizer,
+                     record_problems, schedule_steps_problem)
 from .data import Dataset, batches, load_data
 from .nan_policy import NonFiniteError
 
@@ -59,7 +59,7 @@ def make_trainer(cfg: TrainConfig, data: Dataset, ckpt: Optional[Checkpoint] = N
         backbone = cnn(b, data.image_shape, cfg.channels, classes)
     else:
         raise ValueError(f"unknown model {cfg.model!r}; expected {', '.join(MODELS)}")
-    setup = SetupTrainer(CrossEntropyLoss(reduction=cfg.reduction), make_optimizer(cfg),
+    setup = SetupTrainer(CrossEntropyLoss(reduction=cfg.reduction), make_optimizer(cfg, run_steps(cfg, data)),
                          [TensorStructInfo((b, classes), "float32"), TensorStructInfo((b,), "int64")])
     if ranks.comm is not None:
         from ..distributed import DistributedTrainer
@@ -73,6 +73,12 @@ def make_trainer(cfg: TrainConfig, data: Dataset, ckpt: Optional[Checkpoint] = N
     else:
         trainer.xavier_uniform_init_params()  # states start as the model says (its "state_init" attribute)
     return trainer.build(target=cfg.target, opt_level=cfg.opt_level)
+
+
+def run_steps(cfg: TrainConfig, data: Dataset) -> int:
+    """The optimizer steps of the whole run (every epoch drops the last partial batch), resumed or not: a cosine or
+    linear schedule decays over them."""
+    return cfg.epochs * (len(data.x_train) // cfg.batch_size)
 
 
 def _inputs(cfg: TrainConfig, x: np.ndarray) -> np.ndarray:
@@ -208,19 +214,30 @@ def _check_history(value: np.ndarray, key: str, length: int, where: str) -> None
 
 
 def _check_resumable(path: str, extra: dict, cfg: TrainConfig, fingerprint: str, ranks: int = 1) -> None:
-    """Every setting that differs from the checkpoint's, at once (run on ``ranks`` MPI ranks)."""
+    """Every setting that differs from the checkpoint's, at once (run on ``ranks`` MPI ranks). The learning-rate
+    schedule's are compared as ``--lr`` is: the resumed run must be the one the checkpoint began."""
     saved, now = json.loads(str(extra["config"])), cfg.trajectory(ranks)
     if saved.get("model") == "cnn":
         # written before the record had the batch norm's statistics: taken as one process's, the run such a
         # checkpoint comes from unless an MPI job without --sync-batch-norm wrote it
         saved.setdefault("batch_norm_statistics", GLOBAL_BATCH_NORM)
-    shown = lambda d, k: repr(d[k]) if k in d else "unused"  # noqa: E731
-    diffs = [f"{k}: {shown(saved, k)} in the checkpoint, {shown(now, k)} now"
-             for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
+    for record in (saved, now):  # a constant rate is not recorded (as before schedules): shown as what it is
+        record.setdefault("lr_schedule", "constant")
+        record.setdefault("warmup_steps", 0)
+    diffs = [_difference(k, saved, now) for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)]
     if str(extra.get("data", "")) != fingerprint:
         diffs.append("the training data differ")
     if diffs:
         raise ValueError(f"--resume {path}: the run would not continue the checkpoint's: " + "; ".join(diffs))
+
+
+def _difference(key: str, saved: dict, now: dict) -> str:
+    """One setting a resume would change, as "lr: 0.01 in the checkpoint, 0.02 now" ("unused": a setting of another
+    optimizer or schedule); why ``epochs`` matters when both runs decay over it (it is recorded for them only)."""
+    shown = lambda d: repr(d[key]) if key in d else "unused"  # noqa: E731
+    why = (" (a cosine or linear schedule decays over the whole run: another --epochs is another schedule)"
+           if key == "epochs" and key in saved and key in now else "")
+    return f"{key}: {shown(saved)} in the checkpoint, {shown(now)} now{why}"
 
 
 def _code(target: str, opt_level: int) -> str:
@@ -269,6 +286,9 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool =
     data = load_data(cfg.data)
     if len(data.x_train) < cfg.batch_size:
         raise ValueError(f"--batch-size {cfg.batch_size}: the training set has only {len(data.x_train)} examples")
+    problem = schedule_steps_problem(cfg, run_steps(cfg, data))
+    if problem:
+        raise ValueError(problem)
     fingerprint = data_fingerprint(data) if cfg.save or cfg.resume else ""
     history, first_epoch = History(), 0
     if extra is not None:
@@ -281,9 +301,10 @@ def train(cfg: TrainConfig, log: Callable[[str], None] = print, progress: bool =
     trainer = make_trainer(cfg, data, ckpt, ranks)
     history.build_seconds = time.perf_counter() - start_compile
     on = f" on {ranks.size} MPI ranks of {cfg.batch_size // ranks.size} examples" if ranks.size > 1 else ""
+    schedule = describe_lr(cfg, run_steps(cfg, data))  # ("" for a constant rate: the line as it was without)
     log(f"{data.name}: {len(data.x_train)} training / {len(data.x_test)} test examples, "
         f"{'x'.join(map(str, data.image_shape))} images, {data.num_classes} classes; {cfg.model} compiled for "
-        f"{cfg.target} in {history.build_seconds:.2f} s{on}")
+        f"{cfg.target} in {history.build_seconds:.2f} s{on}" + (f"; {schedule}" if schedule else ""))
     if extra is not None:
         log(f"resumed from {cfg.resume} after epoch {first_epoch} (step {trainer.step})")
         note = _other_code(cfg, extra)
