@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from .. import op
-from ..ir import Var
+from ..ir import DTYPES, Var
 from ..ir.expr import Call, Constant, Expr, Tuple, TupleGetItem, const
 from ..op.registry import Op
 from .common import (ImportedModel, Names, Updates, build_main, check_supported, dtype_of, elu, emit_updates, mish,
@@ -196,6 +196,7 @@ def _gemm(node, xs):
 
 def _spatial(node, xs, n: int) -> dict:
     """``strides``, ``padding`` (Relax's begin..., end... order is ONNX's too), ``dilation`` of a conv or pool."""
+    _check_per_axis(node, xs[0], n)
     if node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         raise node.fail(f"auto_pad={node.attrs['auto_pad']} is not supported; give explicit pads")
     pads = tuple(node.attrs.get("pads", [0] * 2 * n))
@@ -203,12 +204,43 @@ def _spatial(node, xs, n: int) -> dict:
                 dilation=tuple(node.attrs.get("dilations", [1] * n)))
 
 
+#: The conv and pool attributes with one value per spatial axis (``pads``: two, every begin then every end).
+_PER_AXIS = ("kernel_shape", "strides", "dilations", "output_padding", "pads")
+
+
+def _check_per_axis(node, x: Expr, n: int) -> None:
+    """Each conv or pool attribute with one value per spatial axis has one for each of the input's ``n`` (``pads``
+    a begin and an end), as ONNX's shape inference and onnxruntime demand: Relax's ops expand a single value to
+    every axis (and read two pads of a 2-D op as symmetric ones), so ``kernel_shape=[2]`` on a 2-D pool was a
+    2x2 window and ``pads=[1]`` padded every side."""
+    for name in _PER_AXIS:
+        values = node.attrs.get(name)
+        expected = 2 * n if name == "pads" else n
+        if values is not None and len(values) != expected:
+            each = "a begin and an end" if name == "pads" else "one"
+            axes = "the 1 spatial axis" if n == 1 else f"each of the {n} spatial axes"
+            raise node.fail(f"attribute {name} has {len(values)} value{'s' * (len(values) != 1)} ({values}); "
+                            f"expected {expected}, {each} for {axes} of the input {_shape(x)}")
+
+
+def _check_kernel(node, w: Expr) -> None:
+    """A conv's ``kernel_shape``, where given, is its weight's spatial shape (ONNX infers it from the weight when
+    absent; onnxruntime refuses a disagreement): Relax's convolutions take the weight's, so a disagreeing one was
+    silently ignored."""
+    kernel = node.attrs.get("kernel_shape")
+    if kernel is not None and tuple(kernel) != _shape(w)[2:]:
+        raise node.fail(f"kernel_shape {kernel} disagrees with the weight's spatial shape {list(_shape(w)[2:])} "
+                        f"(W {_shape(w)}); expected them equal")
+
+
 def _conv(node, xs):
     x, w = xs[0], xs[1]
     n = ndim_of(x) - 2
     if n not in (1, 2):
         raise node.fail(f"{n}-D convolution; only 1-D and 2-D are supported")
-    y = (op.nn.conv2d if n == 2 else op.nn.conv1d)(x, w, groups=node.attrs.get("group", 1), **_spatial(node, xs, n))
+    spatial = _spatial(node, xs, n)
+    _check_kernel(node, w)
+    y = (op.nn.conv2d if n == 2 else op.nn.conv1d)(x, w, groups=node.attrs.get("group", 1), **spatial)
     if len(xs) > 2 and xs[2] is not None:
         y = op.add(y, op.reshape(xs[2], (1, -1) + (1,) * n))
     return y
@@ -424,10 +456,8 @@ def _split(node, xs):
     """``Split(x, split)`` along ``axis``: sizes given, else ``num_outputs`` (or the outputs') equal parts."""
     x, axis = xs[0], _axis(node, node.attrs.get("axis", 0), ndim_of(xs[0]))
     n = _shape(x)[axis]
-    if len(xs) > 1 and xs[1] is not None:
+    if len(xs) > 1 and xs[1] is not None:  # (an input since opset 13: a split attribute is refused as unknown)
         sizes = _ints(node, xs[1], "split")
-    elif "split" in node.attrs:
-        sizes = list(node.attrs["split"])
     else:
         parts = node.attrs.get("num_outputs", len(node.proto.output))
         if parts < 1:
@@ -467,8 +497,10 @@ def _conv_transpose(node, xs):
         raise node.fail("only 2-D transposed convolution is supported")
     if "output_shape" in node.attrs:
         raise node.fail("output_shape is not supported; give pads and output_padding")
+    spatial = _spatial(node, xs, 2)
+    _check_kernel(node, w)
     y = op.nn.conv2d_transpose(x, w, groups=node.attrs.get("group", 1),
-                               output_padding=tuple(node.attrs.get("output_padding", [0, 0])), **_spatial(node, xs, 2))
+                               output_padding=tuple(node.attrs.get("output_padding", [0, 0])), **spatial)
     if len(xs) > 2 and xs[2] is not None:
         y = op.add(y, op.reshape(xs[2], (1, -1, 1, 1)))
     return y
@@ -476,7 +508,8 @@ def _conv_transpose(node, xs):
 
 #: Resize's nearest modes in which a whole scale factor repeats each pixel: PyTorch's export (asymmetric, floor) and
 #: ONNX's defaults (half_pixel, round_prefer_floor).
-_REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("pytorch_half_pixel", "round_prefer_floor")}
+_REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"),
+              ("pytorch_half_pixel", "round_prefer_floor")}
 
 
 def _resize(node, xs):
@@ -773,8 +806,8 @@ CONVERTERS: dict[str, Callable] = {
         functools.reduce(op.add, xs), scalar_like(float(len(xs)), xs[0])),
     "Tile": _tile, "Split": _split,
     "CumSum": _cumsum, "Resize": _resize, "InstanceNormalization": _instance_norm,
-    "DepthToSpace": _depth_to_space, "Trilu": _trilu, "ConvTranspose": _conv_transpose, "Einsum": lambda node, xs: op.einsum(
-        list(xs), subscripts=node.attrs["equation"].replace(" ", "")),
+    "DepthToSpace": _depth_to_space, "Trilu": _trilu, "ConvTranspose": _conv_transpose,
+    "Einsum": lambda node, xs: op.einsum(list(xs), subscripts=node.attrs["equation"].replace(" ", "")),
     "ReduceL2": lambda node, xs: op.sqrt(_reduce(op.sum)(node, [op.multiply(xs[0], xs[0])] + list(xs[1:]))),
     "ReduceL1": lambda node, xs: _reduce(op.sum)(node, [op.abs(xs[0])] + list(xs[1:])),
     "Min": _variadic(op.minimum), "Equal": _binary(op.equal),
@@ -834,7 +867,7 @@ def from_onnx(model, keep_params_in_input: bool = True, shape_dict: Optional[Map
         schema = _schema(node, opset)
         if schema is not None:  # (without one, e.g. an op newer than the opset, the converter's own checks apply)
             _check_input_count(node, schema)
-            _check_attributes(node, schema)
+            _check_attributes(node, schema, opset)
     sig = _Signature(graph, nodes, keep_params_in_input, dict(shape_dict or {}))
     mod = build_main(sig.inputs, sig.params, sig.states, lambda bb: _convert(bb, graph, nodes, sig), func_name)
     return ImportedModel(mod, sig.values(sig.params), sig.values(sig.states))
@@ -903,12 +936,18 @@ def _check_input_count(node: _Node, schema) -> None:
         raise node.fail(f"input {empty[0]} ({name}) is required, but its name is empty")
 
 
-def _check_attributes(node: _Node, schema) -> None:
-    """The node gives every attribute its op requires in the model's opset, and each attribute the schema knows
-    has the schema's type (as ``onnx.checker`` demands, an INT ``alpha`` for a FLOAT one included): the converters
+#: Ops whose schema lets a node carry attributes it does not list (``AllowUncheckedAttributes`` in ONNX's C++, which
+#: its Python ``OpSchema`` does not expose): ``onnx.checker`` and onnxruntime accept any attribute there.
+_UNCHECKED_ATTRIBUTES = frozenset({"LayerNormalization"})
+
+
+def _check_attributes(node: _Node, schema, opset: int) -> None:
+    """The node gives every attribute its op requires in the model's opset, none the schema does not list, and each
+    the schema's type (as ``onnx.checker`` demands, an INT ``alpha`` for a FLOAT one included): the converters
     read attributes by name and type, so a missing one was a ``KeyError`` and one of another type an
     ``AttributeError``/``KeyError``, or was read as something else (a STRING ``reverse`` is true, an INT
-    ``kernel_shape`` was never looked at by ``Conv``). Attributes the schema does not know are left alone."""
+    ``kernel_shape`` was never looked at by ``Conv``); one the schema does not list was ignored, or read where an
+    older opset had it (``Split``'s ``split``, an input since opset 13, was read, and an INT one a ``TypeError``)."""
     from onnx import AttributeProto
 
     missing = sorted(name for name, a in schema.attributes.items() if a.required and name not in node.attrs)
@@ -916,9 +955,31 @@ def _check_attributes(node: _Node, schema) -> None:
         raise node.fail(f"missing the required attribute{'s' * (len(missing) > 1)} {', '.join(missing)}")
     for a in node.proto.attribute:
         expected = schema.attributes.get(a.name)
+        if expected is None and node.op_type not in _UNCHECKED_ATTRIBUTES:
+            raise node.fail(f"attribute {a.name} is not an attribute of {node.op_type} at opset {opset} "
+                            f"({_unlisted_because(schema, a.name)})")
         given = AttributeProto.AttributeType.Name(a.type)
         if expected is not None and given != expected.type.name:
             raise node.fail(f"attribute {a.name} has type {given}; expected {expected.type.name}")
+
+
+def _unlisted_because(schema, name: str) -> str:
+    """Why ``name`` is not an attribute of the schema's op: it became an input, or ONNX removed it, at the version
+    found by walking back through the op's earlier schemas; else (never an attribute) the ones it has."""
+    from onnx import defs
+
+    later = schema
+    while later.since_version > 1:
+        try:
+            earlier = defs.get_schema(schema.name, later.since_version - 1, schema.domain)
+        except defs.SchemaError:  # (no version before: the op is newer)
+            break
+        if name in earlier.attributes:
+            if any(f.name == name for f in later.inputs):
+                return f"it became an input at {later.since_version}"
+            return f"ONNX removed it at {later.since_version}"
+        later = earlier
+    return f"its attributes: {', '.join(sorted(schema.attributes))}" if schema.attributes else "it has none"
 
 
 def _op_key(node: _Node) -> str:
@@ -970,6 +1031,7 @@ class _Signature:
         if dtype is None:  # (was a bare KeyError)
             raise OnnxImportError(f"{FRONTEND}: input {value.name}: element type {_type_name(tensor.elem_type)} is "
                                   "not a tensor element type")
+        _check_relax_dtype(f"input {value.name}", tensor.elem_type, dtype)
         var = tensor_var(names(value.name), shape, str(dtype))
         self.env[value.name] = var
         return var
@@ -988,15 +1050,29 @@ def _type_name(onnx_type: int) -> str:
 
 def _initializer_array(tensor) -> np.ndarray:
     """An initializer's array. A malformed one (element type UNDEFINED or unknown, data of another size than its
-    dims) is refused naming it, rather than with onnx's or NumPy's bare TypeError, KeyError or ValueError."""
+    dims), or one of an element type no Relax tensor holds, is refused naming it, rather than with onnx's, NumPy's
+    or Relax's bare TypeError, KeyError or ValueError."""
     from onnx import numpy_helper
 
     try:
-        return numpy_helper.to_array(tensor).copy()
+        array = numpy_helper.to_array(tensor).copy()
     except (TypeError, KeyError, ValueError) as exc:
         raise OnnxImportError(f"{FRONTEND}: initializer {tensor.name}: element type {_type_name(tensor.data_type)}, "
                               f"dims {list(tensor.dims)}: not a readable tensor ({type(exc).__name__}: {exc}); "
                               "expected data of a known element type that fills its dims") from None
+    _check_relax_dtype(f"initializer {tensor.name}", tensor.data_type, array.dtype)
+    return array
+
+
+def _check_relax_dtype(what: str, onnx_type: int, dtype: np.dtype) -> None:
+    """An input's or initializer's element type is one a Relax tensor holds: a STRING, complex or 8-bit float one
+    was Relax's bare ``ValueError`` (``unknown dtype 'object'``), which did not say which value had it."""
+    if str(dtype) not in DTYPES:
+        from onnx import TensorProto
+
+        held = [TensorProto.DataType.Name(t) for t in TensorProto.DataType.values() if str(_np_dtype(t)) in DTYPES]
+        raise OnnxImportError(f"{FRONTEND}: {what}: element type {_type_name(onnx_type)} is not supported; expected "
+                              f"one of {', '.join(held)}")
 
 
 def _convert(bb, graph, nodes: list[_Node], sig: _Signature) -> tuple[list[Expr], list[Expr]]:
