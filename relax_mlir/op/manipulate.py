@@ -13,8 +13,8 @@ from typing import Optional
 import numpy as np
 
 from ..ir import sym
-from ..ir.expr import Call, Expr, Tuple, TupleGetItem, const
-from ..ir.struct_info import TensorStructInfo, TupleStructInfo
+from ..ir.expr import Call, Expr, ShapeExpr, Tuple, TupleGetItem, Var, const
+from ..ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from . import grad_utils as gu
 from .common import (canonical_int_tuple, check_dims_match, fmt, int_tuple, is_int_value, normalize_axes,
                      normalize_axis, require_same_dtype, shape_attr)
@@ -30,7 +30,21 @@ def _tensor_like(x: TensorStructInfo, shape: Optional[tuple], ndim: int) -> Tens
 # -- reshape ------------------------------------------------------------------------------------------
 
 def _reshape_canon(attrs: dict) -> dict:
-    return dict(attrs, shape=shape_attr(attrs["shape"], allow_infer=True))
+    return dict(attrs, shape=shape_attr(_shape_value(attrs["shape"]), allow_infer=True))
+
+
+def _shape_value(shape):
+    """TVM's reshape takes its shape as a Relax value too: a variable of shape struct info stands for the dims that
+    struct info gives (``s: R.Shape(["n", "m"])``: ``(n, m)``, sizes ``s`` defines); a shape known only by its
+    length has none to reshape to when the program is built, and is refused. (A ``ShapeExpr`` is read by
+    ``shape_attr``.)"""
+    if not isinstance(shape, Expr) or isinstance(shape, ShapeExpr):
+        return shape
+    sinfo = shape.struct_info
+    if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
+        return sinfo.values
+    fail(f"shape {shape.name_hint if isinstance(shape, Var) else type(shape).__name__} is {sinfo}: reshape needs "
+         "its dims (a variable of R.Shape([\"n\", \"m\"]), R.shape([...]) or a tuple)")
 
 
 def _reshape_check(attrs: dict) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import _vdevice
 from ._source import caller_env, caller_line, source_of
 
 
@@ -19,3 +20,16 @@ def module_attrs(attrs: dict) -> None:
     """Inside an ``@I.ir_module`` class: module attributes (read by the parser; a no-op when run)."""
     if not isinstance(attrs, dict):
         raise TypeError(f"I.module_attrs takes a dict, got {type(attrs).__name__}")
+
+
+def module_global_infos(infos: dict) -> None:
+    """Inside an ``@I.ir_module`` class: TVM's module-level declarations, ``{"vdevice": [I.vdevice("llvm")]}`` (read
+    and checked by the parser, which keeps no vdevice: the host CPU is the only device; a no-op when run)."""
+    if not isinstance(infos, dict):
+        raise TypeError(f"I.module_global_infos takes a dict, got {type(infos).__name__}")
+
+
+def vdevice(target=None, vdevice_id: int = 0, memory_scope: str = "global") -> tuple:
+    """``I.vdevice("llvm")``: a virtual device of ``I.module_global_infos``; only the host CPU's is accepted."""
+    _vdevice.check_memory_scope(memory_scope, "I.vdevice")
+    return (_vdevice.target_kind(target, "I.vdevice"), vdevice_id, memory_scope)

@@ -3,7 +3,8 @@
 It reads what the printer writes and what users write by hand: ``@I.ir_module`` classes of ``@R.function``s,
 ``with R.dataflow():`` blocks closed by ``R.output(...)``, op calls ``R.matmul(x, w)`` (tensor arguments first,
 then attributes by position or keyword), ``cls.f(...)`` calls between functions, tuples and ``t[i]``,
-``R.const``, ``R.shape``, ``R.prim_value``, ``R.match_cast``, ``R.func_attr``, ``I.module_attrs``. Errors give the
+``R.const``, ``R.shape``, ``R.prim_value``, ``R.match_cast``, ``R.func_attr``, ``I.module_attrs``, TVM's
+``I.module_global_infos`` and ``vdevice=`` of the host CPU (checked, not kept: see ``_vdevice``). Errors give the
 line and column and say what was expected.
 """
 
@@ -27,6 +28,7 @@ from ..ir.module import IRModule
 from ..ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                               TensorStructInfo, TupleStructInfo, is_base_of)
 from ..op.registry import Op, get_op
+from . import _vdevice
 
 
 class ParseError(ValueError):
@@ -70,6 +72,9 @@ class Parser:
         # does); they collect here until the statement that needed them is emitted.
         self.hoisted: list = []
         self.in_dataflow = False
+        #: The kinds of the vdevices ``I.module_global_infos`` declares, in order (None: it declares none), which a
+        #: tensor's ``vdevice="llvm:1"`` refers to by kind and index.
+        self.vdevices: Optional[list[str]] = None
 
     # -- errors -------------------------------------------------------------------------------------
     def span(self, node: ast.AST) -> Span:
@@ -167,11 +172,13 @@ class Parser:
                 self.function_nodes[stmt.name] = stmt
             elif _is_call_to(stmt, "I.module_attrs"):
                 attrs.update(self.literal_dict(stmt.value, "I.module_attrs"))
+            elif _is_call_to(stmt, "I.module_global_infos"):
+                self.vdevices = self.global_infos(stmt.value)
             elif isinstance(stmt, ast.Pass) or _is_docstring(stmt):
                 continue
             else:
-                raise self.error(stmt, "expected an @R.function definition or I.module_attrs({...}) "
-                                       "in the module class")
+                raise self.error(stmt, "expected an @R.function definition, I.module_attrs({...}) or "
+                                       "I.module_global_infos({...}) in the module class")
         for name in self.function_nodes:
             self.function(name)
         return IRModule({name: self.parsed[name] for name in self.function_nodes}, attrs)
@@ -179,6 +186,53 @@ class Parser:
     def parse_standalone(self, node: ast.FunctionDef) -> Function:
         self.function_nodes[node.name] = node
         return dataclasses.replace(self.function(node.name), name_hint=node.name)  # (it prints as ``def name``)
+
+    def global_infos(self, call: ast.Call) -> list[str]:
+        """``I.module_global_infos({"vdevice": [I.vdevice("llvm"), ...]})``: TVM's declaration of the module's
+        virtual devices, each the host CPU's here (the only device). The kinds are kept for the tensors' references
+        to check; the declaration itself is not (see ``_vdevice``)."""
+        infos = call.args[0] if len(call.args) == 1 and not call.keywords else None
+        if not isinstance(infos, ast.Dict):
+            raise self.error(call, 'I.module_global_infos takes one dict: {"vdevice": [I.vdevice("llvm"), ...]}')
+        kinds: list[str] = []
+        for key, value in zip(infos.keys, infos.values):
+            if not (isinstance(key, ast.Constant) and key.value == "vdevice"):
+                raise self.error(key or value, f"I.module_global_infos: {_kind(key or value)} is not read; only "
+                                               '"vdevice" (a list of I.vdevice(...)) is')
+            if not isinstance(value, (ast.List, ast.Tuple)):
+                raise self.error(value, 'I.module_global_infos: "vdevice" takes a list of I.vdevice(...)')
+            kinds += [self.vdevice_declaration(e) for e in value.elts]
+        return kinds
+
+    def vdevice_declaration(self, node: ast.AST) -> str:
+        """``I.vdevice(target, vdevice_id=0, memory_scope="global")``: its target's kind, the host CPU's."""
+        if not (isinstance(node, ast.Call) and _dotted(node.func) in ("I.vdevice", "ir.vdevice")):
+            raise self.error(node, f"expected I.vdevice(target), got {_kind(node)}")
+        bound = _bind_args(self, node, ["target", "vdevice_id", "memory_scope"])
+        if "target" not in bound:
+            raise self.error(node, f'I.vdevice needs a target: I.vdevice("{_vdevice.HOST_KIND}")')
+        target = self.literal(bound["target"])
+        if "vdevice_id" in bound:
+            index = self.literal(bound["vdevice_id"])
+            if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+                raise self.error(bound["vdevice_id"], f"I.vdevice: vdevice_id must be a non-negative int, "
+                                                      f"got {index!r}")
+        if "memory_scope" in bound:
+            scope = self.literal(bound["memory_scope"])
+            self.guard(bound["memory_scope"], lambda: _vdevice.check_memory_scope(scope, "I.vdevice"))
+        return self.guard(bound["target"], lambda: _vdevice.target_kind(target, "I.vdevice"))
+
+    def vdevice_reference(self, node: ast.AST) -> None:
+        """A tensor's ``vdevice="llvm"`` (or ``"llvm:0"``): the host CPU, and when the module declares its vdevices,
+        one of them, as TVM looks it up. Checked and dropped: every tensor is on the host CPU here."""
+        value = self.literal(node)
+        if value is None:
+            return
+        kind, index = self.guard(node, lambda: _vdevice.reference(value, "R.Tensor"))
+        declared = self.vdevices.count(kind) if self.vdevices is not None else None
+        if declared is not None and index >= declared:
+            raise self.error(node, f"R.Tensor: vdevice {value!r}: I.module_global_infos declares {declared} "
+                                   f"{kind} device(s), so its index must be below {declared}")
 
     # -- functions ----------------------------------------------------------------------------------
     def signature(self, name: str, at: ast.AST) -> FuncStructInfo:
@@ -629,7 +683,7 @@ class Parser:
                 else:
                     args.append(self.leaf(a, scope, sizes))
             else:
-                args.append(self.literal(a, sizes))
+                args.append(self.attribute(a, scope, sizes))
         kwargs = {}
         for kw in node.keywords:
             if kw.arg is None:
@@ -638,9 +692,24 @@ class Parser:
                 takes = ", ".join((*op.inputs, *op.attrs)) or "no arguments"
                 raise self.error(kw, f"{op.name}: unknown argument {kw.arg!r}; it takes {takes}")
             kwargs[kw.arg] = self.leaf(kw.value, scope, sizes) if kw.arg in op.inputs \
-                else self.literal(kw.value, sizes)
+                else self.attribute(kw.value, scope, sizes)
 
         return self.guard(node, lambda: self.apply_op(op, args, node, kwargs))
+
+    def attribute(self, node: ast.AST, scope: _Scope, sizes: "_Sizes") -> Any:
+        """An op's attribute: a literal, or a Relax variable holding a shape or a number whose value its struct info
+        knows, taken by that value as ``R.shape([...])`` and ``R.prim_value(...)`` are (TVM's ``R.reshape(x, s)``
+        with ``s: R.Shape(["n", "m"])`` or ``s = R.shape([2, n])``: the sizes ``s`` defines)."""
+        if not (isinstance(node, ast.Name) and node.id in scope.vars):
+            return self.literal(node, sizes)
+        sinfo = scope.vars[node.id].struct_info
+        if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
+            return sinfo.values
+        if isinstance(sinfo, PrimStructInfo) and sinfo.value is not None:
+            return sinfo.value
+        raise self.error(node, f"{node.id} is {_fmt(sinfo)}: an op's attribute takes a shape or a number whose "
+                               "value the struct info gives (R.Shape([\"n\", \"m\"]), R.Prim(value=...)) or a "
+                               "literal")
 
     def call_method(self, node: ast.Call, scope: _Scope, sizes: "_Sizes") -> Call:
         """``x.astype(dtype)``: ``R.astype(x, dtype)``, the one method TVM's Relax values have that the text format
@@ -679,20 +748,33 @@ class Parser:
         short = name.split(".", 1)[1] if name and name.startswith(("R.", "relax.")) else None
         if short == "Object":
             return ObjectStructInfo()
+        if short == "Shape" and not isinstance(node, ast.Call):
+            return ShapeStructInfo()  # a bare R.Shape, as TVM reads it: a shape of any length
+        if short == "Tensor" and not isinstance(node, ast.Call):
+            return TensorStructInfo(None, DEFAULT_DTYPE, -1)  # a bare R.Tensor: any shape, the default dtype
         if not isinstance(node, ast.Call) or short not in _SINFO:
             raise self.error(node, "expected struct info: R.Tensor(shape, dtype), R.Tuple(...), R.Shape(...), "
                                    "R.Prim(dtype) or R.Object")
         return _SINFO[short](self, node, sizes)
 
     def sinfo_tensor(self, node: ast.Call, sizes: "_Sizes") -> TensorStructInfo:
-        bound = _bind_args(self, node, ["shape", "dtype", "ndim"])
+        """``R.Tensor(shape, dtype, vdevice, ndim)``, TVM's arguments. Without a dtype (``R.Tensor((2, 3))``, a bare
+        ``R.Tensor``) it is float32, as ``R.Tensor(...)`` called from Python is: TVM reads such a tensor as of any
+        dtype, which nothing here represents, and float32 is what those programs pass (another dtype is refused
+        where the value meets the annotation, naming both). ``dtype=None`` or ``"void"``, TVM's explicit "any", is
+        refused rather than guessed."""
+        bound = _bind_args(self, node, ["shape", "dtype", "vdevice", "ndim"])
         given = bound.get("shape")
         if isinstance(given, ast.Constant) and isinstance(given.value, str) and "dtype" not in bound:
             bound["dtype"] = bound.pop("shape")  # R.Tensor("float32", ndim=2): TVM's form without a shape
             given = None
         shape = None if given is None or isinstance(given, ast.Constant) and given.value is None else \
             self.shape(given, sizes)
-        dtype = self.literal(bound["dtype"]) if "dtype" in bound else "float32"
+        if "vdevice" in bound:
+            self.vdevice_reference(bound["vdevice"])
+        dtype = self.literal(bound["dtype"]) if "dtype" in bound else DEFAULT_DTYPE
+        if dtype is None or dtype == "void":
+            raise self.error(node, f"{_dotted(node.func)} without a dtype: {_NO_DTYPE}")
         ndim = self.literal(bound["ndim"]) if "ndim" in bound else -1
         return self.guard(node, lambda: TensorStructInfo(shape, dtype, ndim))
 
@@ -958,6 +1040,12 @@ _SPECIAL = {
     "dataflow": _sp_misplaced("R.dataflow() is used as `with R.dataflow():`"),
     "func_attr": _sp_misplaced("R.func_attr({...}) is a statement of its own"),
 }
+#: The dtype of an ``R.Tensor`` that gives none, as ``R.Tensor(...)`` from Python has it.
+DEFAULT_DTYPE = "float32"
+#: Why an explicit "any dtype" is refused here, and how to give one.
+_NO_DTYPE = ("TVM reads it as a tensor of any dtype, which this project does not represent (every tensor's dtype is "
+             'known; an omitted dtype is float32); give one: R.Tensor((2, 3), "float32"), R.Tensor(dtype="float32", ndim=2) (any shape of rank 2) '
+             'or R.Tensor(dtype="float32") (any rank)')
 _SINFO = {"Tensor": Parser.sinfo_tensor, "Tuple": Parser.sinfo_tuple, "Shape": Parser.sinfo_shape,
           "Prim": Parser.sinfo_prim, "Callable": Parser.sinfo_callable}
 

@@ -14,6 +14,7 @@ from .. import op as _op
 from ..ir.expr import PrimValue, ShapeExpr, StringImm, Tuple as _TupleExpr, const
 from ..ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                               TensorStructInfo, TupleStructInfo)
+from . import _vdevice
 from ._source import caller_env, in_class_body, source_of
 
 nn = _op.nn
@@ -21,8 +22,12 @@ grad = _op.grad
 Object = ObjectStructInfo()
 
 
-def Tensor(shape: Optional[Sequence] = None, dtype: str = "float32", ndim: int = -1) -> TensorStructInfo:
-    """``R.Tensor((n, 784), "float32")``: tensor struct info; dims are ints or size-variable names."""
+def Tensor(shape: Optional[Sequence] = None, dtype: str = "float32", vdevice: Optional[str] = None,
+           ndim: int = -1) -> TensorStructInfo:
+    """``R.Tensor((n, 784), "float32")``: tensor struct info; dims are ints or size-variable names. ``vdevice``
+    (TVM's third argument) may only name the host CPU, ``"llvm"``, the one device here: it is checked, not kept."""
+    if vdevice is not None:
+        _vdevice.reference(vdevice, "R.Tensor")
     return TensorStructInfo(shape, dtype, ndim)
 
 
