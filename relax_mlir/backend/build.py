@@ -376,7 +376,8 @@ def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
     with _CACHE_LOCK:
         hit = _LIVE.get(key)
         # Equal up to names is not enough: the names are in the compiled code's messages (parameters, bindings).
-        if hit is not None and structural_equal(hit.mod, mod, map_free_vars=True) and _names(hit.mod) == _names(mod):
+        given = getattr(hit, "given", None)  # the module compiled, before its local functions were lifted
+        if hit is not None and structural_equal(given, mod, map_free_vars=True) and _names(given) == _names(mod):
             _keep(key, hit)
             CACHE_STATS["hits"] += 1
             return hit
@@ -387,6 +388,7 @@ def build(mod: IRModule, target: str = "cpu", opt_level: int = 2,
         ex = _compile(mod, options)
         if disk_key:
             _to_disk(ex, disk_key)
+    ex.given = mod  # what a later build compares with (``ex.mod`` has its local functions lifted)
     with _CACHE_LOCK:
         _LIVE[key] = ex
         _keep(key, ex)
@@ -402,10 +404,20 @@ def _keep(key: tuple, ex: Executable) -> None:
 
 
 def _without_local_functions(mod: IRModule) -> IRModule:
-    """``mod`` with local functions lifted into the module (``LambdaLift``): MLIR gets module functions only."""
-    from ..transform.lambda_lift import LambdaLift, has_local_functions
+    """``mod`` with local functions lifted into the module (``LambdaLift``): MLIR gets module functions only.
 
-    return LambdaLift()(mod) if has_local_functions(mod) else mod
+    Lifted without the well-formedness check a pass runs after itself: ``compile`` takes what the interpreter runs,
+    which ``well_formed`` (as TVM's) may refuse, such as a binding annotated narrower than its value
+    (``y: R.Tensor((2, 3)) = R.add(x, x)``, checked at run time by compiled code as by the interpreter), and takes
+    it with local functions as without; and a caller's ``PassContext`` (disabled passes, instruments) is not the
+    compile's."""
+    from ..transform.lambda_lift import LambdaLift, has_local_functions
+    from ..transform.pass_infra import PassContext
+
+    if not has_local_functions(mod):
+        return mod
+    with PassContext(check_well_formed=False):
+        return LambdaLift()(mod)
 
 
 def _compile(mod: IRModule, options: PipelineOptions) -> Executable:

@@ -19,11 +19,15 @@ bindings (``R.match_cast`` included) and mentions only sizes the weights (or a l
 ``<name>_transform_params`` takes the weights and returns, as one tuple, every weight and lifted value the rest of
 the function reads, in the order they are first needed; ``<name>`` then takes its inputs followed by those values.
 A size variable the rest uses that only the weights define, and that no returned value carries in its shape, is
-passed as TVM does: the tuple starts with an ``R.shape([...])`` of such sizes, and ``<name>`` takes it after its
-inputs as the parameter ``vars_from_compile_time_params: R.Shape([...])`` (so ``<name>(x, *transformed)`` still
-works; the MLIR backend does not compile a function with such a parameter, the interpreter runs it). A function
-with nothing to lift is left as it is (so the pass may run twice), and so is one whose weights' shapes use a size
-only its inputs define (``w: R.Tensor(("2 * n",))`` with ``x: R.Tensor(("n",))``: unknown ahead of time).
+passed in a tensor's shape: the tuple ends with the weight or lifted value of fewest dimensions that has it as a
+dimension (``w: R.Tensor(("m", 3))`` for ``m``, passed as it is), which ``<name>`` takes last, so both functions
+compile (the MLIR backend passes only tensors between functions; TVM passes such sizes as an ``R.Shape``). A size no
+tensor has as a dimension (a weight ``R.Shape(["m"])`` or ``R.Prim(value="m")``) is passed as TVM does: the tuple
+starts with an ``R.shape([...])`` of such sizes, and ``<name>`` takes it after its inputs as the parameter
+``vars_from_compile_time_params: R.Shape([...])`` (so ``<name>(x, *transformed)`` still works; the interpreter runs
+it, the MLIR backend compiles neither it nor the function before the pass). A function with nothing to lift is
+left as it is (so the pass may run twice), and so is one whose weights' shapes use a size only its inputs define
+(``w: R.Tensor(("2 * n",))`` with ``x: R.Tensor(("n",))``: unknown ahead of time).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from dataclasses import dataclass
 
 from ..ir.expr import BindingBlock, DataflowBlock, Function, MatchCast, SeqExpr, ShapeExpr, Tuple, Var
 from ..ir.module import IRModule
-from ..ir.struct_info import ShapeStructInfo
+from ..ir.struct_info import ShapeStructInfo, TensorStructInfo
 from ..ir.well_formed import plain_size_vars
 from .dead_code_elimination import has_effect, sinfo_size_names
 from .pass_infra import Pass
@@ -137,7 +141,12 @@ def _split(func: Function, k: int, mod: IRModule):
     # What the rest reads of the weights and lifted values, in order of first use
     reads = [v for _, kept in kept_blocks for b in kept for v in _uses(b)] + free_vars(func.body.body)
     needed = list(dict.fromkeys(v for v in reads if v in known))  # once each, R.add(w, w) too
-    passed = sizes.to_pass(inputs, needed, [b for _, kept in kept_blocks for b in kept], func)
+    rest = [b for _, kept in kept_blocks for b in kept]
+    passed = sizes.to_pass(inputs, needed, rest, func)
+    if passed:  # sizes nothing passed defines: a tensor that has them carries them (compiled code passes tensors
+        # only between functions), an R.Shape the rest
+        needed += _carriers(passed, weights + [b.var for b in lifted], inputs + needed)
+        passed = sizes.to_pass(inputs, needed, rest, func)
 
     # The transform function: fresh weights, the lifted bindings (as plain ones), the needed values as a tuple
     fresh = {w: Var(w.name_hint, w.struct_info, span=w.span) for w in weights}
@@ -172,6 +181,24 @@ def _liftable(b, block, known: set[Var], sizes: set[str], mod: IRModule, local: 
     return (isinstance(block, DataflowBlock) and not isinstance(b.value, Function)
             and all(v in known for v in _uses(b)) and size_names(b) <= sizes
             and not has_effect(b.value, mod, local))
+
+
+def _carriers(names: list[str], candidates: list[Var], given: list[Var]) -> list[Var]:
+    """Tensors whose shapes define the sizes ``names`` for the new function: for each size no value ``given`` to it
+    defines, the candidate (a weight or a lifted value) of fewest dimensions with it as a dimension of its own (a
+    bias rather than its matrix: passed as it is, its bytes are kept once more). A tensor with a size that neither
+    it nor a passed value defines (``R.Tensor(("2 * j",))``) would leave that size undefined: it carries none."""
+    defined = set().union(*(plain_size_vars(v.struct_info) for v in given))
+    tensors = sorted((v for v in candidates if isinstance(v.struct_info, TensorStructInfo)),
+                     key=lambda v: v.struct_info.ndim)  # stable: weights, then lifted values, at each rank
+    out: list[Var] = []
+    for name in names:
+        for v in tensors:
+            own = plain_size_vars(v.struct_info)
+            if name not in defined and name in own and sinfo_size_names(v.struct_info) <= own | defined:
+                out.append(v)
+                defined |= own
+    return out
 
 
 class _LiftedSizes:

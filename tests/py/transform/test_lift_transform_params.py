@@ -10,6 +10,7 @@ import relax_mlir as rm
 from relax_mlir import transform
 from relax_mlir.backend.signature import ExportError
 from relax_mlir.interpreter import remove_global_func
+from relax_mlir.ir import IRModule
 from relax_mlir.script import from_source
 from relax_mlir.testing import roundtrip
 
@@ -146,24 +147,34 @@ class M:
 
 
 @pytest.mark.parametrize("weight", ['w: R.Tensor(("m",), "float32")', "w: R.Tensor(ndim=1, dtype=\"float32\")"])
-def test_a_size_only_the_weights_define_is_passed_as_a_shape(weight):
+def test_a_size_only_the_weights_define_is_passed_in_a_tensor_s_shape(weight):
     # `m` is defined by the weight `w` (or by a lifted match_cast of it) and used by main, but no value main
-    # receives carries it: main was left with `m` undefined (WellFormedError). As TVM, the transform function
-    # returns R.shape([m]) first and main takes it as `vars_from_compile_time_params` after its inputs.
+    # receives carried it: main was left with `m` undefined (WellFormedError). Then (as TVM) the transform function
+    # returned R.shape([m]), which main took as `vars_from_compile_time_params: R.Shape`: interpreted, not compiled
+    # (only tensors cross function boundaries there). Now the tensor that defines `m` is passed, last.
     source = SIZE_OF_A_WEIGHT.replace('w: R.Tensor(("m",), "float32")', weight)
+    carrier = "w"
     if "ndim" in weight:
         source = source.replace("s = R.sum(w)", 'wc = R.match_cast(w, R.Tensor((m,), "float32"))\n            '
                                                 "s = R.sum(wc)")
+        carrier = "wc"
     mod = from_source(source)
     lifted = roundtrip(transform.LiftTransformParams()(mod))
     main, prep = lifted["main"], lifted["main_transform_params"]
-    assert [p.name_hint for p in main.params] == ["x", "vars_from_compile_time_params", "s"]
-    assert str(main.params[1].struct_info) == str(prep.ret_struct_info.fields[0]) == "Shape((m,))"
-    x, w = np.arange(8, dtype="float32"), np.array([1.0, 2.0, 3.5, -1.0, 0.5], "float32")
-    transformed = rm.interpret(lifted, "main_transform_params", w)
-    assert tuple(transformed[0]) == (5,)
-    np.testing.assert_allclose(rm.interpret(lifted, "main", x, *transformed), x[:5] * w.sum(), rtol=1e-6)
-    # LazyTransformParams hands the sizes over like any other result (index 0)
+    assert [p.name_hint for p in main.params] == ["x", "s", carrier]
+    assert str(main.params[2].struct_info) == str(prep.ret_struct_info.fields[1]) == "Tensor((m,), float32)"
+    x = np.arange(8, dtype="float32")
+    # main compiles; a transform function whose result has a size only its match_cast defines does not (the runtime
+    # allocates results with the parameters' sizes), nor did the function before the pass
+    vm = rm.VirtualMachine(rm.compile(lifted if carrier == "w" else IRModule({"main": main})))
+    for w in (np.array([1.0, 2.0, 3.5, -1.0, 0.5], "float32"), np.array([2.0, -3.0], "float32")):
+        want = x[:len(w)] * w.sum()
+        transformed = rm.interpret(lifted, "main_transform_params", w)
+        np.testing.assert_allclose(rm.interpret(lifted, "main", x, *transformed), want, rtol=1e-6)
+        np.testing.assert_allclose(vm["main"](x, *transformed), want, rtol=1e-6)
+        if carrier == "w":
+            np.testing.assert_allclose(vm["main"](x, *vm["main_transform_params"](w)), want, rtol=1e-6)
+    # LazyTransformParams hands the carrier over like any other result (index 1)
     stored = {}
     rm.register_func("test.lift_get", lambda i: w, override=True)
     rm.register_func("test.lift_set", lambda i, value: stored.__setitem__(int(i), value), override=True)
@@ -172,8 +183,23 @@ def test_a_size_only_the_weights_define_is_passed_as_a_shape(weight):
     finally:
         remove_global_func("test.lift_get")
         remove_global_func("test.lift_set")
-    assert sorted(stored) == [0, 1] and tuple(stored[0]) == (5,)
-    np.testing.assert_allclose(rm.interpret(lifted, "main", x, stored[0], stored[1]), x[:5] * w.sum(), rtol=1e-6)
+    assert sorted(stored) == [0, 1] and stored[1].shape == (2,)
+    np.testing.assert_allclose(rm.interpret(lifted, "main", x, stored[0], stored[1]), want, rtol=1e-6)
+
+
+def test_a_size_only_the_weights_define_is_passed_as_a_shape():
+    # A weight R.Shape(["m"]) defines `m`, which main uses, and no tensor has it as a dimension: passed as TVM does,
+    # as the leading `vars_from_compile_time_params: R.Shape` (compiled no more than `sh` was before the pass).
+    mod = from_source(SIZE_OF_A_WEIGHT.replace('w: R.Tensor(("m",), "float32")',
+                                               'sh: R.Shape(["m"]), w: R.Tensor((4,), "float32")'))
+    lifted = roundtrip(transform.LiftTransformParams()(mod))
+    main, prep = lifted["main"], lifted["main_transform_params"]
+    assert [p.name_hint for p in main.params] == ["x", "vars_from_compile_time_params", "s"]
+    assert str(main.params[1].struct_info) == str(prep.ret_struct_info.fields[0]) == "Shape((m,))"
+    x, w = np.arange(8, dtype="float32"), np.array([1.0, 2.0, 3.5, -1.0], "float32")
+    transformed = rm.interpret(lifted, "main_transform_params", (5,), w)
+    assert tuple(transformed[0]) == (5,)
+    np.testing.assert_allclose(rm.interpret(lifted, "main", x, *transformed), x[:5] * w.sum(), rtol=1e-6)
     with pytest.raises(ExportError, match="main: vars_from_compile_time_params has struct info Shape"):
         rm.compile(lifted)  # the MLIR backend passes tensors only between functions
 
