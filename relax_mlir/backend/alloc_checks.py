@@ -2,10 +2,10 @@
 
 Compiled code allocates its temporaries with ``malloc`` (``finalize-memref-to-llvm``), and the lowering writes
 through whatever comes back. The runtime's estimate before a call (``FunctionSignature.scratch``) sees only
-Relax-level tensors, one at a time: an op's own temporaries (softmax over 2**34 rows of no columns needs 64 GiB
-for its row maxima while its input and output hold 0 bytes), the tensors live together, or the address space
-already used under ``ulimit -v`` escape it. So, after the lowering to the LLVM dialect, every allocation is checked
-where it is made, by one compare and a branch LLVM lays out as never taken::
+Relax-level tensors, one at a time: an op's own temporaries (softmax over a static count of 2**34 rows of no
+columns needs 64 GiB for its row maxima while its input and output hold 0 bytes), the tensors live together, or the
+address space already used under ``ulimit -v`` escape it. So, after the lowering to the LLVM dialect, every
+allocation is checked where it is made, by one compare and a branch LLVM lays out as never taken::
 
     %p = llvm.call @malloc(%size)                    %p = llvm.call @malloc(%size)
     ... uses of %p ...                       ->      %null = llvm.icmp "eq" %p, %zero

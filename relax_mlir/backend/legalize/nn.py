@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from mlir import ir
-from mlir.dialects import arith, linalg, math, tensor
+from mlir.dialects import arith, linalg, math, scf, tensor
 
 from .core import (amap, as_index, cast_elements, compute_type, convert, dim, elem, emap, empty, filled, generic,
                    identity, index, insert_strided, is_float, loop_index, lowest, map_elementwise, reduce, reshape,
@@ -29,6 +29,7 @@ from .checks import guarded_extract, linear_position, report_if, where
 from ..error_slot import SHAPE_CHECK_PREFIX
 from .shape import extract_slice
 from .size_checks import assumed_equal, unless_sizes
+from ..schedule.common import UNLESS_EMPTY
 from ..schedule.pooling import POOL_TAG
 
 
@@ -41,21 +42,51 @@ def _map(inputs: Sequence[ir.Value], maps: Sequence[ir.AffineMap], sizes: Sequen
 
 # --- softmax ---------------------------------------------------------------------------------------------------
 def _softmax(log: bool):
+    """The rule of softmax (``log``: log_softmax). Over an empty axis there is nothing to normalise, and its row
+    statistics, sized by the other axes, would be the only memory it uses: a static empty axis gives the empty
+    result at once; a dynamic one beside another dynamic size (an ``(m, n)`` input with ``n = 0`` at run time and
+    ``m = 2**34``: 64 GiB of row maxima and sums) computes under ``scf.if`` on ``n != 0`` into the result's
+    tensor, which the other branch yields empty (both are the one result buffer: nothing is copied). An
+    elementwise consumer is moved into the branch before fusion (``pipeline.py: sink_into_empty_guards``). With
+    the other sizes static, the statistics are no larger than the type says: no branch."""
     def rule(lc, op):
         x = lc.inputs[0]
-        rank, axis = x.type.rank, lc.attrs["axis"] % x.type.rank
-        ct, out_t = compute_type(elem(x)), elem(lc.result_type)
-        kept = amap(rank, [a for a in range(rank) if a != axis])
-        sizes = sizes_of(x)
-        mx = reduce(x, [axis], ct, lowest(ct), arith.maximumf)
-        shifted = _map([x, mx], [identity(rank), kept], sizes, ct, lambda v, m: arith.subf(convert(v, ct), m))
-        total = reduce(shifted, [axis], ct, scalar(0, ct), arith.addf, pre=math.exp)
-        if log:
-            return _map([shifted, total], [identity(rank), kept], sizes, out_t,
-                        lambda s, t: convert(arith.subf(s, math.log(t)), out_t))
-        return _map([shifted, total], [identity(rank), kept], sizes, out_t,
-                    lambda s, t: convert(arith.divf(math.exp(s), t), out_t))
+        axis = lc.attrs["axis"] % x.type.rank
+        out_t, sizes = elem(lc.result_type), sizes_of(x)
+        extent = sizes[axis]
+        if isinstance(extent, int):
+            return empty(sizes, out_t) if extent == 0 else _normalised(x, axis, sizes, out_t, log)
+        if all(isinstance(s, int) for a, s in enumerate(sizes) if a != axis):
+            return _normalised(x, axis, sizes, out_t, log)
+        out = empty(sizes, out_t)
+        choose = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, extent, index(0)), [out.type], has_else=True)
+        choose.operation.attributes[UNLESS_EMPTY] = ir.UnitAttr.get()  # its consumer joins it (pipeline.py)
+        with ir.InsertionPoint(choose.then_block):
+            scf.YieldOp([out])
+        with ir.InsertionPoint(choose.else_block):
+            scf.YieldOp([_normalised(x, axis, sizes, out_t, log, out)])
+        return choose.results[0]
     return rule
+
+
+def _normalised(x: ir.Value, axis: int, sizes: Sequence[Size], out_t: ir.Type, log: bool,
+                out: ir.Value | None = None) -> ir.Value:
+    """Max-reduce, ``exp(x - max)``, sum-reduce, then divide (or subtract the log) into ``out`` (or a new tensor)."""
+    rank, ct = x.type.rank, compute_type(elem(x))
+    kept = amap(rank, [a for a in range(rank) if a != axis])
+    mx = reduce(x, [axis], ct, lowest(ct), arith.maximumf)
+    shifted = _map([x, mx], [identity(rank), kept], sizes, ct, lambda v, m: arith.subf(convert(v, ct), m))
+    total = reduce(shifted, [axis], ct, scalar(0, ct), arith.addf, pre=math.exp)
+    if log:
+        def fn(s, t):
+            return convert(arith.subf(s, math.log(t)), out_t)
+    else:
+        def fn(s, t):
+            return convert(arith.divf(math.exp(s), t), out_t)
+    if out is None:
+        return _map([shifted, total], [identity(rank), kept], sizes, out_t, fn)
+    return generic([shifted, total], [out], [identity(rank), kept, identity(rank)], ["parallel"] * rank,
+                   lambda s, t, _: fn(s, t))[0]
 
 
 softmax = _softmax(False)

@@ -23,7 +23,10 @@ around the code that would leave a buffer. Their comparisons are tagged the same
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+import functools
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Callable, Iterator, Optional, Sequence
 
 from mlir import ir
 from mlir.dialects import arith, scf, tensor
@@ -55,8 +58,40 @@ def insert_size_checks(module: ir.Module) -> int:
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
-    return sum(_guard(op) for op in ops) + sum(_guard_cast(op) for op in casts) + \
-        sum(_guard_expand(op) for op in expands)
+    with _tracing():  # (a guard's result is named as its op's was: the names followed so far stay valid)
+        return sum(_guard(op) for op in ops) + sum(_guard_cast(op) for op in casts) + \
+            sum(_guard_expand(op) for op in expands)
+
+
+_memo: ContextVar[Optional[dict]] = ContextVar("relax_mlir_size_names", default=None)
+
+
+@contextmanager
+def _tracing() -> Iterator[None]:
+    """Within, :func:`_memoised` functions remember their results: for one pass over a module whose values keep
+    their sizes' names (nothing is erased meanwhile, so no value is replaced by another at the same address)."""
+    token = _memo.set({})
+    try:
+        yield
+    finally:
+        _memo.reset(token)
+
+
+def _memoised(fn: Callable) -> Callable:
+    """``fn`` (of values, axes and depths) computed once per arguments inside :func:`_tracing`. Each guard's
+    ``scf.if`` yields its op's ``outs`` in one branch and the op's result, whose sizes are those ``outs``', in the
+    other: followed through both branches, a chain of k guarded ops is 2^k paths back to the same values. The
+    depth is part of the key, so a result cut short by a depth limit is never reused where it would not be."""
+    @functools.wraps(fn)
+    def remembered(*args):
+        memo = _memo.get()
+        if memo is None:
+            return fn(*args)
+        key = (fn.__name__, *args)
+        if key not in memo:
+            memo[key] = fn(*args)
+        return memo[key]
+    return remembered
 
 
 def _same_count(source: ir.Value, axis: int, sizes: list) -> bool:
@@ -79,6 +114,7 @@ def _product(parts: list) -> Factors:
     return static, tuple(sorted(names))
 
 
+@_memoised
 def _value_factors(value: ir.Value, depth: int = 0) -> Factors:
     """An index value as a product: a constant, a parameter's dimension, or a product of those."""
     op = _defining_op(value)
@@ -95,6 +131,7 @@ def _key_factors(key: Optional[str]) -> Factors:
     return None if key is None else (int(key), ()) if key.lstrip("-").isdigit() else (1, (key,))
 
 
+@_memoised
 def _dim_factors(t: ir.Value, axis: int, depth: int = 0) -> Factors:
     """Dimension ``axis`` of ``t`` as a product of static sizes and parameter size variables (a collapsed
     dimension is the product of those it merged)."""
@@ -316,7 +353,8 @@ def drop_proven(module: ir.Module) -> int:
                 proven.append(op)
         return ir.WalkResult.ADVANCE
 
-    module.operation.walk(visit)
+    with _tracing():
+        module.operation.walk(visit)
     for op in proven:
         with ir.InsertionPoint(op), op.location:
             false = arith.constant(ir.IntegerType.get_signless(1), 0)
@@ -325,6 +363,7 @@ def drop_proven(module: ir.Module) -> int:
     return len(proven)
 
 
+@_memoised
 def _size_key(value: ir.Value) -> Optional[str]:
     """A size (an ``index`` value) as the parameters name it (``"n"``, ``"4"``), when it can be traced to a
     constant or a parameter's dimension; None otherwise."""
@@ -339,6 +378,7 @@ def _size_key(value: ir.Value) -> Optional[str]:
     return None
 
 
+@_memoised
 def _dim_key(t: ir.Value, axis: int, depth: int = 0) -> Optional[str]:
     """Dimension ``axis`` of tensor ``t`` as the parameters name it, followed back through the ops whose result
     sizes are their operands' (destination-passing linalg ops, casts, empties, reshapes, guards)."""

@@ -107,8 +107,14 @@ def loop_groups(op: ir.Operation) -> Optional[list[list[int]]]:
     return groups if len(groups) < len(iterators) else None
 
 
+def _zero(expr: ir.AffineExpr) -> bool:
+    return isinstance(expr, ir.AffineConstantExpr) and expr.value == 0
+
+
 def _operand_plan(amap: ir.AffineMap, group_of: dict[int, int], groups: list[list[int]]):
-    """For one operand: its new map's results and the reassociation collapsing its dims to them."""
+    """For one operand: its new map's results and the reassociation collapsing its dims to them. A run of dims read
+    at constant 0 (a per-channel ``(1, c, 1, 1)`` operand's 1s) collapses to one dim: kept apart, the new map would
+    have more results than loops, which is no projected permutation, and MLIR's vectorizer refuses it."""
     results, reassociation, pos = [], [], 0
     exprs = list(amap.results)
     while pos < len(exprs):
@@ -119,6 +125,8 @@ def _operand_plan(amap: ir.AffineMap, group_of: dict[int, int], groups: list[lis
             results.append(ir.AffineDimExpr.get(g))
         else:
             width = 1
+            while _zero(expr) and pos + width < len(exprs) and _zero(exprs[pos + width]):
+                width += 1  # adjacent dims read at index 0 (broadcast) collapse to one, read at 0 too
             results.append(expr)
         reassociation.append(list(range(pos, pos + width)))
         pos += width

@@ -10,6 +10,7 @@ import threading
 from typing import Any, Callable, Iterator, Optional
 
 from mlir import ir
+from mlir.dialects import arith, scf, tensor
 from mlir.dialects.transform import interpreter
 
 ANY = "!transform.any_op"
@@ -277,3 +278,50 @@ def erase_if_unused(value: ir.Value) -> None:
     if (isinstance(owner, ir.Operation) and owner.name in ("tensor.pad", "linalg.transpose", "linalg.fill")
             and not list(value.uses)):
         owner.erase()
+
+
+def in_loop(op: ir.Operation) -> bool:
+    """Whether ``op`` is nested in a loop of its function (another schedule's tiles)."""
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        if parent.name in ("scf.for", "scf.forall", "scf.parallel", "scf.while"):
+            return True
+        parent = parent.parent
+    return False
+
+
+#: Unit attribute on the ``scf.if`` of :func:`unless_empty` (a size check's ``scf.if`` looks the same otherwise), and
+#: of a lowering's that skips a whole computation on an empty axis (softmax's: ``legalize/nn.py``).
+UNLESS_EMPTY = "relax_mlir.unless_empty"
+
+
+def skips_when_empty(op: ir.Operation) -> bool:
+    """Whether ``op`` is already the else branch of its :func:`unless_empty` (a schedule may run twice)."""
+    if op.parent.name != "scf.if" or UNLESS_EMPTY not in op.parent.attributes:
+        return False
+    block = list(op.parent.regions[1].blocks[0].operations)
+    return len(block) == 2 and block[0] == op
+
+
+def unless_empty(op: ir.Operation, sizes: list[tuple[ir.Value, int]]) -> None:
+    """The linalg op ``op`` (on tensors) moved into the else branch of an ``scf.if`` on "one of ``sizes`` (a tensor
+    and one of its axes) is 0", whose then branch yields ``op``'s inits: what a linalg op over no iterations
+    returns. Its loops follow its iteration space, outermost first, so with two dynamic extents an empty one
+    inside a long one ran the long loop over nothing. Bufferized, both branches are the init's buffer: no copy."""
+    idx = ir.IndexType.get()
+    inits = list(op.operands)[len(op.operands) - len(op.results):]
+    with ir.InsertionPoint(op), op.location:
+        zero = arith.constant(idx, 0)
+        empty = None
+        for value, axis in sizes:
+            none = arith.cmpi(arith.CmpIPredicate.eq, tensor.dim(value, arith.constant(idx, axis)), zero)
+            empty = none if empty is None else arith.ori(empty, none)
+        choose = scf.IfOp(empty, [r.type for r in op.results], has_else=True)
+        choose.operation.attributes[UNLESS_EMPTY] = ir.UnitAttr.get()
+        with ir.InsertionPoint(choose.then_block):
+            scf.YieldOp(inits)
+    for old, new in zip(op.results, choose.results):
+        old.replace_all_uses_with(new)
+    with ir.InsertionPoint(choose.else_block), op.location:
+        yield_op = scf.YieldOp(list(op.results))
+    op.move_before(yield_op.operation)
