@@ -19,6 +19,7 @@ import numpy as np
 
 from ..ir import BlockBuilder, IRModule, TensorStructInfo, Var
 from ..ir.expr import Expr, Tuple, TupleGetItem, const
+from ..ir.sym import Dim, SymDim
 
 
 class UnsupportedOpsError(ValueError, NotImplementedError):
@@ -120,14 +121,20 @@ def ndim_of(x: Expr) -> int:
     return x.struct_info.ndim
 
 
-def split_pieces(x: Expr, axis: int, sizes: Sequence[int]) -> list[Expr]:
-    """The pieces of ``x`` along ``axis``, of ``sizes`` (PyTorch's ``split``, ONNX's ``Split``)."""
+def split_pieces(x: Expr, axis: int, sizes: Sequence[Dim]) -> list[Expr]:
+    """The pieces of ``x`` along ``axis``, of ``sizes`` (PyTorch's ``split``, ONNX's ``Split``). Relax's ``split``
+    takes numeric indices; pieces of symbolic sizes (``z.split([n, n])`` of a ``2 * n`` batch) are slices between
+    their symbolic bounds instead."""
     from .. import op
 
     if len(sizes) == 1:  # one piece: Relax's (TVM's) split returns the data itself, not a tuple
         return [x]
-    bounds = [int(b) for b in np.cumsum(sizes)[:-1]]
-    pieces = op.split(x, indices_or_sections=bounds, axis=axis)
+    bounds = [0]
+    for size in sizes:
+        bounds.append(bounds[-1] + size)
+    if any(isinstance(b, SymDim) for b in bounds):
+        return [op.strided_slice(x, axes=[axis], begin=[bounds[i]], end=[bounds[i + 1]]) for i in range(len(sizes))]
+    pieces = op.split(x, indices_or_sections=[int(b) for b in bounds[1:-1]], axis=axis)
     return [TupleGetItem(pieces, i) for i in range(len(sizes))]
 
 

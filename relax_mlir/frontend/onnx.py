@@ -723,11 +723,10 @@ def _scatter_elements(node, xs):
 
 def _scatter_nd(node, xs):
     """``ScatterND(data, indices, updates)``: each row of ``indices`` (its last axis, ``k`` numbers) addresses an
-    element of ``data`` (``k`` = its rank) or a slice (of its last ``rank - k`` axes). Relax has no such op: it
-    is ``scatter_elements`` on the flattened data at the flat position of every element written. A negative
-    index counts from the end (as NumPy's, the reference's); a row outside ``data`` is sent past the flattened
-    end, where ``scatter_elements`` raises ``IndexError`` at run time (its flat position could land on another
-    row)."""
+    element of ``data`` (``k`` = its rank), a slice (of its last ``rank - k`` axes), or with ``k = 0`` the whole of
+    ``data``. Relax has no such op: it is ``scatter_elements`` on the flattened data at the flat position of every
+    element written, each index first checked on its own axis (:func:`_checked_index`): a flat position outside
+    one axis could land on another row, and would name neither the index nor the axis."""
     data, indices, updates = xs
     shape, rows = _shape(data), _shape(indices)
     k, inner = rows[-1], shape[rows[-1]:]
@@ -735,18 +734,30 @@ def _scatter_nd(node, xs):
         raise node.fail(f"indices {rows} and updates {_shape(updates)} do not fit data {shape}: updates must be "
                         "indices.shape[:-1] + data.shape[indices.shape[-1]:]")
     total = int(np.prod(shape))
-    dims = const(np.array(shape[:k], np.int64), "int64")
-    index = op.astype(indices, "int64")
-    index = op.where(op.less(index, const(0, "int64")), op.add(index, dims), index)
-    outside = op.logical_or(op.less(index, const(0, "int64")), op.greater_equal(index, dims))
-    strides = const(np.array([int(np.prod(shape[i + 1:])) for i in range(k)], np.int64), "int64")
-    row_outside = op.greater(op.max(op.astype(outside, "int8"), axis=[-1]), const(0, "int8"))
-    flat = op.where(row_outside, const(total, "int64"), op.sum(op.multiply(index, strides), axis=[-1]))
+    index = op.astype(indices, "int64") if dtype_of(indices) != "int64" else indices
+    flat = None  # the flat position of each row's first element
+    for axis in range(k):
+        term, stride = _checked_index(index, axis, shape[axis]), int(np.prod(shape[axis + 1:]))
+        term = term if stride == 1 else op.multiply(term, const(stride, "int64"))
+        flat = term if flat is None else op.add(flat, term)
+    if flat is None:  # k = 0: each row of updates is the whole data
+        flat = const(np.zeros(rows[:-1], np.int64), "int64")
     within = const(np.arange(int(np.prod(inner)), dtype=np.int64).reshape(inner), "int64")
     positions = op.add(op.reshape(flat, rows[:-1] + (1,) * len(inner)), within)
     scattered = op.scatter_elements(op.reshape(data, (total,)), op.reshape(positions, (-1,)),
                                     op.reshape(updates, (-1,)), axis=0, reduction=_scatter_reduction(node))
     return op.reshape(scattered, shape)
+
+
+def _checked_index(index: Expr, axis: int, size: int) -> Expr:
+    """Column ``axis`` of ScatterND's ``index`` (the rows' positions along that axis of the data) in ``[0, size)``:
+    a ``take`` from ``arange(size)`` laid along ``axis``, so a negative index counts from the end (as NumPy's, the
+    reference's) and one outside the axis raises ``IndexError`` naming its value, the axis and its size."""
+    rows = _shape(index)[:-1]
+    column = op.reshape(op.strided_slice(index, axes=[-1], begin=[axis], end=[axis + 1]), rows)
+    positions = const(np.arange(size, dtype=np.int64).reshape((1,) * axis + (size,)), "int64")
+    checked = op.take(positions, column, axis=axis)
+    return checked if axis == 0 else op.reshape(checked, rows)
 
 
 def _lrn(node, xs):

@@ -207,11 +207,30 @@ def _operand(value, like: Expr) -> Expr:
 
 def _size_tensor(size: Dim, dtype: str) -> Expr:
     """A size as a 0-d tensor of ``dtype`` (``x.sum(1) / x.shape[1]``): no Relax op reads a size variable into a
-    tensor, so it is the sum of ``size`` int64 ones, whose shape carries the size (a negative ``size`` fails)."""
+    tensor, so it is the sum of as many int64 ones, whose shape carries the size. A shape cannot be negative, so an
+    expression with negative terms (``-s``, ``s - 1`` where ``s`` may be 0: clamp bounds) is its positive terms'
+    count less its negative terms' count."""
     if isinstance(size, int):
         return const(size, dtype)
-    count = op.sum(op.ones((size,), "int64"))
+    positive, negative = _signed_parts(size)
+    count = _count(positive)
+    if negative != 0:
+        count = op.subtract(count, _count(negative))
     return count if dtype == "int64" else op.astype(count, dtype)
+
+
+def _signed_parts(size: SymDim) -> tuple[Dim, Dim]:
+    """``size`` as ``positive - negative``, each a sum of ``size``'s terms with non-negative coefficients."""
+    positive, negative = 0, 0
+    for monomial, coefficient in size.terms:
+        term = abs(coefficient) * sym.product(sym.factor_dim(f) for f in monomial)
+        positive, negative = (positive + term, negative) if coefficient > 0 else (positive, negative + term)
+    return positive, negative
+
+
+def _count(size: Dim) -> Expr:
+    """A size that is never negative as a 0-d int64 tensor: the sum of that many ones."""
+    return const(size, "int64") if isinstance(size, int) else op.sum(op.ones((size,), "int64"))
 
 
 def _out_shape(node) -> tuple[Dim, ...]:
@@ -488,9 +507,21 @@ def _full_like(node, args, kwargs):
 
 
 def _clamp(node, args, kwargs):
-    lo = args[1] if len(args) > 1 and args[1] is not None else -np.inf
-    hi = args[2] if len(args) > 2 and args[2] is not None else np.inf
-    return op.clip(args[0], min=lo, max=hi)
+    """``clamp(x, min, max)`` (``hardtanh``): Relax's ``clip`` for numeric bounds. A symbolic bound (the replicate
+    pad's ``clamp(positions, 0, size - 1)``, ``x.clamp(max=x.shape[1])``) is a size tensor, which ``clip`` does not
+    take: ``where(x < min, min, x)``, then ``where(y > max, max, y)``, which is PyTorch's ``min(max(x, min), max)``
+    (NaN passes) with its gradient (through where ``min <= x <= max``)."""
+    x = args[0]
+    lo, hi = (args[i] if len(args) > i and args[i] is not None else None for i in (1, 2))
+    if not any(isinstance(b, SymDim) for b in (lo, hi)):
+        return op.clip(x, min=-np.inf if lo is None else lo, max=np.inf if hi is None else hi)
+    if lo is not None:
+        lo = _operand(lo, x)
+        x = op.where(op.less(x, lo), lo, x)
+    if hi is not None:
+        hi = _operand(hi, x)
+        x = op.where(op.greater(x, hi), hi, x)
+    return x
 
 
 def _cat(node, args, kwargs):
@@ -641,11 +672,36 @@ def _split_with_sizes(node, args, kwargs):
 
 
 def _split_tensor(node, args, kwargs):
-    """``split.Tensor(x, size, dim)`` (``chunk``): pieces of ``size``, the last one shorter."""
+    """``split.Tensor(x, size, dim)`` (``chunk``): pieces of ``size``, the last one shorter. Along a symbolic
+    dimension the pieces torch recorded (their number is fixed in the program)."""
     x, size = args[0], args[1]
     dim = (args[2] if len(args) > 2 else 0) % ndim_of(x)
-    n = static_dim(x.struct_info.shape[dim], node, f"the size of the split dimension {dim}")
-    return split_pieces(x, dim, [min(size, n - s) for s in range(0, n, size)])
+    n = x.struct_info.shape[dim]
+    if isinstance(n, int) and isinstance(size, int):
+        return split_pieces(x, dim, [min(size, n - s) for s in range(0, n, size)])
+    return split_pieces(x, dim, [shape_of(piece.shape, node)[dim] for piece in node.meta["val"]])
+
+
+def _repeat(node, args, kwargs):
+    """``repeat(x, repeats)`` (``x`` read with leading 1s to the length of ``repeats``): Relax's ``tile`` for
+    numeric counts. A symbolic count (``torch.ones(1, 4).repeat(x.shape[0], 1)``; instance norm's weight repeated
+    per sample) is broadcasting, as ``tile`` takes numbers only: each repeated axis of size ``d`` gets a new axis
+    before it (none where ``d`` is 1), broadcast to the count, and the two are merged (``count * d``: the copies
+    whole, one after another, as ``repeat`` lays them out)."""
+    x, repeats = args[0], list(args[1])
+    if not any(isinstance(r, SymDim) for r in repeats):
+        return op.tile(x, repeats=repeats)
+    shape = [1] * (len(repeats) - ndim_of(x)) + list(x.struct_info.shape)
+    spread, target = [], []
+    for count, d in zip(repeats, shape):
+        if isinstance(count, int) and count == 1:
+            spread, target = spread + [d], target + [d]
+        elif isinstance(d, int) and d == 1:
+            spread, target = spread + [1], target + [count]
+        else:
+            spread, target = spread + [1, d], target + [count, d]
+    merged = [count * d for count, d in zip(repeats, shape)]
+    return op.reshape(op.broadcast_to(op.reshape(x, spread), target), merged)
 
 
 def _pad(node, args, kwargs):
@@ -816,18 +872,43 @@ def _logical(fn: Callable) -> Callable:
     return lambda node, args, kwargs: fn(*(_truth(_operand(a, args[0])) for a in args[:2]))
 
 
-def _any(negate: bool):
+def _any(every: bool):
     """``any``/``all`` (``.default``, ``.dim``, ``.dims``): whether any (every) element is non-zero (NaN counts as
-    non-zero, as in PyTorch), as the maximum (minimum) of the truth values as int8; a bool result."""
+    non-zero, as in PyTorch), as a count: of the true elements above 0 (of the false ones equal to 0). A count of
+    nothing is 0, so over an empty axis (which a symbolic size can be) ``any`` is false and ``all`` true, as in
+    PyTorch; a maximum or minimum of nothing has no value."""
     def convert(node, args, kwargs):
         x = args[0]
-        truth = _truth(x)
+        counted = op.logical_not(_truth(x)) if every else _truth(x)
         whole = str(node.target).endswith("default")
-        reduce = op.min if negate else op.max
         axes = None if whole else _dims(args, 1, kwargs.get("dim"))
         keep = not whole and bool(_arg(args, kwargs, 2, "keepdim", False))
-        return op.astype(reduce(op.astype(truth, "int8"), axis=axes, keepdims=keep), "bool")
+        count = op.sum(op.astype(counted, "int64"), axis=axes, keepdims=keep)
+        return (op.equal if every else op.greater)(count, const(0, "int64"))
     return convert
+
+
+def _gather(node, args, kwargs):
+    """``gather(x, dim, index)``: Relax's ``gather_elements``, which raises ``IndexError`` for an index ``>= size``
+    but counts a negative one from the end (ONNX's GatherElements); PyTorch raises for it. So the indices first go
+    through :func:`_no_negative_index`."""
+    x, axis, index = args[0], args[1] % ndim_of(args[0]), args[2]
+    return op.gather_elements(x, _no_negative_index(index, x.struct_info.shape[axis], axis), axis=axis)
+
+
+def _no_negative_index(index: Expr, size: Dim, axis: int) -> Expr:
+    """``index`` as it is, once checked when it runs that none is negative. No Relax op but ``one_hot`` refuses a
+    negative index (``take`` and the others count it from the end): the lowest index (0 if none is lower, or if
+    there is none) goes through a ``one_hot`` of depth ``size`` at ``axis`` that only holds zeros, whose sum is
+    added to ``index`` (so that the check is not dropped as unused): one pass over ``index``, not a one-hot of it.
+    A negative one raises ``IndexError`` naming it, the axis and its size (like PyTorch's "index -1 is out of
+    bounds for dimension 1 with size 3"); on a symbolic axis the one-hot has depth 1, so the size named is 1."""
+    dtype = dtype_of(index)
+    flat = op.reshape(index, (sym.product(index.struct_info.shape),))
+    lowest = op.min(op.concat([flat, const(np.zeros(1, to_numpy(dtype)), dtype)], axis=0))
+    depth = size if isinstance(size, int) and size > 0 else 1
+    hot = op.one_hot(op.reshape(lowest, (1,) * axis), on_value=0, off_value=0, depth=depth, axis=axis, dtype=dtype)
+    return op.add(index, op.sum(hot))
 
 
 def _one_hot(node, args, kwargs):
@@ -997,7 +1078,7 @@ CONVERTERS: dict[str, Callable] = {
     "aten.split_with_sizes.default": _split_with_sizes, "aten.split.Tensor": _split_tensor,
     "aten.constant_pad_nd.default": _pad, "aten.flip.default": _flip,
     "aten.index_select.default": lambda n, a, k: op.take(a[0], a[2], axis=a[1] % ndim_of(a[0])),
-    "aten.repeat.default": lambda n, a, k: op.tile(a[0], repeats=list(a[1])),
+    "aten.repeat.default": _repeat,
     "aten.cumsum.default": lambda n, a, k: op.cumsum(a[0], axis=a[1] % ndim_of(a[0])),
     "aten.div.Tensor_mode": _div_mode,
     "aten.pow.Scalar": lambda n, a, k: op.power(scalar_like(a[0], a[1]), a[1]),
@@ -1040,7 +1121,7 @@ CONVERTERS: dict[str, Callable] = {
     "aten.linalg_vector_norm.default": _vector_norm, "aten.var_mean.correction": _var_mean,
     "aten.prod.default": _prod, "aten.prod.dim_int": _prod,
     **{f"aten.{name}.{kind}": _any(name == "all") for name in ("any", "all") for kind in ("default", "dim", "dims")},
-    "aten.gather.default": lambda n, a, k: op.gather_elements(a[0], a[2], axis=a[1] % ndim_of(a[0])),
+    "aten.gather.default": _gather,
     "aten.one_hot.default": _one_hot,
     **{f"aten.bitwise_{name}.{kind}": _binary(getattr(op, f"bitwise_{name}")) for name in ("and", "or", "xor")
        for kind in ("Tensor", "Scalar")},
