@@ -378,11 +378,52 @@ _COMMUTATIVE = ("relax.add", "relax.multiply")
 
 # -- rewriting --------------------------------------------------------------------------------------------------
 
+MAX_REWRITE_ROUNDS = 1000
+
+
 def rewrite_call(pattern: Pattern, rewriter: Callable[[Expr, dict], Expr], func: Function) -> Function:
     """``func`` with each binding value that matches ``pattern`` replaced by ``rewriter(value, matches)`` (it
-    returns the value itself to leave it). Rewrites apply in order, each seeing the earlier ones; the new value
-    must have a struct info the binding's variable accepts (the pass infrastructure's well-formedness check, or
+    returns the value itself to leave it), repeated until nothing changes, as TVM's since its PR #15495: a result
+    that matches again (``(a + b) + c`` under a rule splitting one sum) or makes another binding match is rewritten
+    in the same call, so one call gives the whole rewrite. Between rounds the function is brought back to normal
+    form (a rewriter may return nested calls; each becomes a binding, which the next round can match). A rewrite
+    that still changes the function after ``MAX_REWRITE_ROUNDS`` rounds (one that undoes itself), or grows it
+    a hundredfold, is a ``RuntimeError``. Rewrites apply in order, each seeing the earlier ones; the new value must
+    have a struct info the binding's variable accepts (the pass infrastructure's well-formedness check, or
     ``check_well_formed``, reports one that does not)."""
+    return rewrite_to_fixpoint(lambda f: rewrite_call_once(pattern, rewriter, f), func, "rewrite_call")
+
+
+def rewrite_to_fixpoint(step: Callable[[Function], Function], func: Function, what: str) -> Function:
+    """``step`` applied, the result normalised, until it changes nothing (returned as the same object, or
+    structurally equal); ``func`` itself when the first round changes nothing."""
+    if not isinstance(func, Function) or not isinstance(func.body, SeqExpr):
+        raise TypeError(f"rewrite_call: expected a Relax Function, got {type(func).__name__}")
+    current, limit = func, 100 * _size(func) + 10_000  # (a result that grows each round would exhaust memory first)
+    for rounds in range(1, MAX_REWRITE_ROUNDS + 1):
+        new = step(current)
+        if new is current:
+            return current
+        new = ExprMutator().visit_function(new)
+        if structural_equal(new, current):
+            return current
+        current = new
+        if _size(current) > limit:
+            why = f"the function grew past {limit} bindings in {rounds} rounds"
+            break
+    else:
+        why = f"the function still changed after {MAX_REWRITE_ROUNDS} rounds"
+    raise RuntimeError(f"{what}: the rewrite does not converge: {why} (a rewriter should return the value itself "
+                       "once it is done, and not undo or re-match its own result)")
+
+
+def _size(func: Function) -> int:
+    return sum(len(block.bindings) for block in func.body.blocks)
+
+
+def rewrite_call_once(pattern: Pattern, rewriter: Callable[[Expr, dict], Expr], func: Function) -> Function:
+    """One round of ``rewrite_call``: each binding rewritten at most once, the result not normalised (``func``
+    itself when nothing changed)."""
     if not isinstance(func, Function) or not isinstance(func.body, SeqExpr):
         raise TypeError(f"rewrite_call: expected a Relax Function, got {type(func).__name__}")
     var2val: dict[Var, Expr] = {}

@@ -3,7 +3,9 @@
 The input module has a function ``backbone(inputs..., params..., states...)`` (or ``main``, as imported models
 name it) returning the prediction, or
 ``(prediction, new_states...)`` when it has states (batch-norm running statistics), and the module attributes
-``param_num`` and ``state_num``. The result adds:
+``param_num`` and ``state_num``. The backbone may call other functions of the module (``cls.layer(x, w)``) and
+define local ones: it is kept as written, with the functions it calls, and the functions derived from it are made
+from it flattened (local functions lifted, calls inlined), which ``Gradient`` needs. The result adds:
 
 * ``predict(inputs..., params..., states...)``: the backbone for inference (``DecomposeOpsForInference``);
 * ``loss(inputs..., params..., states..., targets...)``: backbone and loss joined (``AppendLoss``), decomposed
@@ -63,8 +65,9 @@ class SetupTrainer:
 
     ``loss_args`` are the struct info (or Vars) of the loss function's arguments: the prediction's and the
     targets'. With ``legalize`` the result is checked to be lowerable at once: every op the compiled functions
-    (all but ``backbone``, which is kept as written) call must have a lowering, or a custom one recorded by
-    ``LegalizeOps``; a ``ValueError`` names every op that has none and the functions that use it.
+    (all but ``backbone`` and the functions it calls, which are kept as written) call must have a lowering, or a
+    custom one recorded by ``LegalizeOps``; a ``ValueError`` names every op that has none and the functions that
+    use it.
     """
 
     BACKBONE = "backbone"
@@ -116,8 +119,10 @@ class SetupTrainer:
 
         mod = _main_as_backbone(mod)
         input_num, param_num, state_num = self._check(mod)
-        backbone = mod[self.BACKBONE]
-        out = IRModule({self.BACKBONE: backbone}, dict(mod.attrs))
+        helpers = self._helpers(mod)
+        # The backbone as written, with the functions it calls; the derived functions from it flattened.
+        out = IRModule({name: mod[name] for name in mod if name == self.BACKBONE or name in helpers}, dict(mod.attrs))
+        backbone = _flat_backbone(out, self.BACKBONE)
         out["predict"] = backbone
         out = transform.DecomposeOpsForInference("predict")(out)
 
@@ -142,8 +147,20 @@ class SetupTrainer:
         if self.loss.ignore_index is not None:
             out.attrs["ignore_index"] = self.loss.ignore_index
         if self.legalize:
-            check_lowerable(out, skip=(self.BACKBONE,))
+            check_lowerable(out, skip=(self.BACKBONE, *helpers))
         return out
+
+    def _helpers(self, mod: IRModule) -> list[str]:
+        """The functions the backbone calls, directly or not: kept beside it, as the backbone calls them. One named
+        as a function the training module adds would be replaced by it: refused, naming it."""
+        from ..transform.utils import reachable
+
+        helpers = [name for name in reachable(mod, self.BACKBONE) if name != self.BACKBONE]
+        taken = [name for name in helpers if name in _ADDED]
+        if taken:
+            raise ValueError(f"SetupTrainer: the backbone calls {', '.join(map(repr, taken))}, a name of the functions "
+                             f"the training module adds ({', '.join(_ADDED)}); rename it")
+        return helpers
 
     def _update_params(self, mod: IRModule, input_num: int, param_num: int, state_num: int) -> Function:
         """One training step: ``loss_adjoint`` then ``optimizer``, inlined into one function."""
@@ -174,6 +191,22 @@ class SetupTrainer:
         return tmp["update_params"]
 
 
+_ADDED = ("predict", "loss", "loss_adjoint", "optimizer", "update_params")
+
+
+def _flat_backbone(mod: IRModule, name: str) -> Function:
+    """``mod[name]`` as one function: local functions lifted, then every call of a module function inlined.
+    ``Gradient`` differentiates the bindings of one function: it refuses calls of other functions, and a local
+    function's captured parameters would otherwise be invisible to it. A backbone that calls a layer function
+    trains as the same backbone written inline."""
+    from ..transform.inline_functions import inline_calls
+    from ..transform.lambda_lift import LambdaLift, has_local_functions
+
+    if has_local_functions(mod):
+        mod = LambdaLift()(mod)
+    return inline_calls(mod[name], mod, (name,))
+
+
 def _count_attr(mod: IRModule, key: str) -> int:
     """A count among the module's attributes, as the text format writes it (``"param_num": 4``) or NumPy gives it.
     ``int()`` would take 1.5 and True for 1 (training only the last parameters) and "4" for 4."""
@@ -188,7 +221,8 @@ def _main_as_backbone(mod):
     """An imported module (``relax_mlir.frontend``) names its function ``main``, as TVM's importers do: without a
     ``backbone``, that is the backbone."""
     if isinstance(mod, IRModule) and SetupTrainer.BACKBONE not in mod and "main" in mod:
-        return IRModule({SetupTrainer.BACKBONE: mod["main"]}, dict(mod.attrs))
+        renamed = {SetupTrainer.BACKBONE if name == "main" else name: func for name, func in mod.items()}
+        return IRModule(renamed, dict(mod.attrs))
     return mod
 
 

@@ -4,7 +4,8 @@
 
 Keys are size-variable names; values ints or dims over other size variables (``{"n": "2 * m"}`` as text, or a
 SizeVar expression). Every struct info, attribute and match_cast of the function follows. A name no function
-uses is an error (a typo would otherwise bind nothing), as is a negative size. Calls of a function whose
+uses is an error (a typo would otherwise bind nothing), as is a negative size. Local functions and a host
+call's declared result (``sinfo_args``) follow too. Calls of a function whose
 signature this binds are not rewritten: one whose arguments then have other sizes than the function takes (``n``
 bound to 5 where only the callee has an ``n`` and its caller passes a tensor of 3, or of the caller's own ``m``) is
 an error naming the caller, the binding and the argument.
@@ -126,6 +127,8 @@ def _sizes(binding_map: Mapping[Any, Any]) -> dict[str, Any]:
 
 
 def size_names(func: Function) -> set[str]:
+    """The size variables ``func``'s parameters and bindings use, its local functions' included (which a host
+    call's ``sinfo_args`` can only repeat: a size is defined by a parameter or a match_cast)."""
     names: set[str] = set()
     for p in func.params:
         names |= struct_free_vars(p.struct_info) if p.struct_info is not None else set()
@@ -133,4 +136,6 @@ def size_names(func: Function) -> set[str]:
         for b in block.bindings:
             if b.var.struct_info is not None:
                 names |= struct_free_vars(b.var.struct_info)
+            if isinstance(b.value, Function):
+                names |= size_names(b.value)
     return names

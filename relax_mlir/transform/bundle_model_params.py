@@ -22,6 +22,7 @@ from ..ir.module import IRModule
 from ..ir.struct_info import TupleStructInfo
 from ..ir.visitor import ExprMutator
 from .call_sites import rewrite_call_sites
+from .options import check_options
 from .pass_infra import Pass, PassContext
 
 
@@ -69,6 +70,9 @@ class BundleModelParams(Pass):
     name = "BundleModelParams"
 
     param_tuple_name: Optional[str] = None
+
+    def __post_init__(self):
+        check_options(self)
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         out, rewrites = mod.copy(), {}

@@ -51,6 +51,7 @@ from ..ir.printer import format_struct_info
 from ..ir.struct_info import PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
 from ..op.grad_utils import NoGradientRule, ShapeNeeded, cast_advice, missing_rule
 from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
+from .options import check_options
 from .pass_infra import Pass, PassContext
 from .canonicalize_bindings import CanonicalizeBindings
 from .dead_code_elimination import impure_bindings, remove_unused_bindings, size_defining_casts
@@ -127,6 +128,7 @@ class Gradient(Pass):
     target_index: int = 0
 
     def __post_init__(self):
+        check_options(self)
         if isinstance(self.func_name, GlobalVar):
             object.__setattr__(self, "func_name", self.func_name.name_hint)
         if isinstance(self.require_grads, (Var, str)):
@@ -273,11 +275,11 @@ class _Differentiator:
     def _edges(self, binding) -> list[Var]:
         """The variables a binding's value depends on differentiably."""
         value = binding.value
-        if isinstance(value, Function):  # a local function: a value, not a computation on tensors
-            return []
+        if isinstance(value, Function):  # a local function: what it captures reaches its calls' results
+            return free_vars_of([value])
         if isinstance(value, Call):
-            if not isinstance(value.op, Op):  # a module function, a local function or a host function
-                return free_vars_of(value.args)
+            if not isinstance(value.op, Op):  # a module function, a local function (and its captures) or a host one
+                return free_vars_of([value.op, *value.args])
             op: Op = value.op
             return [v for i, a in enumerate(value.args)
                     if _input_name(op, i) not in op.no_grad_inputs for v in free_vars_of([a])]

@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from ..ir.module import IRModule
 from ..op.registry import Op, get_op
+from .options import check_options
 from .pass_infra import Pass, PassContext
 
 LEGALIZE_MAP_ATTR = "relax_mlir.legalize_map"
@@ -61,6 +62,20 @@ def lookup_rule(token: str) -> Callable:
     except KeyError:
         raise KeyError(f"LegalizeOps: no lowering rule {token!r} is registered in this process "
                        "(rules are Python functions: apply LegalizeOps again, or register_rule(fn, token))") from None
+
+
+def _op_name(key: Any) -> str:
+    """The full name of the op a ``customize_legalize_map`` key names (an Op, ``"relax.add"`` or ``"add"``)."""
+    if isinstance(key, Op):
+        return key.name
+    if not isinstance(key, str):
+        raise TypeError(f"LegalizeOps: the keys of option customize_legalize_map are op names (\"relax.add\") or "
+                        f"Ops, got {key!r} ({type(key).__name__})")
+    try:
+        return get_op(key).name
+    except KeyError:
+        raise ValueError(f"LegalizeOps: option customize_legalize_map has a lowering for {key!r}, but no op of "
+                         "that name is registered (relax_mlir.op.list_ops() lists them)") from None
 
 
 @dataclass(frozen=True)
@@ -98,9 +113,14 @@ class LegalizeOps(Pass):
     enable_warning: bool = False
 
     def __post_init__(self):
+        check_options(self, ["enable_warning"])
+        given = self.customize_legalize_map
+        if given is not None and not isinstance(given, Mapping):
+            raise TypeError(f"LegalizeOps: option customize_legalize_map={given!r} is not a dict or None "
+                            "(op name -> lowering function)")
         table = {}
-        for key, rule in (self.customize_legalize_map or {}).items():
-            name = key.name if isinstance(key, Op) else get_op(key).name
+        for key, rule in (given or {}).items():
+            name = _op_name(key)
             if not callable(rule):
                 raise TypeError(f"LegalizeOps: the lowering of {name} must be callable, got {type(rule).__name__}")
             table[name] = rule

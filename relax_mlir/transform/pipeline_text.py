@@ -9,11 +9,12 @@ the text is read with ``ast`` and ``ast.literal_eval``.
 from __future__ import annotations
 
 import ast
-import collections.abc
 import dataclasses
 import typing
 from typing import Any
 
+from .options import describe as _describe
+from .options import fits as _fits
 from .pass_infra import PASSES, Pass
 
 
@@ -137,51 +138,3 @@ def _value(node: ast.AST, item: str) -> Any:
 
 def _excerpt(text: str, limit: int = 40) -> str:
     return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
-
-
-def _fits(value: Any, hint: Any) -> bool:
-    """Whether an option's value (a literal from the text) is of the type the pass's field is annotated with."""
-    if hint is Any:
-        return True
-    if hint is type(None):
-        return value is None
-    origin, params = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Union:
-        return any(_fits(value, p) for p in params)
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint in (tuple, list) or origin in (tuple, list, collections.abc.Sequence):
-        if not isinstance(value, (tuple, list)):
-            return False
-        if origin is tuple and params and params[-1] is not Ellipsis:  # tuple[int, str]: one type per field
-            return len(value) == len(params) and all(_fits(v, p) for v, p in zip(value, params))
-        item = params[0] if params else Any
-        return all(_fits(v, item) for v in value)
-    if origin in (dict, collections.abc.Mapping) or hint in (dict, collections.abc.Mapping):
-        key, val = params if len(params) == 2 else (Any, Any)
-        return isinstance(value, dict) and all(_fits(k, key) and _fits(v, val) for k, v in value.items())
-    if origin is collections.abc.Callable or hint is collections.abc.Callable:
-        return callable(value)
-    return isinstance(value, hint) if isinstance(hint, type) else True
-
-
-def _describe(hint: Any) -> str:
-    """A type annotation in words, for the error: "a str", "a list of str", "None or an int"."""
-    if hint is type(None):
-        return "None"
-    origin, params = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Union:
-        return " or ".join(_describe(p) for p in params)
-    if hint in (tuple, list) or origin in (tuple, list, collections.abc.Sequence):
-        item = params[0] if params else None
-        return f"a list of {_describe(item).split(' ', 1)[1] if item is not None and item is not Any else 'values'}"
-    if origin in (dict, collections.abc.Mapping) or hint in (dict, collections.abc.Mapping):
-        return "a dict"
-    if origin is collections.abc.Callable or hint is collections.abc.Callable:
-        return "a Python function (not available from the command line)"
-    name = getattr(hint, "__name__", str(hint))
-    return f"{'an' if name[:1] in 'aeiouAEIOU' else 'a'} {name}"

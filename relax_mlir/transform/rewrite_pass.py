@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from ..dpl import Pattern, rewrite_call
+from ..dpl import Pattern, rewrite_call_once, rewrite_to_fixpoint
 from ..ir.expr import Constant, Expr, Function, MatchCast, SeqExpr, Var
 from ..ir.struct_info import TensorStructInfo
 from ..ir.visitor import ExprMutator
@@ -46,10 +46,16 @@ class CallRewritePass(FunctionRewritePass):
         raise NotImplementedError(f"{type(self).__name__} does not define rules()")
 
     def rewrite_function(self, func: Function) -> Function:
-        new = func
-        for pattern, rewriter in self.rules(func):
-            new = rewrite_call(pattern, _no_aliases(rewriter), new)
-        return new
+        """Every rule, round after round until nothing changes (as ``rewrite_call``), so that one run does the whole
+        rewrite and a second changes nothing. Each round asks ``rules`` again, of the function as it now is: a
+        rewriter that looks up bindings sees those the earlier rounds made."""
+        def one_round(current: Function) -> Function:
+            new = current
+            for pattern, rewriter in self.rules(current):
+                new = rewrite_call_once(pattern, _no_aliases(rewriter), new)
+            return new
+
+        return rewrite_to_fixpoint(one_round, func, self.name)
 
 
 def _no_aliases(rewriter: Callable[[Expr, dict], Expr]) -> Callable[[Expr, dict], Expr]:

@@ -84,7 +84,8 @@ class ToMixedPrecision(FunctionRewritePass):
         if self.out_dtype not in ("float32", self.dtype):
             raise ValueError(f"ToMixedPrecision: out_dtype must be 'float32' or {self.dtype!r}, got {self.out_dtype!r}")
         object.__setattr__(self, "fp16_input_names",
-                           name_list_option("ToMixedPrecision(fp16_input_names)", self.fp16_input_names))
+                           name_list_option("ToMixedPrecision(fp16_input_names)", self.fp16_input_names,
+                                            "input names"))
 
     def rewrite_function(self, func: Function) -> Function:
         low_inputs = set(self.fp16_input_names or ())

@@ -81,47 +81,44 @@ def free_vars(e: Expr) -> list[Var]:
     return out
 
 
-def name_list_option(where: str, value: Any) -> Optional[tuple[str, ...]]:
-    """A pass option that lists function names, as a tuple; a bare string (which would be read as its letters) or
-    a non-string name is refused with a TypeError saying what to write instead."""
+def name_list_option(where: str, value: Any, what: str = "function names") -> Optional[tuple[str, ...]]:
+    """A pass option that lists names (``what`` they name: functions, inputs), as a tuple; a bare string (which
+    would be read as its letters), a value that is no list, or a non-string name is refused with a TypeError
+    saying what to write instead."""
+    from collections.abc import Iterable
+
     if value is None:
         return None
     if isinstance(value, str):
-        raise TypeError(f"{where}: expected a list of function names, got the string {value!r} (write [{value!r}])")
+        raise TypeError(f"{where}: expected a list of {what}, got the string {value!r} (write [{value!r}])")
+    if not isinstance(value, Iterable):
+        raise TypeError(f"{where}: expected a list of {what} or None, got {value!r} ({type(value).__name__})")
     names = tuple(value)
     bad = [n for n in names if not isinstance(n, str)]
     if bad:
-        raise TypeError(f"{where}: function names must be strings, got {', '.join(map(repr, bad))}")
+        raise TypeError(f"{where}: {what} must be strings, got {', '.join(map(repr, bad))}")
     return names
 
 
 def bind_sizes(func: "Function", sizes: Mapping[str, Any], params: Optional[list] = None,
                replace: Optional[Mapping[Var, Expr]] = None) -> "Function":
     """``func`` with its size variables in ``sizes`` replaced (by ints or other dims) everywhere: parameters,
-    bindings' variables, calls' struct info and attributes, match_casts and the return type. ``params``: the new
+    bindings' variables, calls' struct info and attributes, host calls' ``sinfo_args``, shape and prim values,
+    match_casts, local functions and the return type. ``params``: the new
     parameter list (default: the old ones, rebuilt); ``replace``: variables replaced by expressions (a parameter
     by a constant). Variables are new objects."""
     from ..ir.expr import Function, MatchCast, SeqExpr, VarBinding
-    from ..ir.struct_info import substitute as substitute_struct_info
-    from ..op.registry import Op, substitute_attrs
 
     sizes = dict(sizes)
     remap: dict[Var, Expr] = dict(replace or {})
 
     def renew(v: Var) -> Var:
-        new = type(v)(v.name_hint, substitute_struct_info(v.struct_info, sizes), span=v.span) \
-            if v.struct_info is not None else v
+        new = type(v)(v.name_hint, _resize_sinfo(v.struct_info, sizes), span=v.span) if v.struct_info is not None else v
         remap[v] = new
         return new
 
     def resize(e: Expr) -> Expr:
-        e = substitute(e, remap)
-        if isinstance(e, Call) and isinstance(e.op, Op):
-            return Call(e.op, e.args, substitute_attrs(e.attrs, sizes), substitute_struct_info(e.struct_info, sizes),
-                        span=e.span)
-        if isinstance(e, Call) and e.struct_info is not None:  # a call of a function: its result, in our sizes
-            return Call(e.op, e.args, e.attrs, substitute_struct_info(e.struct_info, sizes), span=e.span)
-        return e
+        return _resize_expr(e, sizes, remap)
 
     new_params = [renew(p) for p in (func.params if params is None else params)]
     blocks = []
@@ -131,14 +128,68 @@ def bind_sizes(func: "Function", sizes: Mapping[str, Any], params: Optional[list
             value = resize(b.value)
             var = renew(b.var)
             if isinstance(b, MatchCast):
-                bindings.append(MatchCast(var, value, substitute_struct_info(b.struct_info, sizes), span=b.span))
+                bindings.append(MatchCast(var, value, _resize_sinfo(b.struct_info, sizes), span=b.span))
             else:
                 bindings.append(VarBinding(var, value, span=b.span))
         blocks.append(type(block)(bindings))
     ret = func.body.body if isinstance(func.body, SeqExpr) else func.body
     body = SeqExpr(blocks, resize(ret))
-    return Function(new_params, body, substitute_struct_info(func.ret_struct_info, sizes), func.attrs, func.is_pure,
+    return Function(new_params, body, _resize_sinfo(func.ret_struct_info, sizes), func.attrs, func.is_pure,
                     span=func.span)
+
+
+def _resize_expr(e: Expr, sizes: Mapping[str, Any], remap: Mapping[Var, Expr]) -> Expr:
+    """``e`` with its variables remapped and the size variables of ``sizes`` replaced wherever a size can be
+    written: calls' struct info and attributes, a host call's declared result (``sinfo_args``), shape and prim
+    values, and local functions (parameters, body, return type), whose captures follow ``remap``."""
+    from dataclasses import replace as replace_field
+
+    from ..ir import sym
+    from ..ir.expr import ExternFunc, PrimValue, ShapeExpr
+    from ..op.registry import Op, substitute_attrs
+
+    def dim(d):
+        return sym.substitute(d, lambda v: sizes.get(v, sym.SizeVar(v)))
+
+    if isinstance(e, Var):
+        return remap.get(e, e)
+    if isinstance(e, Function):
+        return bind_sizes(e, sizes, replace=remap)
+    if isinstance(e, ShapeExpr):
+        return ShapeExpr([dim(d) for d in e.values], span=e.span)
+    if isinstance(e, PrimValue) and not isinstance(e.value, (int, float)):
+        return PrimValue(dim(e.value), e.dtype, span=e.span)
+    if isinstance(e, Tuple):
+        return Tuple([_resize_expr(f, sizes, remap) for f in e.fields], span=e.span)
+    if isinstance(e, TupleGetItem):
+        return TupleGetItem(_resize_expr(e.tuple_value, sizes, remap), e.index, span=e.span)
+    if isinstance(e, Call):
+        op, attrs = e.op, e.attrs
+        if isinstance(op, Var):
+            op = remap.get(op, op)
+        elif isinstance(op, ExternFunc):
+            op = replace_field(op, ret=_resize_sinfo(op.ret, sizes))
+        elif isinstance(op, Op):
+            attrs = substitute_attrs(attrs, sizes)
+        args = [_resize_expr(a, sizes, remap) for a in e.args]
+        return Call(op, args, attrs, _resize_sinfo(e.struct_info, sizes), span=e.span)
+    return e
+
+
+def _resize_sinfo(sinfo, sizes: Mapping[str, Any]):
+    """``struct_info.substitute``, which leaves them alone, extended to function signatures (a local function's
+    variable) and known prim values."""
+    from ..ir import sym
+    from ..ir.struct_info import FuncStructInfo, PrimStructInfo, TupleStructInfo
+    from ..ir.struct_info import substitute as substitute_struct_info
+
+    if isinstance(sinfo, FuncStructInfo):
+        return FuncStructInfo([_resize_sinfo(p, sizes) for p in sinfo.params], _resize_sinfo(sinfo.ret, sizes))
+    if isinstance(sinfo, TupleStructInfo):
+        return TupleStructInfo(_resize_sinfo(f, sizes) for f in sinfo.fields)
+    if isinstance(sinfo, PrimStructInfo) and sinfo.value is not None and not isinstance(sinfo.value, (int, float)):
+        return PrimStructInfo(sinfo.dtype, sym.substitute(sinfo.value, lambda v: sizes.get(v, sym.SizeVar(v))))
+    return substitute_struct_info(sinfo, sizes) if sinfo is not None else None
 
 
 def all_var_uses(e: Expr) -> set[Var]:

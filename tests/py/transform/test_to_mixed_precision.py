@@ -74,7 +74,7 @@ def test_low_precision_inputs_are_taken_as_they_are():
     got = rm.VirtualMachine(rm.compile(mixed))["main"](*args)
     want = rm.interpret(mixed, "main", *args)
     np.testing.assert_allclose(np.asarray(got[0]), np.asarray(want[0]), rtol=1e-5, atol=1e-5)
-    with pytest.raises(TypeError, match="expected a list of function names"):
+    with pytest.raises(TypeError, match="expected a list of input names"):
         transform.ToMixedPrecision(fp16_input_names="x")
     with pytest.raises(ValueError, match="dtype must be one of float16, bfloat16"):
         transform.ToMixedPrecision(dtype="int8")
