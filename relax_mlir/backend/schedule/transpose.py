@@ -38,9 +38,9 @@ from __future__ import annotations
 import dataclasses
 
 from mlir import ir
-from mlir.dialects import arith, scf, tensor
 
-from .common import ANY, element_bits, match_tagged, ops_named, schedule_each
+from .common import (ANY, element_bits, in_loop, match_tagged, ops_named, schedule_each, skips_when_empty,
+                     unless_empty)
 from ..host import HostCPU, host_cpu
 
 #: Bits of one tile row: 8x8 tiles of float32 even where a register holds 16 (see the module's docstring).
@@ -144,48 +144,13 @@ def skip_empty_transposes(module: ir.Module) -> int:
     count = 0
     for op in ops_named(module.operation, {"linalg.transpose"}):
         out = op.results[0].type if len(op.results) == 1 else None
-        if not isinstance(out, ir.RankedTensorType) or DEFER_TAG in op.attributes or _in_loop(op) or _skips(op):
+        if not isinstance(out, ir.RankedTensorType) or DEFER_TAG in op.attributes or in_loop(op) or skips_when_empty(op):
             continue
         dynamic = [a for a in range(out.rank) if ir.RankedTensorType(out).is_dynamic_dim(a)]
         if len(dynamic) >= 2:
-            _unless_empty(op, dynamic)
+            unless_empty(op, [(op.operands[1], a) for a in dynamic])
             count += 1
     return count
-
-
-def _in_loop(op: ir.Operation) -> bool:
-    parent = op.parent
-    while parent is not None and parent.name != "func.func":
-        if parent.name in ("scf.for", "scf.forall", "scf.parallel", "scf.while"):
-            return True
-        parent = parent.parent
-    return False
-
-
-def _skips(op: ir.Operation) -> bool:
-    """Whether ``op`` is already the else branch of its :func:`_unless_empty` (the schedule runs twice)."""
-    block = list(op.parent.regions[1].blocks[0].operations) if op.parent.name == "scf.if" else []
-    return len(block) == 2 and block[0] == op and block[1].name == "scf.yield"
-
-
-def _unless_empty(op: ir.Operation, dynamic: list[int]) -> None:
-    """``op`` moved into the else branch of an ``scf.if`` on "one of the result's ``dynamic`` dims is 0", whose then
-    branch yields the init (bufferized, both branches are the same buffer: no copy)."""
-    idx = ir.IndexType.get()
-    init = op.operands[1]
-    with ir.InsertionPoint(op), op.location:
-        zero = arith.constant(idx, 0)
-        empty = None
-        for axis in dynamic:
-            none = arith.cmpi(arith.CmpIPredicate.eq, tensor.dim(init, arith.constant(idx, axis)), zero)
-            empty = none if empty is None else arith.ori(empty, none)
-        choose = scf.IfOp(empty, [op.results[0].type], has_else=True)
-        with ir.InsertionPoint(choose.then_block):
-            scf.YieldOp([init])
-    op.results[0].replace_all_uses_with(choose.results[0])
-    with ir.InsertionPoint(choose.else_block), op.location:
-        yield_op = scf.YieldOp([op.results[0]])
-    op.move_before(yield_op.operation)
 
 
 def schedule_transposes(module: ir.Module, threads: int = 1, print_ir: bool = False) -> int:
