@@ -6,7 +6,8 @@
  * no byte with any argument or with each other (compiled code reads its arguments while it writes its results).
  *
  * Also here, for the Trainer's per-step checks: ``all_finite(arrays)``, whether every floating value a step wrote
- * is finite (training/nan_policy.py; a large scan split across the compiled kernels' OpenMP threads);
+ * (bfloat16 included) is finite (training/nan_policy.py; a large scan split across the compiled kernels' OpenMP
+ * threads);
  * ``call_into``, the Trainer's step in one call (the checks above, the compiled function, then the scan of what
  * it wrote: 4.5 us of an 81 us tutorial-MLP step saved against three calls from Python); and
  * ``labels_in_range(y, lo, hi)``, whether class labels name a class; one pass over each array, no Python work per
@@ -226,8 +227,9 @@ static PyObject *write_args(PyObject *self, PyObject *const *args, Py_ssize_t na
 }
 
 /* Whether every element of a contiguous float buffer is finite: a value is NaN or infinite exactly when its
- * exponent bits are all ones. The loop ORs one comparison per element (no early exit: it vectorizes), a block at
- * a time so that a non-finite value stops the scan at the end of its block. */
+ * exponent bits are all ones (bfloat16 is a float32's high half: its exponent is float32's 8 bits). The loop ORs
+ * one comparison per element (no early exit: it vectorizes), a block at a time so that a non-finite value stops
+ * the scan at the end of its block. */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 /* chosen at load from the CPU; all_finite of the tutorial MLP's 26k results: AVX2 3.4 us a call, AVX-512 2.6 */
 #define WIDE_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -247,6 +249,7 @@ static PyObject *write_args(PyObject *self, PyObject *const *args, Py_ssize_t na
         return 1;                                                                                          \
     }
 FINITE_SCAN(finite16, uint16_t, 0x7c00u)
+FINITE_SCAN(finitebf16, uint16_t, 0x7f80u)
 FINITE_SCAN(finite32, uint32_t, 0x7f800000u)
 FINITE_SCAN(finite64, uint64_t, 0x7ff0000000000000ull)
 
@@ -284,6 +287,7 @@ typedef struct {
     const char *data;
     Py_ssize_t n;   /* elements */
     int width;      /* bytes per element: 2, 4 or 8 */
+    int bfloat16;   /* width 2: bfloat16, not float16 */
 } Span;
 
 typedef struct {
@@ -294,7 +298,7 @@ typedef struct {
 
 static int span_finite(const Span *s, Py_ssize_t lo, Py_ssize_t hi) {
     switch (s->width) {
-    case 2: return finite16((const uint16_t *)s->data + lo, hi - lo);
+    case 2: return (s->bfloat16 ? finitebf16 : finite16)((const uint16_t *)s->data + lo, hi - lo);
     case 4: return finite32((const uint32_t *)s->data + lo, hi - lo);
     default: return finite64((const uint64_t *)s->data + lo, hi - lo);
     }
@@ -339,15 +343,26 @@ static int spans_finite(const Span *spans, Py_ssize_t count, Py_ssize_t total, P
     return 1;
 }
 
-/* all_finite(arrays: tuple | list, threads=1) -> True, False, or None when some array is not one this scan reads
- * (a float format other than native float16/32/64, or a buffer that is not C-contiguous): the caller checks then.
- * Arrays of integers or booleans are finite. With threads > 1 and the OpenMP runtime known (use_openmp), a scan
- * of PARALLEL_SCAN_BYTES or more is split across that many threads; the GIL is released while it runs. */
+/* Whether ``obj`` is a NumPy array of ``bfloat16`` (the scalar type of ml_dtypes' bfloat16, or NULL): a dtype
+ * NumPy's buffer protocol cannot describe (it has no format character), told apart by its scalar type. */
+static int is_bfloat16_array(PyObject *obj, PyObject *bfloat16) {
+    return bfloat16 != NULL && PyArray_Check(obj) &&
+           (PyObject *)PyArray_DESCR((PyArrayObject *)obj)->typeobj == bfloat16;
+}
+
+/* all_finite(arrays: tuple | list, threads=1, bfloat16=None) -> True, False, or None when some array is not one
+ * this scan reads (a float format other than native float16/32/64 and bfloat16, or a buffer that is not
+ * C-contiguous): the caller checks then. ``bfloat16``: the scalar type (ml_dtypes.bfloat16) whose arrays are read
+ * as bfloat16. Arrays of integers or booleans are finite. With threads > 1 and the OpenMP runtime known
+ * (use_openmp), a scan of PARALLEL_SCAN_BYTES or more is split across that many threads; the GIL is released
+ * while it runs. */
 static PyObject *all_finite(PyObject *self, PyObject *args) {
-    PyObject *arrays;
+    PyObject *arrays, *bfloat16 = NULL;
     int threads = 1;
-    if (!PyArg_ParseTuple(args, "O|i:all_finite", &arrays, &threads))
+    if (!PyArg_ParseTuple(args, "O|iO:all_finite", &arrays, &threads, &bfloat16))
         return NULL;
+    if (bfloat16 == Py_None)
+        bfloat16 = NULL;
     PyObject *seq = PySequence_Fast(arrays, "all_finite: expected a sequence of arrays");
     if (seq == NULL)
         return NULL;
@@ -361,7 +376,9 @@ static PyObject *all_finite(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t i = 0; answer == Py_True && i < n; i++) {
         Py_buffer *view = &views[held];
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        int brain = is_bfloat16_array(item, bfloat16);  /* (its buffer has no format: asked without one) */
+        if (PyObject_GetBuffer(item, view, PyBUF_C_CONTIGUOUS | (brain ? 0 : PyBUF_FORMAT)) < 0) {
             PyErr_Clear();
             answer = Py_None;
             break;
@@ -371,9 +388,12 @@ static PyObject *all_finite(PyObject *self, PyObject *args) {
         if (f[0] == '@' || f[0] == '=')
             f++;  /* native byte order */
         int width = 0;
-        if (f[0] != '\0' && f[1] == '\0' && strchr("bBhHiIlLqQnN?", f[0]) != NULL)
+        if (brain) {
+            if (PyArray_ISNOTSWAPPED((PyArrayObject *)item) && view->itemsize == 2)
+                width = 2;
+        } else if (f[0] != '\0' && f[1] == '\0' && strchr("bBhHiIlLqQnN?", f[0]) != NULL)
             continue;  /* integers and booleans: always finite */
-        if (strcmp(f, "e") == 0 && view->itemsize == 2)
+        else if (strcmp(f, "e") == 0 && view->itemsize == 2)
             width = 2;
         else if (strcmp(f, "f") == 0 && view->itemsize == 4)
             width = 4;
@@ -386,6 +406,7 @@ static PyObject *all_finite(PyObject *self, PyObject *args) {
         spans[count].data = view->buf;
         spans[count].n = view->len / width;
         spans[count].width = width;
+        spans[count].bfloat16 = brain;
         total += spans[count].n;
         bytes += view->len;
         count++;
@@ -447,6 +468,7 @@ static PyObject *call_into(PyObject *self, PyObject *const *args, Py_ssize_t nar
             scan[count].data = (const char *)lo;
             scan[count].n = (Py_ssize_t)(hi - lo) / p->scan_width;
             scan[count].width = p->scan_width;
+            scan[count].bfloat16 = 0;  /* (results of bfloat16 are not scanned here: callpath.py gives them no width) */
             total += scan[count].n;
             bytes += (Py_ssize_t)(hi - lo);
             count++;
@@ -512,7 +534,8 @@ static PyMethodDef methods[] = {
      "call_into(plan, args, buffer_address, outs, function_address, argv_address, threads) -> None (did not fit, "
      "not called) or whether every scanned result is finite after the call"},
     {"all_finite", all_finite, METH_VARARGS,
-     "all_finite(arrays, threads=1) -> whether every float is finite (None: an array this scan does not read); "
+     "all_finite(arrays, threads=1, bfloat16=None) -> whether every float is finite (None: an array this scan does "
+     "not read; bfloat16: the scalar type whose arrays are read as bfloat16); "
      "large scans split across the OpenMP runtime's threads once use_openmp(path) found it"},
     {"use_openmp", use_openmp, METH_O,
      "use_openmp(path) -> whether the OpenMP runtime at path is loaded and lends its threads to all_finite"},

@@ -10,8 +10,9 @@ else that converts *without changing a value the program would see* is converted
 * dtype casts NumPy calls ``same_kind`` -- int32 labels for int64, uint8 images for float32, float16 for float32,
   **float64 data for a float32 model** (rounded to nearest, as JAX does with 64-bit off and as a float32 model
   computes anyway) -- except an integer narrowing that would change a value (int64 ``2**40`` for int32 is
-  refused, not wrapped) and an integer with no exact float of the parameter's type (int32 ``16777217`` for
-  float32 is refused, not rounded).
+  refused, not wrapped), a finite float beyond the parameter's range (it would become inf) and an integer with no
+  exact float of the parameter's type (int32 ``16777217`` for float32 is refused, not rounded). ml_dtypes'
+  bfloat16 (NumPy kind "V") is a float here like float16, either way, any float to any float.
 
 Refused with an ``ArgumentError`` naming the function, the parameter, what was expected and what came: a float
 or complex array where integers are expected (float labels), any cast to ``bool``, object and string arrays,
@@ -26,6 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from ..ir.dtype import float_info, is_floating
+
+
 class ArgumentError(ValueError, TypeError):
     """A bad argument to a compiled function; names the function, the parameter, what was expected and got.
 
@@ -33,6 +37,11 @@ class ArgumentError(ValueError, TypeError):
 
 
 _NUMERIC = "biuf"  # bool, signed, unsigned, float: the kinds a parameter's dtype may come from
+
+
+def _kind(dtype: np.dtype) -> str:
+    """``dtype.kind``, with ml_dtypes' bfloat16 (kind "V") counted as the float it is: the same rules as float16."""
+    return "f" if is_floating(dtype) else dtype.kind
 
 
 def _is_exact(a: np.ndarray, dtype: np.dtype) -> bool:
@@ -59,7 +68,7 @@ def conform(a: Any, dtype: np.dtype) -> tuple[np.ndarray | None, str]:
         except Exception as exc:  # a ragged list; a tensor that requires grad; an __array__ that fails
             return None, (f"expected an array of {dtype.name}, got a {kind} NumPy cannot convert "
                           f"({type(exc).__name__}: {exc})")
-        if a.dtype.kind not in _NUMERIC:
+        if _kind(a.dtype) not in _NUMERIC:
             return None, f"expected an array of {dtype.name}, got a {kind} of {a.dtype}"
     if a.dtype.newbyteorder("=") == dtype and a.dtype != dtype:  # only the byte order differs
         return np.asarray(a, dtype=dtype, order="C"), ""  # keeps a 0-d array 0-d
@@ -75,14 +84,14 @@ def conform(a: Any, dtype: np.dtype) -> tuple[np.ndarray | None, str]:
                               f"position {outside[0]} does not fit")
         with np.errstate(over="ignore"):  # (a value beyond the range is refused below, with its position)
             converted = a.astype(dtype, order="C")
-        if dtype.kind == "f" and a.dtype.kind == "f" and dtype.itemsize < a.dtype.itemsize:
+        if _kind(dtype) == "f" and _kind(a.dtype) == "f" and float_info(dtype).max < float_info(a.dtype).max:
             with np.errstate(invalid="ignore"):
                 overflowed = np.flatnonzero(np.isinf(converted) & np.isfinite(a).reshape(converted.shape))
             if overflowed.size:
                 value = a.ravel()[overflowed[0]].item()
                 return None, (f"expected {dtype.name}; the {a.dtype.name} value {value!r} at flat position "
                               f"{overflowed[0]} is beyond its range (it would become inf)")
-        if dtype.kind == "f" and a.dtype.kind in "iu" and a.size:
+        if _kind(dtype) == "f" and a.dtype.kind in "iu" and a.size:
             problem = _inexact_integers(a, converted, dtype)
             if problem:
                 return None, problem
@@ -94,7 +103,7 @@ def conform(a: Any, dtype: np.dtype) -> tuple[np.ndarray | None, str]:
 def _inexact_integers(a: np.ndarray, converted: np.ndarray, dtype: np.dtype) -> str:
     """Why integers ``a`` do not convert exactly to the floats ``converted`` (empty if they do: every integer up
     to 2**(mantissa bits + 1) in magnitude is a float; beyond it, 16777217 would become 16777216 in float32)."""
-    bits = np.finfo(dtype).nmant + 1
+    bits = float_info(dtype).nmant + 1
     if a.dtype.itemsize * 8 - (a.dtype.kind == "i") <= bits:
         return ""  # (uint8 images, int16 audio for float32: every value exact, nothing to scan)
     exact = 1 << bits
@@ -114,9 +123,11 @@ def _cast_problem(a: np.ndarray, dtype: np.dtype) -> str:
     got = a.dtype.name if a.dtype.isnative else f"{a.dtype.str} ({a.dtype.name} in non-native byte order)"
     if a.dtype.kind in "iu" and dtype.kind in "iu":
         return ""  # signed to unsigned too (a list of ints is int64): conform refuses a value that does not fit
-    if a.dtype.kind not in _NUMERIC or dtype.kind == "b" or not np.can_cast(a.dtype, dtype, "same_kind"):
+    if _kind(a.dtype) == "f" and _kind(dtype) == "f":
+        return ""  # any float to any float (bfloat16 and float16 included, both ways): conform refuses overflow
+    if _kind(a.dtype) not in _NUMERIC or dtype.kind == "b" or not np.can_cast(a.dtype, dtype, "same_kind"):
         hint = (" (an integer parameter takes no floats: cast with .astype if the values are whole)"
-                if dtype.kind in "iu" and a.dtype.kind == "f" else "")
+                if dtype.kind in "iu" and _kind(a.dtype) == "f" else "")
         return f"expected dtype {dtype.name}, got {got}{hint}"
     return ""
 

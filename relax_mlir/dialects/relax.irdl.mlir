@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 2b0e9796211718f0040a827e6fedbcf0c03d5da9a8acb616010f4a931438af5a
+// registry sha256 0a5534168b173cc09133777e0b44cdf7de0483c6da3ecc14f1c08f5f94c74d56
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {
@@ -156,6 +156,87 @@ irdl.dialect @relax {
     %out = irdl.base "!builtin.tensor"
     irdl.operands(condition: %in_condition, x1: %in_x1, x2: %in_x2)
     irdl.results(result: %out)
+  }
+
+  // relax.reshape: Reshape to ``shape`` (same number of elements); one dim may be -1 and is inferred, symbolically too: ``reshape(x: (n, 28, 28), (-1, 784))`` has shape ``(n, 784)``.
+  irdl.operation @reshape {
+    %in_x = irdl.base "!builtin.tensor"
+    %index = irdl.is index
+    %out = irdl.base "!builtin.tensor"
+    %attr_shape = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %in_x, dims: variadic %index)
+    irdl.results(result: %out)
+    irdl.attributes {"shape" = %attr_shape}
+  }
+
+  // relax.permute_dims: Permute the axes: output axis ``i`` is input axis ``axes[i]``; ``axes=None`` reverses them.
+  irdl.operation @permute_dims {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axes = irdl.any
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+    irdl.attributes {"axes" = %attr_axes}
+  }
+
+  // relax.expand_dims: Insert size-1 axes at the positions ``axis`` (an int or a tuple), counted in the output's rank.
+  irdl.operation @expand_dims {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
+
+  // relax.squeeze: Remove the size-1 axes ``axis`` (an int or a tuple), or all size-1 axes when ``axis`` is None (then a symbolic input shape gives an output of unknown rank, as in TVM).
+  irdl.operation @squeeze {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.any
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
+
+  // relax.flatten: Flatten all dimensions into one (TVM's ``relax.flatten``): ``(n, 28, 28)`` -> ``(n * 784,)``; a 0-d tensor becomes ``(1,)``.
+  irdl.operation @flatten {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+  }
+
+  // relax.broadcast_to: Broadcast ``x`` to ``shape`` with NumPy's rules (input dims align right; each is 1 or equal).
+  irdl.operation @broadcast_to {
+    %in_x = irdl.base "!builtin.tensor"
+    %index = irdl.is index
+    %out = irdl.base "!builtin.tensor"
+    %attr_shape = irdl.base "#builtin.dense_array"
+    irdl.operands(x: %in_x, dims: variadic %index)
+    irdl.results(result: %out)
+    irdl.attributes {"shape" = %attr_shape}
+  }
+
+  // relax.concat: Join a tuple of tensors along ``axis`` (``None``: flatten them first, as NumPy does; TVM takes only 1-D tensors there).
+  irdl.operation @concat {
+    %in_tensors = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.any
+    irdl.operands(tensors: variadic %in_tensors)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis}
+  }
+
+  // relax.split: Split along ``axis`` into ``indices_or_sections`` sections (an int: as TVM, pieces of ``ceil(size / sections)``, the last one what is left, 10 in 3 is 4, 4, 2) or at the ascending indices given (a tuple); returns a tuple of tensors, or the data itself for one section or no index (TVM's struct info).
+  irdl.operation @split {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_indices_or_sections = irdl.any
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(x: %in_x)
+    irdl.results(results: variadic %out)
+    irdl.attributes {"indices_or_sections" = %attr_indices_or_sections, "axis" = %attr_axis}
   }
 
   // relax.zeros: A tensor of zeros: ``R.zeros((n, 4), "float32")``; the shape may name size variables.
@@ -351,7 +432,7 @@ irdl.dialect @relax {
     irdl.results(result: %out)
   }
 
-  // relax.floor: Elementwise floor.
+  // relax.floor: Round down; integers are unchanged.
   irdl.operation @floor {
     %in_x = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
@@ -359,7 +440,7 @@ irdl.dialect @relax {
     irdl.results(result: %out)
   }
 
-  // relax.ceil: Elementwise ceil.
+  // relax.ceil: Round up; integers are unchanged.
   irdl.operation @ceil {
     %in_x = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
@@ -383,7 +464,7 @@ irdl.dialect @relax {
     irdl.results(result: %out)
   }
 
-  // relax.trunc: Round toward zero.
+  // relax.trunc: Round toward zero; integers are unchanged.
   irdl.operation @trunc {
     %in_x = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
@@ -545,9 +626,10 @@ irdl.dialect @relax {
     %attr_begin = irdl.base "#builtin.dense_array"
     %attr_end = irdl.base "#builtin.dense_array"
     %attr_strides = irdl.any
+    %attr_assume_inbound = irdl.base "#builtin.integer"
     irdl.operands(x: %in_x, dims: variadic %index)
     irdl.results(result: %out)
-    irdl.attributes {"axes" = %attr_axes, "begin" = %attr_begin, "end" = %attr_end, "strides" = %attr_strides}
+    irdl.attributes {"axes" = %attr_axes, "begin" = %attr_begin, "end" = %attr_end, "strides" = %attr_strides, "assume_inbound" = %attr_assume_inbound}
   }
 
   // relax.matmul: Matrix product with NumPy's semantics: leading (batch) dims broadcast, a 1-D ``x1`` is a row and a 1-D ``x2`` a column whose added dim is dropped.
@@ -653,87 +735,6 @@ irdl.dialect @relax {
     %out = irdl.base "!builtin.tensor"
     irdl.operands(x: %in_x)
     irdl.results(result: %out)
-  }
-
-  // relax.reshape: Reshape to ``shape`` (same number of elements); one dim may be -1 and is inferred, symbolically too: ``reshape(x: (n, 28, 28), (-1, 784))`` has shape ``(n, 784)``.
-  irdl.operation @reshape {
-    %in_x = irdl.base "!builtin.tensor"
-    %index = irdl.is index
-    %out = irdl.base "!builtin.tensor"
-    %attr_shape = irdl.base "#builtin.dense_array"
-    irdl.operands(x: %in_x, dims: variadic %index)
-    irdl.results(result: %out)
-    irdl.attributes {"shape" = %attr_shape}
-  }
-
-  // relax.permute_dims: Permute the axes: output axis ``i`` is input axis ``axes[i]``; ``axes=None`` reverses them.
-  irdl.operation @permute_dims {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_axes = irdl.any
-    irdl.operands(x: %in_x)
-    irdl.results(result: %out)
-    irdl.attributes {"axes" = %attr_axes}
-  }
-
-  // relax.expand_dims: Insert size-1 axes at the positions ``axis`` (an int or a tuple), counted in the output's rank.
-  irdl.operation @expand_dims {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_axis = irdl.base "#builtin.dense_array"
-    irdl.operands(x: %in_x)
-    irdl.results(result: %out)
-    irdl.attributes {"axis" = %attr_axis}
-  }
-
-  // relax.squeeze: Remove the size-1 axes ``axis`` (an int or a tuple), or all size-1 axes when ``axis`` is None (then a symbolic input shape gives an output of unknown rank, as in TVM).
-  irdl.operation @squeeze {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_axis = irdl.any
-    irdl.operands(x: %in_x)
-    irdl.results(result: %out)
-    irdl.attributes {"axis" = %attr_axis}
-  }
-
-  // relax.flatten: Flatten all dimensions into one (TVM's ``relax.flatten``): ``(n, 28, 28)`` -> ``(n * 784,)``; a 0-d tensor becomes ``(1,)``.
-  irdl.operation @flatten {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    irdl.operands(x: %in_x)
-    irdl.results(result: %out)
-  }
-
-  // relax.broadcast_to: Broadcast ``x`` to ``shape`` with NumPy's rules (input dims align right; each is 1 or equal).
-  irdl.operation @broadcast_to {
-    %in_x = irdl.base "!builtin.tensor"
-    %index = irdl.is index
-    %out = irdl.base "!builtin.tensor"
-    %attr_shape = irdl.base "#builtin.dense_array"
-    irdl.operands(x: %in_x, dims: variadic %index)
-    irdl.results(result: %out)
-    irdl.attributes {"shape" = %attr_shape}
-  }
-
-  // relax.concat: Join a tuple of tensors along ``axis`` (``None``: flatten them first, as NumPy does).
-  irdl.operation @concat {
-    %in_tensors = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_axis = irdl.any
-    irdl.operands(tensors: variadic %in_tensors)
-    irdl.results(result: %out)
-    irdl.attributes {"axis" = %attr_axis}
-  }
-
-  // relax.split: Split along ``axis`` into ``indices_or_sections`` sections (an int: as TVM, pieces of ``ceil(size / sections)``, the last one what is left, 10 in 3 is 4, 4, 2) or at the ascending indices given (a tuple); returns a tuple of tensors, or the data itself for one section or no index (TVM's struct info).
-  irdl.operation @split {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_indices_or_sections = irdl.any
-    %attr_axis = irdl.base "#builtin.integer"
-    irdl.operands(x: %in_x)
-    irdl.results(results: variadic %out)
-    irdl.attributes {"indices_or_sections" = %attr_indices_or_sections, "axis" = %attr_axis}
   }
 
   // relax.nn.relu: ``max(x, 0)`` elementwise; integers allowed.

@@ -35,7 +35,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..ir.dtype import is_int
+from ..ir.dtype import is_floating, is_int
 from ..ir.module import IRModule
 from ..op.random import fold_in
 from ..training.checkpoint_io import first_non_finite
@@ -191,7 +191,7 @@ class DistributedTrainer(Trainer):
         outputs = self._step_outputs(loss, params, states, optim)
         first = non_finite_error(self.step, outputs, [])  # the first non-finite output: the same on every rank
         found = next(((v.name_hint, x) for v, x in zip(self.input_vars, inputs)
-                      if x.dtype.kind == "f" and x.ndim and not np.isfinite(x).all()), None)
+                      if is_floating(x.dtype) and x.ndim and not np.isfinite(x).all()), None)
         if found is not None:  # (name, value, position, shard size) of this rank's first non-finite input
             name, x = found
             where = first_non_finite(x)

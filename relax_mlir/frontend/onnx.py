@@ -31,6 +31,7 @@ import numpy as np
 
 from .. import op
 from ..ir import DTYPES, Var
+from ..ir.dtype import is_floating
 from ..ir.expr import Call, Constant, Expr, Tuple, TupleGetItem, const
 from ..op.registry import Op
 from .common import (ImportedModel, Names, Updates, build_main, check_supported, dtype_of, elu, emit_updates, mish,
@@ -1019,7 +1020,7 @@ class _Signature:
             if value.name not in initializers:
                 self.inputs.append(self._input(value, names, shape_dict))
         for name, array in initializers.items():
-            if keep_params and array.dtype.kind == "f" and name not in valued:
+            if keep_params and is_floating(array.dtype) and name not in valued:
                 var = tensor_var(names(name), array.shape, str(array.dtype))
                 (self.states if name in stateful else self.params).append(var)
                 self.arrays[var] = array

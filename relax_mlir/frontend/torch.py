@@ -44,7 +44,7 @@ import numpy as np
 
 from ..ir import Var
 from .. import op
-from ..ir.dtype import to_numpy
+from ..ir.dtype import is_floating, to_numpy
 from ..ir.expr import Expr, const
 from .common import ImportedModel, Names, Updates, build_main, check_supported, emit_updates, tensor_var
 from .torch_converters import (CONVERTERS, FRONTEND, SymbolicSizes, TorchImportError, node_error, result_dtype,
@@ -332,6 +332,12 @@ def _getitem(node, env):
 _KINDS = {"b": 0, "u": 1, "i": 1, "f": 2}
 
 
+def _kind(dtype: str) -> str:
+    """The kind of a Relax dtype for ``_KINDS``: bfloat16 (ml_dtypes, NumPy kind "V") is a float."""
+    np_dtype = np.dtype(to_numpy(dtype))
+    return "f" if is_floating(np_dtype) else np_dtype.kind
+
+
 def _promoted_convert(bb, node, args, kwargs):
     """A node's conversion, its tensor operands first brought to the dtype PyTorch recorded for its result where
     they are of a lower kind or narrower and the converter did not (``int32.sum()`` is int64 in PyTorch, an int
@@ -363,9 +369,9 @@ def _promoted_convert(bb, node, args, kwargs):
 def _promote(bb, node, value, want):
     """``value`` (a node's args and kwargs) with each tensor of a lower dtype than ``want`` cast to it (a bool
     stays bool under a float result: ``where``'s condition), or None when none is."""
-    if not want or np.dtype(to_numpy(want)).kind not in _KINDS:
+    if not want or _kind(want) not in _KINDS:
         return None
-    target = np.dtype(to_numpy(want))
+    target, target_kind = np.dtype(to_numpy(want)), _kind(want)
     cast = [False]
 
     def walk(v):
@@ -376,10 +382,9 @@ def _promote(bb, node, value, want):
         dtype = getattr(getattr(v, "struct_info", None), "dtype", None)
         if not isinstance(v, Expr) or not dtype or dtype == want:
             return v
-        kind = np.dtype(to_numpy(dtype))
-        lower = _KINDS.get(kind.kind, 9) < _KINDS[target.kind] or (
-            kind.kind == target.kind and kind.itemsize < target.itemsize)
-        if not lower or (kind.kind == "b" and target.kind == "f"):
+        kind, size = _kind(dtype), np.dtype(to_numpy(dtype)).itemsize
+        lower = _KINDS.get(kind, 9) < _KINDS[target_kind] or (kind == target_kind and size < target.itemsize)
+        if not lower or (kind == "b" and target_kind == "f"):
             return v
         cast[0] = True
         return bb.emit(op.astype(v, want), f"{node.name}_{want}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 try:  # bfloat16 is not a NumPy type; ml_dtypes (a JAX dependency) provides one.
@@ -33,6 +35,21 @@ def check_dtype(dtype: str, where: str = "dtype") -> str:
 
 def is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
+
+
+def is_floating(dtype: Any) -> bool:
+    """Whether a NumPy dtype (or anything ``numpy.dtype`` takes) holds floats: float16/32/64 and ml_dtypes'
+    bfloat16. The one test for "a float array": bfloat16's kind is ``"V"`` (void), not ``"f"``, and it is no
+    subtype of ``numpy.floating``, so ``dtype.kind == "f"`` and ``numpy.issubdtype(dtype, numpy.floating)`` both
+    miss it (and a NaN of a bfloat16 model went unseen)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or (_BFLOAT16 is not None and dtype == _BFLOAT16)
+
+
+def float_info(dtype: Any):
+    """``numpy.finfo`` of a float dtype, bfloat16 included (``numpy.finfo`` knows no bfloat16: ml_dtypes' does)."""
+    dtype = np.dtype(dtype)
+    return ml_dtypes.finfo(dtype) if _BFLOAT16 is not None and dtype == _BFLOAT16 else np.finfo(dtype)
 
 
 def is_int(dtype: str) -> bool:

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from .dtype import check_dtype, from_numpy, to_numpy
+from .dtype import check_dtype, from_numpy, is_floating, to_numpy
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                           TensorStructInfo, TupleStructInfo, check_prim_float, make_shape)
 from .sym import Dim
@@ -165,16 +165,16 @@ def _refuse_changed_values(value, arr: np.ndarray, dtype: str) -> None:
     overflowed to inf, a float with a fraction or outside the range of an integer dtype (NaN and inf included), an
     integer outside it (which would wrap), a number other than 0 or 1 made bool."""
     src = np.asarray(value)
-    if src.dtype.kind not in "biuf" or src.size == 0 or src.dtype == arr.dtype:
+    if (src.dtype.kind not in "biu" and not is_floating(src.dtype)) or src.size == 0 or src.dtype == arr.dtype:
         return
-    kind = "f" if arr.dtype.kind in "fV" else arr.dtype.kind  # bfloat16 (ml_dtypes) is a float too
+    kind = "f" if is_floating(arr.dtype) else arr.dtype.kind  # bfloat16 (ml_dtypes, kind "V") is a float too
     with np.errstate(all="ignore"):
         if kind == "f":
-            bad = np.isfinite(src) & ~np.isfinite(arr.astype(np.float64)) if src.dtype.kind == "f" else \
+            bad = np.isfinite(src) & ~np.isfinite(arr.astype(np.float64)) if is_floating(src.dtype) else \
                 ~np.isfinite(arr.astype(np.float64))
         elif kind == "b":
             bad = (src != 0) & (src != 1)
-        elif src.dtype.kind == "f":
+        elif is_floating(src.dtype):
             info = np.iinfo(arr.dtype)
             bad = ~np.isfinite(src) | (src != np.trunc(src)) | (src < info.min) | (src > info.max)
         else:  # integer to integer (NumPy compares across signedness exactly)

@@ -23,6 +23,7 @@ from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 
+from .dtype import is_floating
 from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, Expr, Function, GlobalVar,
                    MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var)
 from .module import IRModule
@@ -42,7 +43,7 @@ class _ArrayKey:
 
     def canonical_bytes(self) -> bytes:
         a = self.array
-        if a.dtype.kind in "fc" and np.isnan(a).any():
+        if (is_floating(a.dtype) or a.dtype.kind == "c") and np.isnan(a).any():
             a = np.where(np.isnan(a), np.array(np.nan, dtype=a.dtype), a)
         return np.ascontiguousarray(a).tobytes()
 

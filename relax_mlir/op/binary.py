@@ -11,7 +11,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..ir.dtype import is_bool, is_float
+from ..ir.dtype import from_numpy, is_bool, is_float, to_numpy
 from ..ir.expr import Constant, Expr, const
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
@@ -21,10 +21,23 @@ from .registry import NOT_DIFFERENTIABLE, BadSample, Elementwise, Op, Sample, fa
 _T = TensorStructInfo
 
 
+def common_dtype(a: str, b: str) -> str:
+    """The dtype a comparison of ``a`` and ``b`` values computes in: NumPy's ``result_type`` (float32 and int32:
+    float64, uint8 and int8: int16). Pairs NumPy gives none (bfloat16 and an integer or float16) are refused."""
+    if a == b:
+        return a
+    try:
+        return from_numpy(np.result_type(to_numpy(a), to_numpy(b)))
+    except (TypeError, ValueError):  # NumPy's DTypePromotionError is a TypeError
+        fail(f"operands of dtypes x1: {a} and x2: {b} have no common dtype to compare in (NumPy's result_type); "
+             "astype one of them")
+
+
 def _binary_infer(kind: str):
     def infer(args, attrs):
         a, b = args
-        dtype = require_same_dtype([a, b], ["x1", "x2"])
+        # Comparisons take operands of different dtypes, as TVM's do: both are promoted to their common dtype.
+        dtype = common_dtype(a.dtype, b.dtype) if kind == "compare" else require_same_dtype([a, b], ["x1", "x2"])
         if kind == "float" and not is_float(dtype):
             fail(f"operands must have a float dtype, got {dtype}")
         if kind in ("arith", "float") and is_bool(dtype):
@@ -42,20 +55,48 @@ def _samples(kind: str, low: float, high: float) -> list[Sample]:
     out = [Sample([_T(a, d), _T(b, d)], low=low, high=high) for (a, b), d in zip(shapes, dtypes)]
     for a, b in [((2, 3, 4), (4,)), ((3, 1), (1, 5)), ((), (2, 2)), (("n", 4), (4,)), (("n", 1), ("n", 3))]:
         out.append(Sample([_T(a, "float32"), _T(b, "float32")], low=low, high=high))
-    if kind == "compare":
-        out.append(Sample([_T((4,), "bool"), _T((4,), "bool")]))
+    if kind == "compare":  # operands of different dtypes compare in their common one (TVM accepts them)
+        out += [Sample([_T((4,), "bool"), _T((4,), "bool")]),
+                Sample([_T((3, 4), "float32"), _T((4,), "int32")], low=-3, high=3),
+                Sample([_T(("n",), "int64"), _T((), "float64")], low=-3, high=3),
+                Sample([_T((2, 2), "int8"), _T((2, 2), "uint8")], low=0, high=5)]
     return out
 
 
 def _bad(kind: str) -> list[BadSample]:
     out = [BadSample([_T((3,), "float32"), _T((4,), "float32")], {}, r"cannot broadcast shapes \(3,\) and \(4,\)"),
-           BadSample([_T((3,), "float32"), _T((3,), "int32")], {}, r"same dtype, got x1: float32, x2: int32"),
            BadSample([_T(("n",), "float32"), _T(("m",), "float32")], {}, r"cannot broadcast .* may differ")]
+    if kind == "compare":
+        out.append(BadSample([_T((3,), "bfloat16"), _T((3,), "int32")], {},
+                             r"x1: bfloat16 and x2: int32 have no common dtype to compare in"))
+    else:  # arithmetic refuses operands of different dtypes, as TVM does
+        out.append(BadSample([_T((3,), "float32"), _T((3,), "int32")], {}, r"same dtype, got x1: float32, x2: int32"))
     if kind == "float":
         out.append(BadSample([_T((3,), "int32"), _T((3,), "int32")], {}, r"must have a float dtype, got int32"))
     if kind == "arith":
         out.append(BadSample([_T((3,), "bool"), _T((3,), "bool")], {}, r"must be numeric, got bool"))
     return out
+
+
+def _compare_ref(fn):
+    def ref(a, b):
+        common = to_numpy(common_dtype(from_numpy(a.dtype), from_numpy(b.dtype)))
+        return np.asarray(fn(a.astype(common, copy=False), b.astype(common, copy=False)))
+    return ref
+
+
+def _promoted(call) -> Optional[Expr]:
+    """The export's rewrite of a comparison of operands of different dtypes into one of both cast to their common
+    dtype (``common_dtype``), which the dialect op and its lowering take: ``less(astype(x1, "float64"), astype(x2,
+    "float64"))`` for float32 and int32 operands."""
+    from .unary import astype  # unary.py imports this module
+
+    a, b = call.args
+    da, db = a.struct_info.dtype, b.struct_info.dtype
+    if da == db:
+        return None
+    common = common_dtype(da, db)
+    return call.op(*(x if d == common else astype(x, common) for x, d in ((a, da), (b, db))))
 
 
 def _arith_ref(fn):
@@ -86,10 +127,10 @@ def binary(name: str, fn, scalar: Callable, kind: str = "arith", doc: str = "", 
     most binary ops depend on the sign of integers (comparisons, division), the default; float-only ops have none."""
     return register(Op(
         name=f"relax.{name}", inputs=("x1", "x2"), infer=_binary_infer(kind),
-        reference=(lambda a, b: np.asarray(fn(a, b))) if kind == "compare" else _arith_ref(fn),
+        reference=_compare_ref(fn) if kind == "compare" else _arith_ref(fn),
         gradient=NOT_DIFFERENTIABLE if kind == "compare" else None if grad is None else _binary_rule(grad),
         lowering=Elementwise(scalar, widen=widen), unsigned=None if kind == "float" else unsigned,
-        export_rewrite=export_rewrite,
+        export_rewrite=_promoted if kind == "compare" else export_rewrite,
         samples=_samples(kind, low, high), bad_samples=_bad(kind), doc=doc or f"Elementwise {name} with broadcasting."))
 
 

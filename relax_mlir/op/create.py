@@ -15,6 +15,7 @@ from ..ir.dtype import check_dtype, is_bool, is_int, to_numpy
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
 from .common import canonical_dtype, fmt, is_int_value, shape_attr
+from .manipulate import shape_value
 from .registry import REQUIRED, BadSample, Op, Sample, fail, register
 
 _T = TensorStructInfo
@@ -53,7 +54,7 @@ def _fill_dtype(value) -> str:
 
 def _from_shape_canon(attrs: dict) -> dict:
     # Names in the shape become size variables, so equal shapes compare equal.
-    return _fill_canon(canonical_dtype(dict(attrs, shape=shape_attr(attrs["shape"]))))
+    return _fill_canon(canonical_dtype(dict(attrs, shape=shape_attr(shape_value(attrs["shape"], "full")))))
 
 
 def _scalar_fill(value):
@@ -83,9 +84,12 @@ def _fill_canon(attrs: dict, value_dtype: bool = True) -> dict:
     return attrs
 
 
-def _zeros_ones_canon(attrs: dict) -> dict:
-    # Unlike full's, their dtype cannot be left to a fill value: None is refused.
-    return dict(attrs, shape=shape_attr(attrs["shape"]), dtype=check_dtype(attrs["dtype"], "dtype"))
+def _zeros_ones_canon(name: str):
+    def canon(attrs: dict) -> dict:
+        # Unlike full's, their dtype cannot be left to a fill value: None is refused.
+        return dict(attrs, shape=shape_attr(shape_value(attrs["shape"], name)),
+                    dtype=check_dtype(attrs["dtype"], "dtype"))
+    return canon
 
 
 def _from_shape_infer(args, attrs):
@@ -126,7 +130,7 @@ _NO_DTYPE = BadSample([], {"shape": (2,), "dtype": None}, r"unknown dtype None")
 zeros = register(Op(
     name="relax.zeros", unsigned="agnostic", lowering="shape:zeros",
     inputs=(), gradient=_no_inputs, attrs={"shape": REQUIRED, "dtype": REQUIRED},
-    infer=_from_shape_infer, canonicalize=_zeros_ones_canon,
+    infer=_from_shape_infer, canonicalize=_zeros_ones_canon("zeros"),
     reference=lambda shape, dtype: np.zeros(shape, to_numpy(dtype)),
     samples=_constant_samples({}),
     bad_samples=_constant_bad({}) + [BadSample([], {"shape": (2,)}, r"missing required attribute 'dtype'"), _NO_DTYPE],
@@ -135,7 +139,7 @@ zeros = register(Op(
 ones = register(Op(
     name="relax.ones", unsigned="agnostic", lowering="shape:ones",
     inputs=(), gradient=_no_inputs, attrs={"shape": REQUIRED, "dtype": REQUIRED},
-    infer=_from_shape_infer, canonicalize=_zeros_ones_canon,
+    infer=_from_shape_infer, canonicalize=_zeros_ones_canon("ones"),
     reference=lambda shape, dtype: np.ones(shape, to_numpy(dtype)),
     samples=_constant_samples({}),
     bad_samples=_constant_bad({}) + [_NO_DTYPE],

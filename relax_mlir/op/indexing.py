@@ -119,6 +119,8 @@ def _slice_canon(attrs: dict) -> dict:
 
 def _slice_check(attrs: dict) -> None:
     n = len(attrs["axes"])
+    if not isinstance(attrs.get("assume_inbound", True), bool):
+        fail(f"assume_inbound must be a bool, got {attrs['assume_inbound']!r}")
     if attrs["strides"] is not None and 0 in attrs["strides"]:
         fail(f"strides {attrs['strides']} must be non-zero")
     lengths = {key: len(attrs[key]) for key in ("begin", "end", "strides") if attrs[key] is not None}
@@ -158,6 +160,11 @@ def _sym_slice_len(d: Dim, begin: Dim, end: Dim, stride: int) -> Dim:
 
 
 def _slice_infer(args, attrs):
+    """Static axes and bounds slice as NumPy does. Where an axis or a bound is symbolic, ``assume_inbound`` (the
+    default here; TVM's is False) takes the bounds to lie in the axis (:func:`_sym_slice_len`); without it the length
+    is NumPy's clamped one, which no size expression here writes (there is no ``min``), so the shape is unknown and
+    the rank kept, as TVM infers for a static bound on a symbolic axis; compiled code computes it at run time. (The
+    backward op's attributes have no ``assume_inbound``: its slice is the forward one's.)"""
     (x,) = args
     if x.ndim == -1:
         return _T(None, x.dtype, -1)
@@ -169,11 +176,13 @@ def _slice_infer(args, attrs):
     for a, b, e, s in zip(axes, attrs["begin"], attrs["end"], strides):
         d = x.shape[a]
         static = all(isinstance(v, int) for v in (d, b, e))
+        if not static and not attrs.get("assume_inbound", True):
+            return _T(None, x.dtype, x.ndim)
         out[a] = len(range(*slice(b, e, s).indices(d))) if static else _sym_slice_len(d, b, e, s)
     return _T(tuple(out), x.dtype)
 
 
-def _slice_ref(x, axes, begin, end, strides):
+def _slice_ref(x, axes, begin, end, strides, assume_inbound=True):
     index = [slice(None)] * x.ndim
     for a, b, e, s in zip(axes, begin, end, strides or (1,) * len(axes)):
         index[a] = slice(b, e, s)
@@ -182,11 +191,12 @@ def _slice_ref(x, axes, begin, end, strides):
 
 strided_slice = register(Op(
     name="relax.strided_slice", unsigned="agnostic", lowering="shape:strided_slice", inputs=("x",),
-    attrs={"axes": REQUIRED, "begin": REQUIRED, "end": REQUIRED, "strides": None},
+    attrs={"axes": REQUIRED, "begin": REQUIRED, "end": REQUIRED, "strides": None, "assume_inbound": True},
     infer=_slice_infer, canonicalize=_slice_canon, check_attrs=_slice_check, reference=_slice_ref,
     size_attrs=("begin", "end"),
     gradient=gu.tensor_rule(lambda x, g, call: get_op("relax.grad.strided_slice_backward")(
-        g, **call.attrs, shape=gu.shape_of(x, "relax.strided_slice gradient"))),
+        g, **{k: v for k, v in call.attrs.items() if k != "assume_inbound"},
+        shape=gu.shape_of(x, "relax.strided_slice gradient"))),
     samples=[Sample([_T((5, 6), "float32")], {"axes": (0,), "begin": (1,), "end": (4,)}),
              Sample([_T((5, 6), "int32")], {"axes": (1, 0), "begin": (0, -2), "end": (100, 5), "strides": (2, 1)}),
              Sample([_T((7,), "float64")], {"axes": (0,), "begin": (-1,), "end": (-100,), "strides": (-2,)}),
@@ -200,7 +210,11 @@ strided_slice = register(Op(
              Sample([_T(("n", "m"), "float32")], {"axes": (0, 1), "begin": (1, 0), "end": ("n", "m - 1"),
                                                   "strides": (1, 2)}),
              Sample([_T(("m", 2, "h"), "float64")], {"axes": (2, 0), "begin": ("h - 4", 1), "end": (-1, "m"),
-                                                     "strides": (2, 1)})],
+                                                     "strides": (2, 1)}),
+             # without assume_inbound: NumPy's clamped length, unknown where the axis or a bound is symbolic
+             Sample([_T(("n", 6), "float32")], {"axes": (0, 1), "begin": (1, 2), "end": (1000, 9),
+                                                "assume_inbound": False}),
+             Sample([_T((5, 6), "float32")], {"axes": (1,), "begin": (-9,), "end": (4,), "assume_inbound": False})],
     bad_samples=[BadSample([_T((5,), "float32")], {"axes": (0,), "begin": (0,), "end": (3,), "strides": (0,)},
                            r"strides \(0,\) must be non-zero"),
                  BadSample([_T((5,), "float32")], {"axes": (0,), "begin": (0, 1), "end": (3,)},
@@ -208,10 +222,13 @@ strided_slice = register(Op(
                  BadSample([_T((5,), "float32")], {"axes": (1,), "begin": (0,), "end": (3,)},
                            r"axes 1 is out of range"),
                  BadSample([_T((5, 2), "float32")], {"axes": (0, 0), "begin": (0, 0), "end": (3, 3)},
-                           r"repeats an axis")],
+                           r"repeats an axis"),
+                 BadSample([_T((5,), "float32")], {"axes": (0,), "begin": (0,), "end": (3,), "assume_inbound": 1},
+                           r"assume_inbound must be a bool, got 1")],
     doc="Slice ``x[begin:end:stride]`` along each of ``axes``, with Python's clamping of out-of-range "
         "indices and negative strides; on a symbolic axis the indices are assumed in bounds (as TVM's "
         "``assume_inbound``), except a static one at least 2**31 - 1 in size, which means past the end "
         "(positive) or before the start (negative) of the axis, as NumPy reads it on any axis of fewer "
         "elements: a call on a longer axis, where NumPy's slice has another length, raises ``ValueError`` "
-        "(use +-(2**63 - 1) there)."))
+        "(use +-(2**63 - 1) there). ``assume_inbound=False`` (TVM's default) assumes nothing: where an axis or a "
+        "bound is symbolic the result's shape is unknown (its rank kept) and computed at run time, NumPy's."))

@@ -30,20 +30,21 @@ def _tensor_like(x: TensorStructInfo, shape: Optional[tuple], ndim: int) -> Tens
 # -- reshape ------------------------------------------------------------------------------------------
 
 def _reshape_canon(attrs: dict) -> dict:
-    return dict(attrs, shape=shape_attr(_shape_value(attrs["shape"]), allow_infer=True))
+    return dict(attrs, shape=shape_attr(shape_value(attrs["shape"], "reshape"), allow_infer=True))
 
 
-def _shape_value(shape):
-    """TVM's reshape takes its shape as a Relax value too: a variable of shape struct info stands for the dims that
-    struct info gives (``s: R.Shape(["n", "m"])``: ``(n, m)``, sizes ``s`` defines); a shape known only by its
-    length has none to reshape to when the program is built, and is refused. (A ``ShapeExpr`` is read by
+def shape_value(shape, op_name: str):
+    """TVM's ops take a shape as a Relax value too (``reshape``, ``broadcast_to``, ``zeros``, ``full``,
+    ``collapse_sum_to``): a variable of shape struct info stands for the dims that struct info gives
+    (``s: R.Shape(["n", "m"])``: ``(n, m)``, sizes ``s`` defines); a shape known only by its length has none to
+    build the op's result from when the program is built, and is refused. (A ``ShapeExpr`` is read by
     ``shape_attr``.)"""
     if not isinstance(shape, Expr) or isinstance(shape, ShapeExpr):
         return shape
     sinfo = shape.struct_info
     if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
         return sinfo.values
-    fail(f"shape {shape.name_hint if isinstance(shape, Var) else type(shape).__name__} is {sinfo}: reshape needs "
+    fail(f"shape {shape.name_hint if isinstance(shape, Var) else type(shape).__name__} is {sinfo}: {op_name} needs "
          "its dims (a variable of R.Shape([\"n\", \"m\"]), R.shape([...]) or a tuple)")
 
 
@@ -165,6 +166,8 @@ expand_dims = register(Op(
 
 
 def _squeeze_infer(args, attrs):
+    """As current TVM (and PyTorch): an axis of ``axis`` whose static size is not 1 stays (its squeeze is a no-op);
+    a symbolic one is assumed to be 1 (compiled code checks it, the interpreter as it runs)."""
     (x,) = args
     axis = attrs["axis"]
     if x.ndim == -1 or (axis is None and (x.shape is None or not all(isinstance(d, int) for d in x.shape))):
@@ -175,28 +178,41 @@ def _squeeze_infer(args, attrs):
     axes = normalize_axes(axis, x.ndim)
     if x.shape is None:
         return _T(None, x.dtype, x.ndim - len(axes))
-    for a in axes:
-        check_dims_match(x.shape[a], 1, f"cannot squeeze axis {a} of {fmt(x.shape)}: its size is "
-                                        f"{x.shape[a]}, expected 1")
-    return _T(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
+    dropped = squeezed_axes(x.shape, axes)
+    return _T(tuple(d for i, d in enumerate(x.shape) if i not in dropped), x.dtype)
+
+
+def squeezed_axes(shape, axes) -> tuple[int, ...]:
+    """The axes of ``axes`` (normalized) a squeeze of ``shape`` removes: all but those of a static size other than
+    1, which TVM and PyTorch keep. A symbolic size is assumed to be 1."""
+    return tuple(a for a in axes if not (isinstance(shape[a], int) and shape[a] != 1))
+
+
+def _squeeze_ref(x, axis):
+    """NumPy's squeeze of the axes ``axis`` of size 1; the others stay (TVM's and PyTorch's no-op). A symbolic size
+    the inference took for 1 that is not makes a result of another rank, which the interpreter reports."""
+    if axis is None:
+        return np.squeeze(x)
+    return np.squeeze(x, squeezed_axes(x.shape, tuple(a % x.ndim for a in axis)))
 
 
 squeeze = register(Op(
     name="relax.squeeze", lowering="shape:squeeze", inputs=("x",), attrs={"axis": None}, infer=_squeeze_infer,
     unsigned="agnostic",
-    canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"), reference=lambda x, axis: np.squeeze(x, axis),
+    canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"), reference=_squeeze_ref,
     gradient=gu.tensor_rule(lambda x, g, call: gu.reshape_like(g, x)),
     samples=[Sample([_T((1, 3, 1), "float32")]),
              Sample([_T((1, 3, 1), "int32")], {"axis": 2}),
              Sample([_T(("n", 1, 1), "float32")], {"axis": (1, -1)}),
              Sample([_T((2, 3), "float64")], {"axis": ()}),
              Sample([_T((), "float32")]),
-             Sample([_T(("n", 1, 3), "float32")])],  # which of n is 1 is unknown: the rank is unknown
-    bad_samples=[BadSample([_T((2, 3), "float32")], {"axis": 1}, r"cannot squeeze axis 1 of \(2, 3\).* size is 3"),
-                 BadSample([_T((1, 3), "float32")], {"axis": 2}, r"axis 2 is out of range"),
+             Sample([_T(("n", 1, 3), "float32")]),  # which of n is 1 is unknown: the rank is unknown
+             Sample([_T((2, 1, 3), "float32")], {"axis": (0, 1)})],  # axis 0 (size 2) stays, as TVM
+    bad_samples=[BadSample([_T((1, 3), "float32")], {"axis": 2}, r"axis 2 is out of range"),
                  BadSample([_T((), "float32")], {"axis": 0}, r"axis 0 is out of range for a tensor of rank 0")],
     doc="Remove the size-1 axes ``axis`` (an int or a tuple), or all size-1 axes when ``axis`` is None "
-        "(then a symbolic input shape gives an output of unknown rank, as in TVM)."))
+        "(then a symbolic input shape gives an output of unknown rank, as in TVM). An axis of ``axis`` whose static "
+        "size is not 1 stays, as in TVM and PyTorch; a symbolic one is assumed to be 1 (checked at run time)."))
 
 
 def _flatten_infer(args, attrs):
@@ -254,7 +270,7 @@ def _decided_sums(g: Expr, x: Expr, target: tuple) -> Expr:
 broadcast_to = register(Op(
     name="relax.broadcast_to", unsigned="agnostic", lowering="shape:broadcast_to",
     inputs=("x",), attrs={"shape": REQUIRED}, infer=_broadcast_to_infer,
-    canonicalize=lambda attrs: dict(attrs, shape=shape_attr(attrs["shape"])),
+    canonicalize=lambda attrs: dict(attrs, shape=shape_attr(shape_value(attrs["shape"], "broadcast_to"))),
     reference=lambda x, shape: np.array(np.broadcast_to(x, shape)),
     gradient=gu.tensor_rule(lambda x, g, call: gu.unbroadcast(_decided_sums(g, x, call.attrs["shape"]),
                                                                 x.struct_info)),
@@ -282,7 +298,7 @@ def _concat_infer(args, attrs):
     names = [f"tensors[{i}]" for i in range(len(tensors))]
     dtype = require_same_dtype(tensors, names)
     axis = attrs["axis"]
-    if axis is None:  # NumPy and TVM: flatten every tensor, then join
+    if axis is None:  # NumPy's: flatten every tensor, then join (deliberately: TVM refuses tensors that are not 1-D)
         if any(t.shape is None for t in tensors):
             return _T(None, dtype, 1)
         return _T((sum((sym.product(t.shape) for t in tensors), 0),), dtype)
@@ -354,7 +370,8 @@ concat = register(Op(
                  BadSample([[_T((2,), "float32")]], {"axis": 1}, r"axis 1 is out of range"),
                  BadSample([[_T((), "float32")] * 2], {}, r"axis 0 is out of range for a tensor of rank 0"),
                  BadSample([_T((2,), "float32")], {}, r"must be a tuple of tensors")],
-    doc="Join a tuple of tensors along ``axis`` (``None``: flatten them first, as NumPy does)."))
+    doc="Join a tuple of tensors along ``axis`` (``None``: flatten them first, as NumPy does; TVM takes only 1-D "
+        "tensors there)."))
 
 
 def _split_canon(attrs: dict) -> dict:

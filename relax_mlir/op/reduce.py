@@ -15,10 +15,11 @@ from typing import Optional
 import numpy as np
 
 from ..ir import sym
-from ..ir.dtype import is_bool, is_float, to_numpy
+from ..ir.dtype import is_bool, is_float, is_floating, to_numpy
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
 from .common import canonical_dtype, canonical_int_tuple, fmt, is_int_value, normalize_axes, normalize_axis, shape_attr
+from .manipulate import shape_value
 from .registry import NOT_DIFFERENTIABLE, REQUIRED, BadSample, Op, Sample, fail, register
 
 _T = TensorStructInfo
@@ -28,7 +29,7 @@ _T = TensorStructInfo
 
 def _wide(x: np.ndarray) -> np.ndarray:
     """Accumulate in float64/int64 and cast back, so the reference is not limited by float16 sums."""
-    if x.dtype.kind == "f" or str(x.dtype) == "bfloat16":
+    if is_floating(x.dtype):
         return x.astype(np.float64)
     return x.astype(np.uint64 if x.dtype.kind == "u" else np.int64)
 
@@ -329,7 +330,7 @@ def _collapse_ref(x, shape):
 
 
 def _collapse_canon(attrs: dict) -> dict:
-    return {**attrs, "shape": shape_attr(attrs["shape"])}
+    return {**attrs, "shape": shape_attr(shape_value(attrs["shape"], "collapse_sum_to"))}
 
 
 collapse_sum_to = register(Op(

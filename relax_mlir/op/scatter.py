@@ -199,6 +199,10 @@ scatter_elements = register(Op(
 # -- one_hot ------------------------------------------------------------------------------------------------
 
 def _one_hot_canon(attrs: dict) -> dict:
+    on, off = attrs["on_value"], attrs["off_value"]
+    if isinstance(on, PrimValue) and isinstance(off, PrimValue) and on.dtype != off.dtype:
+        # as TVM: one of the two dtypes would be dropped silently
+        fail(f"on_value ({on.dtype}) and off_value ({off.dtype}) must have the same dtype")
     out = dict(attrs)
     for key in ("on_value", "off_value"):  # TVM passes R.prim_value(...): its value, and its dtype if none is given
         if isinstance(attrs[key], PrimValue):
@@ -257,7 +261,10 @@ one_hot = register(Op(
     bad_samples=[BadSample([_T((4,), "float32")], {"depth": 3}, r"indices must have an integer dtype"),
                  BadSample([_T((4,), "int64")], {"depth": 0}, r"depth must be a positive int"),
                  BadSample([_T((4,), "int64")], {"depth": 3, "axis": 2}, r"axis 2 is out of range"),
-                 BadSample([_T((4,), "int64")], {"depth": 3, "on_value": "x"}, r"on_value must be a number")],
+                 BadSample([_T((4,), "int64")], {"depth": 3, "on_value": "x"}, r"on_value must be a number"),
+                 BadSample([_T((4,), "int64")], {"depth": 3, "on_value": PrimValue(1.0, "float32"),
+                                                 "off_value": PrimValue(0, "int64")},
+                           r"on_value \(float32\) and off_value \(int64\) must have the same dtype")],
     doc="One-hot vectors (TVM's ``one_hot(indices, on_value, off_value, depth, axis=-1)``; the values may be "
         "``R.prim_value``s or numbers, ``dtype`` defaults to theirs): a new axis of size ``depth`` at ``axis`` "
         "holding ``on_value`` at each index and ``off_value`` elsewhere. Indices must lie in ``[0, depth)``; others "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import sym
-from ..ir.dtype import is_bool
+from ..ir.dtype import is_bool, is_floating
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
 from .common import fmt, require_same_dtype
@@ -108,7 +108,7 @@ def _infer(args, attrs):
 
 
 def _reference(operands, subscripts):
-    wide = [a.astype(np.float64 if a.dtype.kind == "f" else np.int64) for a in operands]
+    wide = [a.astype(np.float64 if is_floating(a.dtype) else np.int64) for a in operands]  # (bfloat16 too)
     return np.asarray(np.einsum(subscripts, *wide)).astype(operands[0].dtype)
 
 

@@ -149,9 +149,24 @@ square = unary("square", np.square, float_only=False, scalar=lambda b, x: b.mul(
                grad=lambda y, call, g: [g * (call.args[0] * gu.scalar(2, y))], unsigned="agnostic")
 erf = unary("erf", np_erf, scalar=lambda b, x: b.erf(x),  # 2/sqrt(pi) exp(-x^2)
             grad=lambda y, call, g: [g * (gu.scalar(_TWO_OVER_SQRT_PI, y) * exp(-square(call.args[0])))])
-# Piecewise constant: the derivative is 0 almost everywhere (undefined at the steps), so no gradient flows.
-floor = unary("floor", np.floor, scalar=lambda b, x: b.floor(x), grad=lambda y, call, g: [None])
-ceil = unary("ceil", np.ceil, scalar=lambda b, x: b.ceil(x), grad=lambda y, call, g: [None])
+
+
+def _integral(fn):
+    """A rounding's reference: ``fn`` on floats, an integer tensor itself (as TVM's ``floor``/``ceil``/``trunc``,
+    and NumPy's ``round``, take it; NumPy's ``floor`` would make it float64)."""
+    def ref(x):
+        return x.copy() if np.issubdtype(x.dtype, np.integer) else np.asarray(fn(x))
+    return ref
+
+
+# Piecewise constant: the derivative is 0 almost everywhere (undefined at the steps), so no gradient flows. Integer
+# inputs are their own rounding (TVM's inference allows them and keeps their dtype).
+floor = unary("floor", _integral(np.floor), float_only=False, scalar=lambda b, x: b.floor(x),
+              grad=lambda y, call, g: [None], unsigned="agnostic",
+              doc="Round down; integers are unchanged. Piecewise constant: no gradient.")
+ceil = unary("ceil", _integral(np.ceil), float_only=False, scalar=lambda b, x: b.ceil(x),
+             grad=lambda y, call, g: [None], unsigned="agnostic",
+             doc="Round up; integers are unchanged. Piecewise constant: no gradient.")
 round = unary("round", np.round, float_only=False, scalar=lambda b, x: b.round_even(x),  # noqa: A001 - TVM's name
               grad=lambda y, call, g: [None],
               doc="Round to the nearest integer, halves to even (NumPy's ``round``; TVM's ``round`` is LLVM's "
@@ -162,8 +177,9 @@ sign = unary("sign", np.sign, float_only=False, grad=lambda y, call, g: [None], 
              doc="``-1``, ``0`` or ``1`` by the sign of each element (NaN stays NaN, ``-0.0`` gives ``0.0``, as "
                  "NumPy); integers allowed. Piecewise constant: no gradient.")
 
-trunc = unary("trunc", np.trunc, scalar=lambda b, x: b.trunc(x), grad=lambda y, call, g: [None],
-              doc="Round toward zero. Piecewise constant: no gradient.")
+trunc = unary("trunc", _integral(np.trunc), float_only=False, scalar=lambda b, x: b.trunc(x),
+              grad=lambda y, call, g: [None], unsigned="agnostic",
+              doc="Round toward zero; integers are unchanged. Piecewise constant: no gradient.")
 
 # The rest of TVM's elementwise math; the gradients are the textbook derivatives, on the samples' domains.
 _LN2, _LN10 = math.log(2.0), math.log(10.0)

@@ -3,9 +3,12 @@
 A checkpoint is an uncompressed ``.npz`` (a zip of ``.npy`` members) holding ``format`` (the integer
 :data:`FORMAT`), ``step``, ``seed``, ``optimizer`` (the optimizer's class name, ``"AdamW"``; files written before
 it was recorded lack it, and still load), ``param/<name>``, ``state/<name>``, ``optim/<i>`` and free
-``extra/<key>`` entries. Reading never unpickles, and every way a file can be wrong (missing, empty, truncated,
-not a zip, a zip that is not ours, a wrong ``format``, another model's arrays, another optimizer's state, wrong
-dtypes, NaN/Inf values) raises one :class:`CheckpointError` that says what is wrong and what was expected, before
+``extra/<key>`` entries. A bfloat16 array (ml_dtypes'), which ``.npy`` cannot describe (``np.savez`` writes it as
+raw ``|V2`` bytes and its dtype is lost), is stored as its bits (uint16) and named in a ``bfloat16`` entry (the
+list of such names), so it reads back exactly; a file written before that, with raw ``|V2`` where the model
+expects bfloat16, loads too. Reading never unpickles, and every way a file can be wrong (missing, empty,
+truncated, not a zip, a zip that is not ours, a wrong ``format``, another model's arrays, another optimizer's state,
+wrong dtypes, NaN/Inf values) raises one :class:`CheckpointError` that says what is wrong and what was expected, before
 anything is compiled. A path is a str, bytes or os.PathLike; anything else (an int, which ``open`` would take
 for a file descriptor) is a TypeError.
 
@@ -29,8 +32,10 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from .._files import checked_path, write_atomically
+from ..ir.dtype import is_floating, to_numpy
 
 FORMAT = 1
+_BFLOAT16_ENTRY = "bfloat16"  # the names of the entries stored as the uint16 bits of bfloat16 values
 _ZIP_MAGIC = b"PK\x03\x04"
 _NPY_MAGIC = b"\x93NUMPY"
 
@@ -55,7 +60,17 @@ class Checkpoint:
 def write_checkpoint(path: str, arrays: Mapping[str, np.ndarray], where: str = "save") -> None:
     """Write ``arrays`` (plus the ``format`` entry) to ``path`` atomically; see the module docstring."""
     entries = {"format": np.array(FORMAT, np.int64), **{k: np.asarray(v) for k, v in arrays.items()}}
+    entries.update(_bfloat16_as_bits(entries))
     write_atomically(path, lambda f: np.savez(f, **entries), where, "a file name such as ckpt.npz")
+
+
+def _bfloat16_as_bits(entries: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The bfloat16 entries as their uint16 bits, and the ``bfloat16`` entry naming them (nothing when there are
+    none: a file without bfloat16 is written as before)."""
+    names = [k for k, a in entries.items() if a.dtype.name == "bfloat16"]
+    if not names:
+        return {}
+    return {**{k: entries[k].view(np.uint16) for k in names}, _BFLOAT16_ENTRY: np.array(names)}
 
 
 # -- reading --------------------------------------------------------------------------------------------------------
@@ -66,6 +81,7 @@ def read_checkpoint(path: str, where: str) -> Checkpoint:
     path = checked_path(path, where)
     arrays = read_npz(path, where, CheckpointError, _CHECKPOINT)
     _check_format(arrays, where)
+    _bfloat16_from_bits(arrays, where)
     for key in ("step", "seed"):
         value = arrays.get(key)
         if value is None or value.shape != () or value.dtype.kind not in "iu" or not 0 <= int(value) < 2**63:
@@ -76,6 +92,24 @@ def read_checkpoint(path: str, where: str) -> Checkpoint:
     extra = {k[len("extra/"):]: v for k, v in arrays.items() if k.startswith("extra/")}
     return Checkpoint(path, arrays, int(arrays["step"]), int(arrays["seed"]),
                       _optimizer_entry(arrays, where), extra)
+
+
+def _bfloat16_from_bits(arrays: dict[str, np.ndarray], where: str) -> None:
+    """View back, in place, the entries the ``bfloat16`` entry names (uint16 bits, ``_bfloat16_as_bits``) as
+    bfloat16, and drop that entry; a ``bfloat16`` entry that is not a list of uint16 entries is refused."""
+    names = arrays.pop(_BFLOAT16_ENTRY, None)
+    if names is None:
+        return
+    if names.ndim != 1 or names.dtype.kind != "U":
+        raise CheckpointError(f"{where}: the 'bfloat16' entry is {names.dtype} {names.shape}; expected a list of "
+                              "the names of the entries stored as bfloat16 bits (uint16)")
+    for name in map(str, names):
+        bits = arrays.get(name)
+        if bits is None or bits.dtype.kind != "u" or bits.dtype.itemsize != 2:
+            got = "no such entry" if bits is None else f"{bits.dtype}"
+            raise CheckpointError(f"{where}: the 'bfloat16' entry names {name!r} ({got}); expected an entry of "
+                                  "uint16 (the bits of bfloat16 values)")
+        arrays[name] = bits.astype(np.uint16, copy=False).view(to_numpy("bfloat16"))  # (native byte order first)
 
 
 def _optimizer_entry(arrays: Mapping[str, np.ndarray], where: str) -> Optional[str]:
@@ -180,6 +214,7 @@ def check_arrays(ckpt: Checkpoint, expected: Mapping[str, tuple[tuple[int, ...],
     is legitimate, but another class would continue the same state under another update rule, silently when the
     layouts agree (Adam's and AdamW's do)."""
     other_optimizer = optimizer is not None and ckpt.optimizer is not None and ckpt.optimizer != optimizer
+    _legacy_bfloat16(ckpt, expected)
     problems = []
     if other_optimizer:
         problems.append(f"saved with the optimizer {ckpt.optimizer}, but this trainer's is {optimizer} (the state "
@@ -204,6 +239,15 @@ def check_arrays(ckpt: Checkpoint, expected: Mapping[str, tuple[tuple[int, ...],
         raise CheckpointError(f"{where}: " + "; ".join(problems))
 
 
+def _legacy_bfloat16(ckpt: Checkpoint, expected: Mapping[str, tuple[tuple[int, ...], np.dtype]]) -> None:
+    """Entries that ``Trainer.save`` wrote as raw ``|V2`` bytes, before bfloat16 was stored as its bits, read as
+    the bfloat16 the model expects there (the same bytes): those files load too."""
+    for key, (_, dtype) in expected.items():
+        a = ckpt.arrays.get(key)
+        if a is not None and a.dtype == np.dtype("V2") and np.dtype(dtype).name == "bfloat16":
+            ckpt.arrays[key] = a.view(dtype)
+
+
 def _differences(ckpt: Checkpoint, expected: Mapping[str, tuple[tuple[int, ...], np.dtype]], kinds: tuple[str, ...],
                  owner: str) -> tuple[list[str], list[str]]:
     """What differs between the ``kinds`` entries of ``ckpt`` and ``expected``: the entries it lacks or has that
@@ -226,8 +270,9 @@ def non_finite_problems(arrays: Mapping[str, np.ndarray]) -> list[str]:
     NaN or an infinity: a checkpoint holds the state of a run that had not diverged."""
     out = []
     for key, a in arrays.items():
-        if a.dtype.kind in "fc" and not np.isfinite(a).all():
-            nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
+        if (is_floating(a.dtype) or a.dtype.kind == "c") and not finite(a).all():
+            with np.errstate(invalid="ignore"):  # (as in finite)
+                nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
             counts = " and ".join(f"{n} {what}" for n, what in ((nan, "NaN"), (inf, "Inf")) if n)
             out.append(f"{key} holds {counts} (first at {first_non_finite(a)}), expected finite values")
     return out
@@ -235,5 +280,12 @@ def non_finite_problems(arrays: Mapping[str, np.ndarray]) -> list[str]:
 
 def first_non_finite(a: np.ndarray) -> list[int]:
     """The index of ``a``'s first NaN or infinity (row-major order), as a list."""
-    flat = int(np.argmin(np.isfinite(a).ravel()))
+    flat = int(np.argmin(finite(a).ravel()))
     return [int(i) for i in np.unravel_index(flat, a.shape)] if a.ndim else []
+
+
+def finite(a: np.ndarray) -> np.ndarray:
+    """``numpy.isfinite(a)``, without the "invalid value" warning ml_dtypes gives for a bfloat16 signaling NaN (it
+    widens the value to float32)."""
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(a)

@@ -23,7 +23,7 @@ import numpy as np
 from ..backend.arguments import ArgumentError, conform
 from .._files import checked_path
 from ..backend.callpath import _native  # relax_mlir/_callpath.c, or None when it was not built at install
-from ..ir.dtype import is_int, to_numpy
+from ..ir.dtype import is_floating, is_int, to_numpy
 from ..ir.module import IRModule
 from ..ir.struct_info import TensorStructInfo
 from ..ir.sym import SymDim
@@ -69,7 +69,7 @@ def _extra_arrays(extra: Optional[Mapping[str, Any]], path: str) -> dict[str, np
         except ValueError as exc:  # a ragged list
             raise checkpoint_io.CheckpointError(f"Trainer.save: {path}: not written: extra[{key!r}] is not an "
                                                 f"array of one shape ({exc})") from None
-        if array.dtype.kind not in "biufcUS":
+        if array.dtype.kind not in "biufcUS" and not is_floating(array.dtype):  # (bfloat16's kind is "V")
             raise checkpoint_io.CheckpointError(
                 f"Trainer.save: {path}: not written: extra[{key!r}] = {value!r} would be stored as Python objects, "
                 "which load never unpickles; store numbers, booleans, strings or arrays of them")
@@ -629,7 +629,8 @@ def _is_number(value: Any) -> bool:
 
 def _is_numeric_array(value: Any) -> bool:
     try:
-        return np.asarray(value).dtype.kind in "biuf"
+        dtype = np.asarray(value).dtype
+        return dtype.kind in "biu" or is_floating(dtype)  # (bfloat16: an optimizer's state of a bfloat16 model)
     except ValueError:  # a ragged list
         return False
 

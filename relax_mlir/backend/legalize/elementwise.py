@@ -102,8 +102,6 @@ class ScalarBuilder:
     def cos(self, x): return self._math("cos", x)  # noqa: E704
     def tanh(self, x): return self._math("tanh", x)  # noqa: E704
     def erf(self, x): return self._math("erf", x)  # noqa: E704
-    def floor(self, x): return self._math("floor", x)  # noqa: E704
-    def ceil(self, x): return self._math("ceil", x)  # noqa: E704
     def log2(self, x): return self._math("log2", x)  # noqa: E704
     def log10(self, x): return self._math("log10", x)  # noqa: E704
     def tan(self, x): return self._math("tan", x)  # noqa: E704
@@ -115,7 +113,6 @@ class ScalarBuilder:
     def asinh(self, x): return self._math("asinh", x)  # noqa: E704
     def acosh(self, x): return self._math("acosh", x)  # noqa: E704
     def atanh(self, x): return self._math("atanh", x)  # noqa: E704
-    def trunc(self, x): return self._math("trunc", x)  # noqa: E704
 
     def log1p(self, x: ir.Value) -> ir.Value:
         """``log(1 + x)`` to within a few ulps for tiny ``x`` too: MLIR lowers ``math.log1p`` to LLVM as
@@ -141,6 +138,16 @@ class ScalarBuilder:
 
     def xor(self, a: Operand, b: Operand) -> ir.Value:
         return self._by_type("xor", None, arith.xori, a, b)
+
+    def floor(self, x: ir.Value) -> ir.Value:
+        """Round down (an integer is its own rounding, as for the three below)."""
+        return self._by_type("floor", math.floor, lambda v: v, x)
+
+    def ceil(self, x: ir.Value) -> ir.Value:
+        return self._by_type("ceil", math.ceil, lambda v: v, x)
+
+    def trunc(self, x: ir.Value) -> ir.Value:
+        return self._by_type("trunc", math.trunc, lambda v: v, x)
 
     def round_even(self, x: ir.Value) -> ir.Value:
         """To the nearest integer, halves to even (an integer is its own rounding)."""

@@ -63,11 +63,13 @@ def expand_dims(lc, op):
 
 def squeeze(lc, op):
     """``x`` without the axes ``axis`` (None: its static 1s; the inference gave a symbolic size's squeeze an unknown
-    rank, which the export refuses, as TVM's). A squeezed axis of dynamic size is checked to be 1: the reshape's
-    own check would report the element count, not the axis."""
+    rank, which the export refuses, as TVM's). An axis of a static size other than 1 stays (TVM's and PyTorch's
+    no-op, as the inference says). A squeezed axis of dynamic size is checked to be 1: the reshape's own check would
+    report the element count, not the axis."""
     x = lc.inputs[0]
     axis = lc.attrs["axis"]
-    drop = [a for a, d in enumerate(x.type.shape) if d == 1] if axis is None else norm_axes(axis, x.type.rank)
+    drop = [a for a, d in enumerate(x.type.shape) if d == 1] if axis is None else \
+        [a for a in norm_axes(axis, x.type.rank) if x.type.shape[a] in (1, DYN)]
     sizes = [dim(x, a) for a in range(x.type.rank) if a not in drop]
     mismatch = assumed_equal(op, [(dim(x, a), 1, a, f"{where(op)}: relax.squeeze: axis {{position}} of x has "
                                                     "{value} elements, expected 1 (a squeezed axis)")
@@ -339,7 +341,8 @@ def strided_slice(lc, op):
         d = dim(x, a)
         offsets[a], sizes[a] = _slice_bounds(b, e, s, d)
         strides[a] = s
-        _check_beyond(op, a, b, e, s, d, sizes[a])
+        if attrs.get("assume_inbound", True):  # without it the inference read no bound as beyond the axis
+            _check_beyond(op, a, b, e, s, d, sizes[a])
     if all(s > 0 for s in strides):
         return extract_slice(x, offsets, sizes, strides)
     return _gather(x, offsets, strides, sizes)

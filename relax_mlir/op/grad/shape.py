@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir.dtype import is_floating
 from ...ir.struct_info import TensorStructInfo
 from ..common import check_dims_match, fmt, normalize_axis, require_int, shape_attr
 from ..indexing import _BIG, _slice_canon, _slice_check, _slice_infer, _take_check, take_indices
@@ -40,7 +41,7 @@ def _take_backward_infer(args, attrs):
 
 
 def _take_backward_ref(output_grad, indices, axis, shape, mode):
-    wide = np.float64 if output_grad.dtype.kind == "f" else np.int64
+    wide = np.float64 if is_floating(output_grad.dtype) else np.int64  # (bfloat16 too)
     out = np.zeros(shape, dtype=wide)
     n = int(np.prod(shape)) if axis is None else shape[axis % len(shape)]
     flat_indices = take_indices(indices.reshape(-1), n, mode)

@@ -258,7 +258,8 @@ def test_legalize_ops_overrides_a_lowering():
     # the map is a module attribute: it prints, parses back and survives later passes
     again = from_source(custom.script())
     assert "arith.subf" in rm.to_mlir(again, "linalg")
-    with pytest.raises(KeyError, match="no op named 'relax.nope'"):
+    with pytest.raises(ValueError, match="LegalizeOps: option customize_legalize_map has a lowering for 'relax.nope', "
+                                         "but no op of that name is registered"):
         LegalizeOps({"relax.nope": _subtract_instead})
 
 

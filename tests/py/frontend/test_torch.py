@@ -322,9 +322,9 @@ def test_type_promotion_follows_the_dtypes_pytorch_recorded():
 def test_an_op_refusing_its_operands_names_the_node():
     class Bad(torch.nn.Module):
         def forward(self, x):
-            return torch.floor(x)  # of an int tensor: itself in PyTorch; Relax's floor takes floats
+            return torch.pow(x, x)  # integer power: PyTorch takes it, Relax's power takes floats
 
-    with pytest.raises(TorchImportError, match=r"node floor \(aten.floor.default\): relax.floor"):
+    with pytest.raises(TorchImportError, match=r"node pow_1 \(aten.pow.Tensor_Tensor\): relax.power"):
         from_exported_program(torch.export.export(Bad(), (torch.ones(2, 2, dtype=torch.int64),)))
 
 
