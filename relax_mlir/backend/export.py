@@ -36,8 +36,8 @@ from mlir.dialects import arith, func, scf, tensor
 
 from ..ir.block_builder import call_size_bindings
 from ..ir.dtype import to_numpy
-from ..ir.expr import (Call, Constant, Expr, Function, GlobalVar, MatchCast, SeqExpr, Tuple, TupleGetItem, Var,
-                       VarBinding)
+from ..ir.expr import (Call, Constant, Expr, Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr, Tuple,
+                       TupleGetItem, Var, VarBinding)
 from ..ir.module import IRModule
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, substitute
 from ..ir.sym import Quotient, SymDim
@@ -187,6 +187,7 @@ class _FunctionExporter:
     def __init__(self, owner: "Exporter", name: str, fn: Function, func_op: func.FuncOp):
         self.owner, self.name, self.fn, self.func_op = owner, name, fn, func_op
         self.values: dict[Var, Flat] = {}
+        self.shape_values: set[Var] = set()  # bindings of a shape or prim value (``binding``)
         # A nested call object a decomposition uses twice (``xs`` in ``(xs - mean(xs)) / std(xs)``) is exported
         # once: by identity, keeping the call alive so that its id stays its own.
         self.nested: dict[int, tuple[Call, Flat]] = {}
@@ -227,6 +228,10 @@ class _FunctionExporter:
 
     def expr(self, e: Expr) -> Flat:
         if isinstance(e, Var):
+            if e in self.shape_values:
+                raise ExportError(f"{self.where}: '{e.name_hint}' holds a {e.struct_info} value, which compiled code "
+                                  "does not pass at run time (only tensors and tuples of tensors; an op given it "
+                                  "reads its values where the op is made)")
             if e not in self.values:
                 raise ExportError(f"{self.where}: variable '{e.name_hint}' has no value here")
             return self.values[e]
@@ -261,6 +266,12 @@ class _FunctionExporter:
 
     def binding(self, b) -> None:
         self.where = f"{self.name}: binding '{b.var.name_hint}'"
+        if isinstance(b, VarBinding) and isinstance(b.value, (ShapeExpr, PrimValue)):
+            # ``s = R.shape([2, n])``: an op given ``s`` took its values where it was made (``R.reshape(x, s)``);
+            # nothing carries a shape at run time, so only a later read of ``s`` itself is refused (``expr``)
+            self.shape_values.add(b.var)
+            self.where = self.name
+            return
         if isinstance(b, MatchCast):
             value = self.cast(self.expr(b.value), b.struct_info)
         elif isinstance(b, VarBinding):

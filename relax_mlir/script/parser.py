@@ -774,7 +774,7 @@ class Parser:
             self.vdevice_reference(bound["vdevice"])
         dtype = self.literal(bound["dtype"]) if "dtype" in bound else DEFAULT_DTYPE
         if dtype is None or dtype == "void":
-            raise self.error(node, f"{_dotted(node.func)} without a dtype: {_NO_DTYPE}")
+            raise self.error(node, f"{_dotted(node.func)} with dtype={dtype!r}: {_NO_DTYPE}")
         ndim = self.literal(bound["ndim"]) if "ndim" in bound else -1
         return self.guard(node, lambda: TensorStructInfo(shape, dtype, ndim))
 
@@ -1044,7 +1044,7 @@ _SPECIAL = {
 DEFAULT_DTYPE = "float32"
 #: Why an explicit "any dtype" is refused here, and how to give one.
 _NO_DTYPE = ("TVM reads it as a tensor of any dtype, which this project does not represent (every tensor's dtype is "
-             'known; an omitted dtype is float32); give one: R.Tensor((2, 3), "float32"), R.Tensor(dtype="float32", ndim=2) (any shape of rank 2) '
+             'known); give one: R.Tensor((2, 3), "float32"), R.Tensor(dtype="float32", ndim=2) (any shape of rank 2) '
              'or R.Tensor(dtype="float32") (any rank)')
 _SINFO = {"Tensor": Parser.sinfo_tensor, "Tuple": Parser.sinfo_tuple, "Shape": Parser.sinfo_shape,
           "Prim": Parser.sinfo_prim, "Callable": Parser.sinfo_callable}
