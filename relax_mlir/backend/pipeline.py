@@ -34,6 +34,7 @@ from mlir import ir, passmanager
 from mlir.dialects import arith, bufferization, scf, tensor
 
 from .alloc_checks import check_allocations, functions_to_check
+from .bf16 import exact_bf16_conversions
 from .bool_storage import widen_bool_memrefs
 from .fusion_limit import limit_fusion_depth
 from . import loop_hints
@@ -78,13 +79,16 @@ OPENMP_PASSES = "scf-forall-to-parallel,convert-scf-to-openmp{num-threads=%d},"
 # module's functions (the outlined kernels) in parallel, one per core. The LLVM dialect that comes out is the same,
 # byte for byte (the tutorial MLP's and the 8x8 CNN's training modules); their cold builds 0.415 -> 0.402 s and
 # 1.158 -> 1.143 s (medians of 9 and 5, alternated in one process, 2-core Intel Xeon).
+# Last, bf16 arithmetic is computed in f32 (x86 has none; MLIR's emulation); the casts it adds, and the lowering's,
+# then become integer ops (``bf16.exact_bf16_conversions``: subnormals kept on every host).
 LOOPS_PIPELINE = (
     "builtin.module("
     "%s"
     "func.func("
     "convert-linalg-to-loops,"
     "convert-vector-to-scf{full-unroll=1},"
-    "canonicalize,cse))"
+    "canonicalize,cse,"
+    "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}))"
 )
 LLVM_PIPELINE = (
     "builtin.module("
@@ -93,7 +97,6 @@ LLVM_PIPELINE = (
     "convert-scf-to-cf,"
     "expand-strided-metadata,"
     "lower-affine,"
-    "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
     "convert-vector-to-llvm{vector-contract-lowering=outerproduct},"
     "convert-math-to-llvm),"
     "finalize-memref-to-llvm,"
@@ -445,6 +448,9 @@ def _to_llvm(module: ir.Module, options: PipelineOptions) -> ir.Module:
     openmp = OPENMP_PASSES % options.num_threads if options.num_threads > 1 else ""
     strided_copies_to_linalg(module)
     run_passes(module, LOOPS_PIPELINE % openmp, options)
+    if exact_bf16_conversions(module) and options.print_after_all:
+        sys.stderr.write(f"// -----// IR Dump After exact-bf16-conversions (relax_mlir) //----- //\n{module}\n")
+        sys.stderr.flush()
     if widen_bool_memrefs(module) and options.print_after_all:
         sys.stderr.write(f"// -----// IR Dump After widen-bool-memrefs (relax_mlir) //----- //\n{module}\n")
         sys.stderr.flush()

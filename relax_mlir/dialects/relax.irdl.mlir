@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 0a5534168b173cc09133777e0b44cdf7de0483c6da3ecc14f1c08f5f94c74d56
+// registry sha256 896cc319900910c01e543145a79910a96c52fe8628bfc4e00de956ee0c14238a
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

@@ -19,7 +19,7 @@ import contextvars
 from typing import Callable, Iterator, Optional, Sequence, Union
 
 from mlir import ir
-from mlir.dialects import arith, linalg, tensor
+from mlir.dialects import arith, linalg, math, tensor
 
 from ...op.registry import Op
 from ..dialect import SYMBOLIC_ENTRY, decode_attr
@@ -180,9 +180,13 @@ def convert(v: ir.Value, to: ir.Type) -> ir.Value:
     if is_float(src) and is_float(to):
         if src.width == to.width:  # f16 <-> bf16
             return arith.truncf(to, arith.extf(f32(), v))
+        if isinstance(src, ir.F64Type) and isinstance(to, ir.F16Type):
+            # f64 -> f16 would call compiler-rt (__truncdfhf2), which the JIT cannot find: through f32, rounded
+            # to odd so that the second rounding is the only one (NumPy's)
+            return arith.truncf(to, f64_to_f32_odd(v))
         if {src.width, to.width} == {16, 64}:
-            # f64 <-> f16/bf16 would call compiler-rt (__truncdfhf2), which the JIT cannot find: go through f32
-            # (exact when widening; narrowing may round twice, off by one half-float ulp in rare ties).
+            # f64 -> bf16 through f32 rounds twice, as ml_dtypes' astype and PyTorch do (the interpreter's); f16/bf16
+            # -> f64 through f32 is exact
             return convert(convert(v, f32()), to)
         return arith.extf(to, v) if to.width > src.width else arith.truncf(to, v)
     if (is_float(to) and to.width == 16) or (is_float(src) and src.width == 16):
@@ -201,6 +205,38 @@ def convert(v: ir.Value, to: ir.Type) -> ir.Value:
     if to.width > src.width:
         return arith.extui(to, v) if is_bool(src) or from_unsigned else arith.extsi(to, v)
     return arith.trunci(to, v)
+
+
+def int_like(k: int, v: ir.Value, width: int) -> ir.Value:
+    """The ``width``-bit integer constant ``k`` (two's complement), splat to ``v``'s vector shape if ``v`` is a
+    vector."""
+    t = ir.IntegerType.get_signless(width)
+    k = k - (1 << width) if k >= 1 << (width - 1) else k
+    if isinstance(v.type, ir.VectorType):
+        vt = ir.VectorType.get(v.type.shape, t)
+        return arith.constant(vt, ir.DenseElementsAttr.get_splat(vt, ir.IntegerAttr.get(t, k)))
+    return arith.constant(t, ir.IntegerAttr.get(t, k))
+
+
+def retyped(v: ir.Value, t: ir.Type) -> ir.Type:
+    """``t``, or a vector of ``t`` shaped as ``v`` if ``v`` is a vector."""
+    return ir.VectorType.get(v.type.shape, t) if isinstance(v.type, ir.VectorType) else t
+
+
+def f64_to_f32_odd(v: ir.Value) -> ir.Value:
+    """f64 -> f32 rounded to odd: toward zero, with the lowest mantissa bit set when inexact. f32 has at least two
+    bits more than f16 (24 against 11), so rounding this once more to f16 (to nearest even) gives what one rounding
+    of the f64 would: no value lands on an f16 half-way point it was not on (``1 + 2**-11 + 2**-40`` rounded to f32
+    first is the tie ``1 + 2**-11``, which went down to 1.0; NumPy gives 1.001). NaN and inf pass unchanged; a
+    value past the f32 range becomes the largest f32 (odd), still inf in f16."""
+    near = arith.truncf(retyped(v, f32()), v)  # to nearest: one of the two f32 neighbours
+    back = arith.extf(v.type, near)
+    bits = arith.bitcast(retyped(v, ir.IntegerType.get_signless(32)), near)
+    past = arith.cmpf(arith.CmpFPredicate.OGT, math.absf(back), math.absf(v))  # rounded away from zero: step back
+    bits = arith.select(past, arith.subi(bits, int_like(1, v, 32)), bits)
+    inexact = arith.cmpf(arith.CmpFPredicate.ONE, back, v)
+    bits = arith.select(inexact, arith.ori(bits, int_like(1, v, 32)), bits)
+    return arith.bitcast(near.type, bits)
 
 
 def _float_to_int(v: ir.Value, width: int) -> ir.Value:
