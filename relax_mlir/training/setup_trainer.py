@@ -26,14 +26,13 @@ from __future__ import annotations
 import inspect
 from typing import Sequence
 
-import numpy as np
-
 from ..ir.block_builder import BlockBuilder
 from ..ir.expr import Call, Function, Tuple, TupleGetItem, Var
 from ..ir.module import IRModule
 from ..ir.struct_info import TupleStructInfo
 from .loss import Loss
 from .optimizer import Optimizer
+from .trainer import is_count
 
 
 def check_lowerable(mod: IRModule, skip: Sequence[str] = ()) -> None:
@@ -208,10 +207,9 @@ def _flat_backbone(mod: IRModule, name: str) -> Function:
 
 
 def _count_attr(mod: IRModule, key: str) -> int:
-    """A count among the module's attributes, as the text format writes it (``"param_num": 4``) or NumPy gives it.
-    ``int()`` would take 1.5 and True for 1 (training only the last parameters) and "4" for 4."""
+    """A count among the module's attributes (:func:`is_count`)."""
     value = mod.attrs[key]
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+    if not is_count(value):
         raise ValueError(f"SetupTrainer: the module attribute {key} must be a count, an int >= 0, got {value!r} "
                          f"({type(value).__name__})")
     return int(value)

@@ -606,7 +606,7 @@ def _check_train_attrs(mod: IRModule) -> None:
     attrs = mod.attrs
     for key, least in (("input_num", 1), ("param_num", 1), ("state_num", 0), ("rng_key_num", 0)):
         value = attrs.get(key, missing)
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        if not is_count(value, least):
             refuse(key, f"an int >= {least}", value)
     counted, taken = attrs["input_num"] + attrs["param_num"] + attrs["state_num"], len(mod["predict"].params)
     if counted != taken:
@@ -621,6 +621,13 @@ def _check_train_attrs(mod: IRModule) -> None:
     kind = attrs.get("optimizer_kind")
     if kind is not None and not isinstance(kind, str):
         refuse("optimizer_kind", "the optimizer's class name, a str", kind)
+
+
+def is_count(value: Any, least: int = 0) -> bool:
+    """Whether a module attribute is a count of at least ``least``: an int as the text format writes it
+    (``"param_num": 4``) or NumPy gives it. ``int()`` would take 1.5 and True for 1 (training only the last
+    parameters) and "4" for 4."""
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= least
 
 
 def _is_number(value: Any) -> bool:

@@ -23,27 +23,19 @@ import pytest
 
 import relax_mlir as rm
 from relax_mlir import op, transform
-from relax_mlir.ir import BlockBuilder, TensorStructInfo, TupleStructInfo, Var
+from relax_mlir.ir import TensorStructInfo, TupleStructInfo, Var
 from relax_mlir.ir.expr import TupleGetItem
 from relax_mlir.op import grad_utils as gu
 from relax_mlir.script import from_source
 from relax_mlir.transform import GradientError
 from relax_mlir.transform.decompose_ops import DecomposeError
 
+from .test_gradient_unknown_shapes import _module
+
 _T = TensorStructInfo
 _F32 = "float32"
 X = np.array([[-1.3, 0.2, 2.7], [0.6, -0.4, 1.1]], _F32)
 W = np.array([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0]], _F32)
-
-
-def _module(params, build):
-    """``main(*params)``: ``build(bb, *params)`` returns the (scalar) value to return."""
-    bb = BlockBuilder()
-    with bb.function("main", params):
-        with bb.dataflow():
-            out = bb.emit_output(build(bb, *params), "s")
-        bb.emit_func_output(out)
-    return bb.get()
 
 
 def _cast(bb, value, shape=(2, 3)):
