@@ -32,6 +32,7 @@ from mlir import ir
 from mlir.dialects import arith, scf, tensor
 
 from ..error_slot import SHAPE_CHECK_PREFIX
+from ..guard import move_into_else
 from .checks import report_if, where
 from .core import Size, as_index, cast_to, empty
 
@@ -180,14 +181,7 @@ def _guard_expand(op: ir.Operation) -> int:
 def _unless(op: ir.Operation, mismatch: ir.Value, target: ir.RankedTensorType, sizes) -> int:
     """``op`` (one result of type ``target``) moved into ``scf.if %mismatch {empty} else {op}``: on a mismatch an
     empty tensor of ``sizes()`` (built in that branch) stands in and the op does not run."""
-    with ir.InsertionPoint(op), op.location:
-        choose = scf.IfOp(mismatch, [target], has_else=True)
-        with ir.InsertionPoint(choose.then_block):
-            scf.YieldOp([tensor.EmptyOp(sizes(), target.element_type).result])
-    op.results[0].replace_all_uses_with(choose.results[0])
-    with ir.InsertionPoint(choose.else_block), op.location:
-        yield_op = scf.YieldOp([op.results[0]])
-    op.move_before(yield_op.operation)
+    move_into_else(op, mismatch, lambda: [tensor.EmptyOp(sizes(), target.element_type).result])
     return 1
 
 
@@ -330,14 +324,7 @@ def _guard(op: ir.Operation) -> int:
                       "but another operand of the same loop dimension has size {extent} (sizes the op's inference "
                       "assumed equal)", extent=want)
             mismatch = bad if mismatch is None else arith.ori(mismatch, bad)
-        choose = scf.IfOp(mismatch, [r.type for r in op.results], has_else=True)
-        with ir.InsertionPoint(choose.then_block):
-            scf.YieldOp(outs)
-    for old, new in zip(op.results, choose.results):
-        old.replace_all_uses_with(new)
-    with ir.InsertionPoint(choose.else_block), op.location:
-        yield_op = scf.YieldOp(list(op.results))
-    op.move_before(yield_op.operation)
+    move_into_else(op, mismatch, lambda: outs)
     return 1
 
 

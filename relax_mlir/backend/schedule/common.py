@@ -10,8 +10,10 @@ import threading
 from typing import Any, Callable, Iterator, Optional
 
 from mlir import ir
-from mlir.dialects import arith, scf, tensor
+from mlir.dialects import arith, tensor
 from mlir.dialects.transform import interpreter
+
+from ..guard import move_into_else
 
 ANY = "!transform.any_op"
 #: Unit attribute on the tiles that the vectorize script turns into vector ops.
@@ -316,12 +318,4 @@ def unless_empty(op: ir.Operation, sizes: list[tuple[ir.Value, int]]) -> None:
         for value, axis in sizes:
             none = arith.cmpi(arith.CmpIPredicate.eq, tensor.dim(value, arith.constant(idx, axis)), zero)
             empty = none if empty is None else arith.ori(empty, none)
-        choose = scf.IfOp(empty, [r.type for r in op.results], has_else=True)
-        choose.operation.attributes[UNLESS_EMPTY] = ir.UnitAttr.get()
-        with ir.InsertionPoint(choose.then_block):
-            scf.YieldOp(inits)
-    for old, new in zip(op.results, choose.results):
-        old.replace_all_uses_with(new)
-    with ir.InsertionPoint(choose.else_block), op.location:
-        yield_op = scf.YieldOp(list(op.results))
-    op.move_before(yield_op.operation)
+    move_into_else(op, empty, lambda: inits).operation.attributes[UNLESS_EMPTY] = ir.UnitAttr.get()
