@@ -25,17 +25,11 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..ir.dtype import BFLOAT16, to_numpy
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 
 if TYPE_CHECKING:  # MLIR is imported where used: the call path runs without it
     from mlir import ir
-
-try:  # bfloat16 exists in NumPy only through ml_dtypes
-    import ml_dtypes
-
-    _BF16: np.dtype | None = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - ml_dtypes is installed in the dev venv
-    _BF16 = None
 
 Dim = int | str
 
@@ -51,8 +45,8 @@ ELEMENT_DTYPES: dict[str, np.dtype] = {
     "i64": np.dtype(np.int64),
     "index": np.dtype(np.int64),
 }
-if _BF16 is not None:
-    ELEMENT_DTYPES["bf16"] = _BF16
+if BFLOAT16 is not None:
+    ELEMENT_DTYPES["bf16"] = BFLOAT16
 
 #: Other NumPy dtypes with the same storage as an MLIR element type (signless integers hold unsigned too).
 _ALSO_ACCEPTED: dict[str, tuple[np.dtype, ...]] = {
@@ -70,11 +64,7 @@ _CALLS = {"min": min, "max": max}
 
 def to_dtype(dtype: Any) -> np.dtype:
     """A NumPy dtype from a name or dtype-like (``"float32"``, ``"bfloat16"``, ``np.int8``, ``bool``)."""
-    if isinstance(dtype, str) and dtype == "bfloat16":
-        if _BF16 is None:
-            raise TypeError("bfloat16 needs the ml_dtypes package")
-        return _BF16
-    return np.dtype(dtype)
+    return to_numpy(dtype) if isinstance(dtype, str) and dtype == "bfloat16" else np.dtype(dtype)
 
 
 def is_symbol(dim: Dim) -> bool:

@@ -9,9 +9,9 @@ import numpy as np
 try:  # bfloat16 is not a NumPy type; ml_dtypes (a JAX dependency) provides one.
     import ml_dtypes
 
-    _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+    BFLOAT16: np.dtype | None = np.dtype(ml_dtypes.bfloat16)
 except ImportError:  # pragma: no cover - ml_dtypes is a declared dependency
-    _BFLOAT16 = None
+    BFLOAT16 = None
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -43,13 +43,13 @@ def is_floating(dtype: Any) -> bool:
     subtype of ``numpy.floating``, so ``dtype.kind == "f"`` and ``numpy.issubdtype(dtype, numpy.floating)`` both
     miss it (and a NaN of a bfloat16 model went unseen)."""
     dtype = np.dtype(dtype)
-    return dtype.kind == "f" or (_BFLOAT16 is not None and dtype == _BFLOAT16)
+    return dtype.kind == "f" or (BFLOAT16 is not None and dtype == BFLOAT16)
 
 
 def float_info(dtype: Any):
     """``numpy.finfo`` of a float dtype, bfloat16 included (``numpy.finfo`` knows no bfloat16: ml_dtypes' does)."""
     dtype = np.dtype(dtype)
-    return ml_dtypes.finfo(dtype) if _BFLOAT16 is not None and dtype == _BFLOAT16 else np.finfo(dtype)
+    return ml_dtypes.finfo(dtype) if BFLOAT16 is not None and dtype == BFLOAT16 else np.finfo(dtype)
 
 
 def is_int(dtype: str) -> bool:
@@ -63,16 +63,16 @@ def is_bool(dtype: str) -> bool:
 def to_numpy(dtype: str) -> np.dtype:
     """The NumPy dtype that stores values of ``dtype``."""
     if dtype == "bfloat16":
-        if _BFLOAT16 is None:  # pragma: no cover
+        if BFLOAT16 is None:  # pragma: no cover
             raise ValueError("bfloat16 needs the ml_dtypes package")
-        return _BFLOAT16
+        return BFLOAT16
     return np.dtype(dtype)
 
 
 def from_numpy(dtype: np.dtype) -> str:
     """The Relax dtype name of a NumPy dtype."""
     dtype = np.dtype(dtype)
-    if _BFLOAT16 is not None and dtype == _BFLOAT16:
+    if BFLOAT16 is not None and dtype == BFLOAT16:
         return "bfloat16"
     name = dtype.name
     if name not in DTYPES:
