@@ -212,6 +212,7 @@ class AppendLoss(Pass):
     def __post_init__(self):
         if isinstance(self.func_name, GlobalVar):
             object.__setattr__(self, "func_name", self.func_name.name_hint)
+        super().__post_init__()
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         if self.func_name not in mod:

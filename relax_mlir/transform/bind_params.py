@@ -21,7 +21,6 @@ from ..ir.dtype import to_numpy
 from ..ir.expr import Constant, Function, Var
 from ..ir.struct_info import TensorStructInfo
 from ..ir.sym import SymDim
-from .options import check_options
 from .pass_infra import Pass
 from .utils import bind_sizes, callees
 
@@ -52,9 +51,6 @@ class BindParams(Pass):
     func_name: str
     params: Mapping[Any, Any]
     name = "BindParams"
-
-    def __post_init__(self):
-        check_options(self)
 
     def transform_module(self, mod, ctx):
         if self.func_name not in mod or not isinstance(mod[self.func_name], Function):

@@ -22,7 +22,6 @@ from ..ir.module import IRModule
 from ..ir.struct_info import TupleStructInfo
 from ..ir.visitor import ExprMutator
 from .call_sites import rewrite_call_sites
-from .options import check_options
 from .pass_infra import Pass, PassContext
 
 
@@ -70,9 +69,6 @@ class BundleModelParams(Pass):
     name = "BundleModelParams"
 
     param_tuple_name: Optional[str] = None
-
-    def __post_init__(self):
-        check_options(self)
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         out, rewrites = mod.copy(), {}

@@ -26,7 +26,6 @@ from typing import Any, Callable, Optional
 from .. import op
 from ..ir.expr import Call, DataflowBlock, DataflowVar, Function, MatchCast, SeqExpr, Tuple, TupleGetItem, Var, \
     VarBinding
-from .options import check_options
 from .rewrite_pass import FunctionRewritePass, static_shape
 
 
@@ -86,9 +85,6 @@ class CombineParallelMatmul(FunctionRewritePass):
 
     name = "CombineParallelMatmul"
     check: Optional[Callable[[Var, list], bool]] = None
-
-    def __post_init__(self):
-        check_options(self)  # (a wrong ``check`` would otherwise fail only once a candidate is found)
 
     def rewrite_function(self, func: Function) -> Function:
         blocks = [self._block(block, set(func.params)) for block in func.body.blocks]

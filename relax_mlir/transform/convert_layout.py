@@ -123,6 +123,7 @@ class ConvertLayout(Pass):
                                  f"{', '.join((_CONV,) + _POOLS)}")
             checked[name] = tuple(layouts)
         object.__setattr__(self, "desired_layouts", checked)
+        super().__post_init__()
 
     def transform_module(self, mod, ctx):
         out, changed = mod.copy(), False

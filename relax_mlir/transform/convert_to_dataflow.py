@@ -56,6 +56,7 @@ class ConvertToDataflow(FunctionPass):
     def __post_init__(self) -> None:
         if not isinstance(self.min_size, int) or isinstance(self.min_size, bool) or self.min_size < 1:
             raise ValueError(f"ConvertToDataflow: min_size must be a positive integer, got {self.min_size!r}")
+        super().__post_init__()
 
     def transform_function(self, func: Function, mod, ctx) -> Function:
         if not isinstance(func.body, SeqExpr):

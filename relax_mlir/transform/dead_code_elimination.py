@@ -66,6 +66,7 @@ class DeadCodeElimination(Pass):
 
     def __post_init__(self):
         object.__setattr__(self, "entry_functions", name_list_option("DeadCodeElimination(entry_functions=...)", self.entry_functions))
+        super().__post_init__()
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         out = mod.copy()

@@ -67,6 +67,7 @@ class EliminateCommonSubexpr(Pass):
     def __post_init__(self) -> None:
         if not isinstance(self.call_only, bool):
             raise TypeError(f"EliminateCommonSubexpr: call_only must be True or False, got {self.call_only!r}")
+        super().__post_init__()
 
     def transform_module(self, mod, ctx):
         out = mod.copy()

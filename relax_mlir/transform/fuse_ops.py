@@ -26,7 +26,6 @@ from typing import Optional
 from ..ir.expr import Call, DataflowBlock, Function, MatchCast, SeqExpr, Var
 from ..op.registry import Elementwise, Op
 from .fuse_ops_by_pattern import outline_group
-from .options import check_options
 from .pass_infra import Pass
 from .utils import free_vars
 
@@ -93,9 +92,6 @@ class FuseOps(Pass):
 
     name = "FuseOps"
     fuse_opt_level: int = -1
-
-    def __post_init__(self):
-        check_options(self)
 
     def transform_module(self, mod, ctx):
         level = ctx.opt_level if self.fuse_opt_level < 0 else self.fuse_opt_level

@@ -161,6 +161,7 @@ class FuseOpsByPattern(Pass):
             raise TypeError(f"FuseOpsByPattern: patterns is {_shown(self.patterns)}; expected a list of patterns, "
                             f"each {_ENTRY}")
         object.__setattr__(self, "patterns", tuple(_as_fusion_pattern(p, i) for i, p in enumerate(self.patterns)))
+        super().__post_init__()
         if self.annotate_codegen:
             raise ValueError("FuseOpsByPattern: annotate_codegen wraps groups for an external code generator; this "
                              "target has none (leave it False)")

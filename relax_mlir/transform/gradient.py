@@ -51,7 +51,6 @@ from ..ir.printer import format_struct_info
 from ..ir.struct_info import PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
 from ..op.grad_utils import NoGradientRule, ShapeNeeded, cast_advice, missing_rule
 from ..op.registry import NOT_DIFFERENTIABLE, SECOND_ORDER_UNSUPPORTED, Op
-from .options import check_options
 from .pass_infra import Pass, PassContext
 from .canonicalize_bindings import CanonicalizeBindings
 from .dead_code_elimination import impure_bindings, remove_unused_bindings, size_defining_casts
@@ -128,7 +127,7 @@ class Gradient(Pass):
     target_index: int = 0
 
     def __post_init__(self):
-        check_options(self)
+        super().__post_init__()
         if isinstance(self.func_name, GlobalVar):
             object.__setattr__(self, "func_name", self.func_name.name_hint)
         if isinstance(self.require_grads, (Var, str)):

@@ -140,6 +140,7 @@ class InlineFunctions(Pass):
 
     def __post_init__(self):
         object.__setattr__(self, "func_names", name_list_option("InlineFunctions(func_names=...)", self.func_names))
+        super().__post_init__()
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         out = mod.copy()

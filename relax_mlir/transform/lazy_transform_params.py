@@ -71,6 +71,7 @@ class LazyTransformParams(Pass):
     extra_set_item_params: Optional[tuple] = None
 
     def __post_init__(self):
+        super().__post_init__()
         for key in ("extra_get_item_params", "extra_set_item_params"):
             value = getattr(self, key)
             if value is not None:

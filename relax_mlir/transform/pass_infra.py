@@ -138,6 +138,13 @@ class Pass:
                              f"{known.__module__}.{known.__qualname__}")
         PASSES[name] = cls
 
+    def __post_init__(self):
+        """Every option is checked against its annotation when the pass is made (``options.check_options``), in
+        the words ``--passes`` uses; a pass with a ``__post_init__`` of its own calls this one first."""
+        from .options import check_options
+
+        check_options(self)
+
     @property
     def info(self) -> PassInfo:
         return PassInfo(self.name, self.opt_level)
