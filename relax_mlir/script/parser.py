@@ -27,7 +27,7 @@ from ..ir.expr import (PRIVATE_ATTR, BindingBlock, Call, Constant, DataflowBlock
 from ..ir.module import IRModule
 from ..ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                               TensorStructInfo, TupleStructInfo, is_base_of)
-from ..op.registry import Op, get_op
+from ..op.registry import Elementwise, Op, get_op
 from . import _vdevice
 
 
@@ -614,6 +614,8 @@ class Parser:
         """The call of ``op`` on ``args`` (and ``kwargs``: tensors or attributes by name), its struct info inferred."""
         op = get_op(op) if isinstance(op, str) else op
         tensors, attrs = op.bind_arguments(args, kwargs or {})
+        if isinstance(op.lowering, Elementwise) and len(op.inputs) == 2:
+            tensors = _prim_operands(op, tensors)
         return Call(op, tensors, attrs, op.infer_struct_info(tensors, attrs), span=self.span(node))
 
     def python_value(self, node: ast.AST) -> Any:
@@ -884,7 +886,8 @@ class Parser:
         if _is_call_expr(node, "R.shape") and len(node.args) == 1 and not node.keywords:
             return self.shape(node.args[0], sizes or _Sizes())  # R.shape([3, 5]) where an op takes a shape
         if _is_call_expr(node, "R.prim_value") and len(node.args) == 1 and not node.keywords:
-            return self.literal(node.args[0], sizes)  # R.prim_value(2) where an op takes a number
+            typed = _typed_number(self, node.args[0])  # R.prim_value(T.int64(2))
+            return typed[0] if typed is not None else self.literal(node.args[0], sizes)  # R.prim_value(2)
         if self.evaluate:
             return _python_literal(self.python_value(node))
         raise self.error(node, f"unsupported attribute value {_kind(node)}; expected a literal "
@@ -980,9 +983,46 @@ def _sp_prim_value(p: Parser, node, scope, sizes):
     bound = _bind_args(p, node, ["value", "dtype"])
     if "value" not in bound:
         raise p.error(node, "R.prim_value(value, dtype=...) takes a value: a number or a size variable")
-    value = p.literal(bound["value"]) if _is_prim_literal(bound["value"]) else p.dim(bound["value"], sizes)
-    dtype = p.literal(bound["dtype"]) if "dtype" in bound else ("float64" if isinstance(value, float) else "int64")
+    typed = _typed_number(p, bound["value"])
+    if typed is not None:  # TVM's printer writes R.prim_value(T.float32(2.0)): the dtype is T's
+        value, written = typed
+        dtype = p.literal(bound["dtype"]) if "dtype" in bound else written
+        if dtype != written:
+            raise p.error(node, f"R.prim_value: the value is T.{written}(...) but dtype={dtype!r} is given")
+    else:
+        value = p.literal(bound["value"]) if _is_prim_literal(bound["value"]) else p.dim(bound["value"], sizes)
+        dtype = p.literal(bound["dtype"]) if "dtype" in bound else ("float64" if isinstance(value, float) else "int64")
     return p.guard(node, lambda: PrimValue(value, check_dtype(dtype, "R.prim_value")))
+
+
+def _sp_full(p: Parser, node, scope, sizes):
+    """``R.full(shape, fill_value, dtype)``. TVM's fill value is a 0-d tensor expression; a number or a constant is
+    the record's ``fill_value`` attribute, and a tensor known only at run time (a parameter, a computed value) is
+    ``broadcast_to(astype(v, dtype), shape)``, the same values (the record holds no tensor operand)."""
+    op = get_op("full")
+    bound = _bind_args(p, node, ["shape", "fill_value", "dtype"])
+    fill = bound.get("fill_value")
+    if fill is None or not _names_tensor(fill, scope):
+        return p.call_op(op, node, scope, sizes)
+    value = p.leaf(fill, scope, sizes)
+    sinfo = value.struct_info
+    if not isinstance(sinfo, TensorStructInfo) or sinfo.ndim != 0:
+        raise p.error(fill, f"R.full: fill_value must be a 0-d tensor (TVM's zero-rank fill value) or a number, got "
+                            f"{_fmt(sinfo)}")
+    shape = p.attribute(bound["shape"], scope, sizes) if "shape" in bound else None
+    if shape is None:
+        raise p.error(node, "R.full: missing the shape")
+    dtype = p.attribute(bound["dtype"], scope, sizes) if "dtype" in bound else None
+    if dtype is not None and dtype != sinfo.dtype:
+        value = p.bind_fresh(p.guard(node, lambda: p.apply_op("astype", [value], node, {"dtype": dtype})), scope)
+    return p.guard(node, lambda: p.apply_op("broadcast_to", [value], node, {"shape": shape}))
+
+
+def _names_tensor(node: ast.AST, scope: _Scope) -> bool:
+    """Whether ``node`` is a Relax tensor value: a tensor variable, or an expression reading a Relax variable."""
+    if isinstance(node, ast.Name) and node.id in scope.vars:
+        return isinstance(scope.vars[node.id].struct_info, TensorStructInfo)
+    return isinstance(node, ast.Call) and any(isinstance(n, ast.Name) and n.id in scope.vars for n in ast.walk(node))
 
 
 def _sp_str(p: Parser, node, scope, sizes):
@@ -1034,6 +1074,7 @@ _COMPARISONS = {ast.Lt: "less", ast.LtE: "less_equal", ast.Gt: "greater", ast.Gt
 
 _SPECIAL = {
     "const": _sp_const, "shape": _sp_shape, "prim_value": _sp_prim_value, "str": _sp_str, "tuple": _sp_tuple,
+    "full": _sp_full,
     "call_packed": _sp_call_packed,
     "match_cast": _sp_misplaced("R.match_cast must be the whole right-hand side of an assignment"),
     "output": _sp_misplaced("R.output(...) must be the last statement of a dataflow block"),
@@ -1157,6 +1198,38 @@ def _is_prim_literal(node: ast.AST) -> bool:
         return not isinstance(node.value, str)
     return isinstance(node, ast.Call) and _dotted(node.func) == "float" and len(node.args) == 1 and \
         not node.keywords and isinstance(node.args[0], ast.Constant)
+
+
+def _typed_number(p: Parser, node: ast.AST) -> Optional[tuple[Any, str]]:
+    """``(value, dtype)`` of TVM's typed literal ``T.float32(2)``, ``T.int64(-1)``, ``T.bool(True)``, or None."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _dotted(node.func.value) == "T"
+            and node.func.attr in DTYPES and len(node.args) == 1 and not node.keywords
+            and _is_prim_literal(node.args[0])):
+        return None
+    return p.literal(node.args[0]), node.func.attr
+
+
+def _prim_operands(op: Op, args: list) -> list:
+    """A binary elementwise op's ``R.Prim`` operands (TVM takes them as scalars beside a tensor:
+    ``R.add(x, R.prim_value(T.float32(2)))``) as 0-d constants of their dtype, the result TVM infers. A Prim whose
+    value is not a number written here (a parameter, a size ``n``), or two Prim operands (TVM's result is a Prim),
+    are refused: the op records take tensors."""
+    prims = [i for i, a in enumerate(args) if isinstance(a, Expr) and isinstance(a.struct_info, PrimStructInfo)]
+    if not prims:
+        return args
+    if len(prims) == len(args):
+        raise ValueError(f"{op.name}: both operands are R.Prim values; TVM computes a Prim from them, which this "
+                         "project does not represent; give a tensor operand (R.const(v, dtype))")
+    out = list(args)
+    for i in prims:
+        sinfo = args[i].struct_info
+        if not isinstance(sinfo.value, (int, float, bool, np.generic)) or isinstance(sinfo.value, sym.SymDim):
+            known = "a size, " + str(sinfo.value) if sinfo.value is not None else "known only at run time"
+            raise ValueError(f"{op.name}: operand {op.inputs[i]!r} is {_fmt(sinfo)} ({known}); a Prim operand is taken "
+                             "only as a number written in the program (R.prim_value(T.float32(2))): pass a 0-d "
+                             f"tensor (R.Tensor((), \"{sinfo.dtype}\")) instead")
+        out[i] = const(sinfo.value, sinfo.dtype)
+    return out
 
 
 def _const_like(number: float, partner: Expr) -> Expr:
