@@ -5,23 +5,61 @@ name (``(x @ a) @ b`` for a low-rank ``a @ b``: LoRA's weights).
     y = R.matmul(x, ab)                 y = R.matmul(gv, b)
 
 and the other way (``(x @ a) @ b`` to ``x @ (a @ b)``) when that is cheaper. Costs are multiply-adds from static
-shapes (2-D operands; a batch of leading dimensions multiplies both orders alike); a symbolic size leaves the
-product as it is. A product that depends on weights alone (``num_input``, as for ``ExpandMatmulOfSum``) is
-computed once ahead of time, so it is never split up.
+shapes, as TVM counts them: a 1-D first operand is one row and a 1-D last operand one column, and each product is
+counted over the batch its own operands broadcast to (a weight without batch dimensions multiplied once, not once
+per batch element); ties and symbolic sizes leave the product as it is. A product that depends on weights alone
+(``num_input``, as for ``ExpandMatmulOfSum``) is computed once ahead of time, so it is never split up.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 from .. import op
 from ..dpl import is_op, wildcard
 from .rewrite_pass import CallRewritePass, bindings_of, compile_time, static_shape
 
 
-def _mk(e):
-    shape = static_shape(e)
-    return shape[-2:] if shape is not None and len(shape) == 2 else None
+def _broadcast(p: tuple, q: tuple):
+    """The batch shape two batch prefixes broadcast to, None when they do not broadcast."""
+    width = max(len(p), len(q))
+    p, q = (1,) * (width - len(p)) + p, (1,) * (width - len(q)) + q
+    if any(d != e and 1 not in (d, e) for d, e in zip(p, q)):
+        return None
+    return tuple(max(d, e) for d, e in zip(p, q))
+
+
+def _matrices(exprs):
+    """The static shapes of a chain ``p @ q @ r`` as matrices with batch prefixes, or None. A 1-D ``p`` is a row,
+    a 1-D ``r`` a column (as matmul reads them); a 1-D middle operand is refused, because the two orders would
+    then read it differently (a column on one side, a row on the other)."""
+    shapes = [static_shape(e) for e in exprs]
+    if any(s is None or len(s) == 0 for s in shapes) or len(shapes[1]) == 1:
+        return None
+    p, q, r = shapes
+    p = (1,) + p if len(p) == 1 else p
+    r = r + (1,) if len(r) == 1 else r
+    if p[-1] != q[-2] or q[-1] != r[-2]:
+        return None
+    return p, q, r
+
+
+def _costs(exprs):
+    """Multiply-adds of ``(p @ q) @ r`` and of ``p @ (q @ r)``, or None when the shapes are not static or do not
+    chain. Each product runs over the batch its operands broadcast to, so a batched ``x`` times two unbatched
+    weights pays its batch in both of ``(x @ a) @ b``'s products but in only one of ``x @ (a @ b)``'s."""
+    mats = _matrices(exprs)
+    if mats is None:
+        return None
+    (p, q, r) = mats
+    bp, bq, br = p[:-2], q[:-2], r[:-2]
+    pq, qr = _broadcast(bp, bq), _broadcast(bq, br)
+    outer = _broadcast(pq, br) if pq is not None else None
+    if qr is None or outer is None:
+        return None
+    rows, k, m, n = p[-2], p[-1], q[-1], r[-1]
+    return prod(pq) * rows * k * m + prod(outer) * rows * m * n, prod(qr) * k * m * n + prod(outer) * rows * k * n
 
 
 @dataclass(frozen=True)
@@ -66,11 +104,7 @@ class AdjustMatmulOrder(CallRewritePass):
             return call.attrs.get("out_dtype") in (None, "", "void")
 
         def costs(m):
-            shapes = [_mk(m[x]), _mk(m[a]), _mk(m[b])]
-            if None in shapes or shapes[0][1] != shapes[1][0] or shapes[1][1] != shapes[2][0]:
-                return None
-            (rows, k), (_, r), (_, n) = shapes
-            return rows * k * r + rows * r * n, k * r * n + rows * k * n  # (x @ a) @ b, x @ (a @ b)
+            return _costs([m[x], m[a], m[b]])  # ((x @ a) @ b, x @ (a @ b))
 
         def x_times_ab(expr, m):        # x @ (a @ b) -> (x @ a) @ b
             cost = costs(m)
@@ -80,7 +114,7 @@ class AdjustMatmulOrder(CallRewritePass):
 
         def xa_times_b(expr, m):        # (x @ a) @ b -> x @ (a @ b)
             cost = costs(m)
-            if cost is None or not (plain(expr) and plain(m[left])):
+            if cost is None or not (plain(expr) and plain(m[left])) or compile_time(m[left], func, bound):
                 return expr
             return op.matmul(m[x], op.matmul(m[a], m[b])) if cost[1] < cost[0] else expr
 

@@ -4,12 +4,15 @@
     lv1 = R.add(x, y)    ->     gv = R.multiply(lv0, lv0)
     gv = R.multiply(lv0, lv1)
 
-Values are compared structurally (same op, attributes and operands). Only op calls of pure ops, tuples and tuple
-items are candidates (``call_only``: op calls only); calls of functions are left alone. A value computed in a
-dataflow block into a dataflow variable is reused only inside that block; when a block's output would be
-replaced by one of the block's dataflow variables, it becomes an alias of it instead (``CanonicalizeBindings``
-keeps such aliases too), as does a variable declared less precisely than the earlier one (its users' struct info
-was inferred from it). A binding whose variable declares more than the earlier variable's struct info (``b:
+Values are compared structurally (same op, attributes and operands). Calls without effects (of pure ops, and of
+pure functions, local or of the module, as TVM's), tuples and tuple items are candidates (``call_only``: calls
+only); host calls, callbacks and calls of ``pure=False`` functions are left alone. Local functions are searched
+too, each on its own (a value of the enclosing function is not reused inside one, nor the other way). A value
+computed in a dataflow block into a dataflow variable is reused only inside that block; when a block's output
+would be replaced by one of the block's dataflow variables, it becomes an alias of it instead (``CanonicalizeBindings``
+keeps such aliases too), the rest of the block reads the dataflow variable, and the code after the block reuses
+the output. So does a variable declared less precisely than the earlier one (its users' struct info was inferred
+from it), which stays an alias. A binding whose variable declares more than the earlier variable's struct info (``b:
 R.Tensor((4, 3)) = R.add(x, x)`` after ``a = R.add(x, x)`` with ``x`` of any 2-d shape) is kept as it is: its
 declared sizes are checked at run time, and its users were inferred from them.
 """
@@ -23,7 +26,7 @@ from ..ir.expr import Call, DataflowVar, Expr, Function, SeqExpr, Tuple, TupleGe
 from ..ir.struct_info import is_base_of
 from ..ir.structural_equal import structural_equal, structural_hash
 from ..ir.visitor import post_order_visit
-from ..op.registry import Op
+from .dead_code_elimination import has_effect
 from .pass_infra import Pass
 from .utils import rebind, substitute, with_body
 
@@ -73,36 +76,50 @@ class EliminateCommonSubexpr(Pass):
         out = mod.copy()
         for name, func in mod.items():
             if isinstance(func, Function):
-                out[name] = self.transform_function(func)
+                out[name] = self.transform_function(func, mod)
         return out
 
-    def candidate(self, value: Expr) -> bool:
+    def candidate(self, value: Expr, mod=None, functions: Optional[dict] = None) -> bool:
+        """Whether ``value`` may be shared: a call without effects (``functions`` maps local function variables to
+        the functions, whose ``pure`` flag decides their calls), or unless ``call_only`` a tuple or tuple item."""
         if isinstance(value, Call):
-            return isinstance(value.op, Op) and value.op.pure
+            return not has_effect(value, mod, functions or {})
         return not self.call_only and isinstance(value, (Tuple, TupleGetItem))
 
-    def transform_function(self, func: Function) -> Function:
+    def transform_function(self, func: Function, mod=None, functions: Optional[dict] = None) -> Function:
+        """``func`` with repeated values shared; ``mod`` tells which called module functions are pure, ``functions``
+        the local functions of enclosing scopes. A local function is searched with tables of its own."""
         if not isinstance(func.body, SeqExpr):
             return func
+        inner = {b.var: b.value for block in func.blocks for b in block.bindings if isinstance(b.value, Function)}
+        functions = {**(functions or {}), **inner}
         remap: dict[Var, Expr] = {}
         seen = _Table()  # values bound to plain variables: visible from then on
         blocks, changed = [], False
         for block in func.body.blocks:
             local = _Table()  # values bound to this block's dataflow variables
+            in_block = dict(remap)  # remap, plus outputs read as the block's dataflow variable inside it
             kept = []
             for b in block.bindings:
-                value = substitute(b.value, remap)
-                if isinstance(b, VarBinding) and self.candidate(value):
+                value = substitute(b.value, in_block)
+                if isinstance(value, Function):
+                    value = self.transform_function(value, mod, functions)
+                if isinstance(b, VarBinding) and self.candidate(value, mod, functions):
                     prior = local.find(value) or seen.find(value)
                     if prior is not None and _describes(b.var, prior):
                         changed = True
-                        if b.var.struct_info not in (None, prior.struct_info) or (
-                                isinstance(prior, DataflowVar) and not isinstance(b.var, DataflowVar)):
-                            # a block output stays a variable; so does one declared less precisely (its users'
-                            # struct info was inferred from it)
+                        less_precise = b.var.struct_info not in (None, prior.struct_info)
+                        if less_precise or (isinstance(prior, DataflowVar) and not isinstance(b.var, DataflowVar)):
+                            # a block output stays a variable (the code after the block reuses it; inside, the
+                            # dataflow variable is read); so does one declared less precisely (its users' struct
+                            # info was inferred from it)
                             kept.append(VarBinding(b.var, prior, span=b.span))
+                            if not isinstance(b.var, DataflowVar):
+                                seen.add(value, b.var)
+                            if not less_precise:
+                                in_block[b.var] = prior
                         else:
-                            remap[b.var] = prior
+                            remap[b.var] = in_block[b.var] = prior
                         continue
                     (local if isinstance(b.var, DataflowVar) else seen).add(value, b.var)
                 if value is not b.value:

@@ -10,7 +10,9 @@ counts as a constant further on (TVM follows only dataflow variables; a variable
 constants is as constant, whatever its block), unless it is declared less precisely than the constant (``a:
 R.Tensor(ndim=1)``), whose users' struct info was inferred from that declaration. The folded bindings stay for
 ``DeadCodeElimination`` to remove. Calls of impure ops, of host functions (``R.call_packed``) and of module
-functions, and calls whose evaluation fails or gives a non-tensor are left as they are.
+functions, and calls whose evaluation fails or gives a non-tensor are left as they are. So, as in TVM, is a
+creation op giving more than 1024 elements (``R.zeros((2048,))``, ``R.arange``, ``R.full``: a call none of whose
+arguments is a tensor): it costs little at run time, and as a constant it would make the program that much larger.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from ..ir.struct_info import TensorStructInfo
 from ..op.registry import Op
 from .pass_infra import FunctionPass
 from .utils import rebind, substitute, with_body
+
+
+MAX_CREATED_ELEMENTS = 1024  # TVM's threshold: a larger result of a call without tensor operands is not folded
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,8 @@ def _fold(value: Expr) -> Optional[Constant]:
         return None
     if not isinstance(value.struct_info, TensorStructInfo) or value.struct_info.shape is None:
         return None
+    if _large_creation(value):
+        return None
     args = [_constant_value(a) for a in value.args]
     if any(a is None for a in args):
         return None
@@ -111,6 +118,23 @@ def _fold(value: Expr) -> Optional[Constant]:
     if out.shape != tuple(value.struct_info.shape):
         return None
     return Constant(out)
+
+
+def _large_creation(call: Call) -> bool:
+    """Whether ``call`` creates a tensor of more than ``MAX_CREATED_ELEMENTS`` elements from no tensor operand (a
+    tensor, or a tuple literal holding one, counts: ``R.zeros_like`` of a constant is folded). ``R.full``'s fill
+    value is an attribute here, so a large ``R.full`` is skipped, as TVM's rule means to (in TVM, where the fill
+    value is a 0-d tensor operand, the rule lets it through)."""
+    dims = tuple(call.struct_info.shape)
+    if not all(isinstance(d, int) for d in dims) or int(np.prod(dims, dtype=object)) <= MAX_CREATED_ELEMENTS:
+        return False
+    return not any(_holds_tensor(a) for a in call.args)
+
+
+def _holds_tensor(e: Expr) -> bool:
+    if isinstance(e, Tuple):
+        return any(_holds_tensor(f) for f in e.fields)
+    return isinstance(e.struct_info, TensorStructInfo)
 
 
 def _constant_value(e: Expr) -> Any:

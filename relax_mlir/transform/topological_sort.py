@@ -7,13 +7,16 @@ defines a size variable it mentions (in its value, its attributes or its struct 
 after the cast that binds ``n``). Bindings with an effect (a host call, a callback; TVM refuses them in dataflow
 blocks, relax-mlir's parser does not) also keep their order among themselves. The pass picks one such order:
 
-* ``from-inputs``: start from what the block receives (parameters, earlier blocks); ``depth-first`` follows a
-  new value's users as far as they can go before the next input's, ``breadth-first`` emits level by level.
+* ``from-inputs``: start from what the block receives, the parameters in their order, then the values of earlier
+  blocks in theirs, then the bindings that read nothing (constants); ``depth-first`` follows a new value's users as
+  far as they can go before the next input's (the chain of parameter ``b1`` before that of a later ``b2``, whatever
+  order they were written in, as TVM's), ``breadth-first`` emits level by level.
 * ``from-outputs``: start from what leaves the block (the function's result, later blocks' uses, a dataflow
-  block's outputs); ``depth-first`` emits each output's operands (recursively, first operand first) just before
-  it, ``breadth-first`` emits the bindings in order of their distance to the outputs, farthest first.
+  block's outputs); ``depth-first`` emits the bindings nothing uses, then each output in the order the code after
+  the block first reads them, each with its operands (recursively, first operand first) just before it, as TVM's;
+  ``breadth-first`` emits the bindings in order of their distance to the outputs, farthest first.
 
-Ties keep the original order. The values are unchanged; only the order moves (TVM uses it to put bindings next
+Other ties keep the original order. The values are unchanged; only the order moves (TVM uses it to put bindings next
 to their uses before a pattern rewrite).
 """
 
@@ -91,30 +94,27 @@ class TopologicalSort(Pass):
         local = {b.var: b.value for block in func.blocks for b in block.bindings if isinstance(b.value, Function)}
         known = set().union(*(sinfo_size_names(p.struct_info) for p in func.params))  # sizes defined before a block
         blocks, changed = [], False
-        later_uses: list[set] = []
-        uses: set = set(free_vars(func.body.body))
-        for block in reversed(func.body.blocks):
-            later_uses.append(set(uses))
-            for b in block.bindings:
-                uses.update(free_vars(b.value))
-        later_uses.reverse()
-        for block, after in zip(func.body.blocks, later_uses):
+        inputs = list(func.params)  # what a block receives, in the order a from-inputs sort starts from
+        for block, after in zip(func.body.blocks, _later_uses(func.body)):
             bindings = list(block.bindings)
             if isinstance(block, DataflowBlock):
                 effects = [has_effect(b.value, mod, local) for b in bindings]
-                order = self._order(bindings, after, effects, known)
+                order = self._order(bindings, after, effects, known, inputs)
                 changed |= any(a is not b for a, b in zip(order, bindings))
                 block = type(block)(order)
             for b in bindings:  # the sizes this block's casts define are known to the next blocks
                 if isinstance(b, MatchCast):
                     known |= sinfo_size_names(b.struct_info)
+            inputs += [b.var for b in bindings]
             blocks.append(block)
         if not changed:
             return func
         return Function(func.params, SeqExpr(blocks, func.body.body), func.ret_struct_info, func.attrs,
                         func.is_pure, span=func.span)
 
-    def _order(self, bindings: list, used_after: set, effects: list[bool], known: set) -> list:
+    def _order(self, bindings: list, used_after: dict, effects: list[bool], known: set, inputs: list) -> list:
+        """``bindings`` sorted; ``used_after`` ranks the variables the code after the block reads by first use,
+        ``inputs`` are the variables defined before the block, in the order a from-inputs sort takes them."""
         index = {b.var: i for i, b in enumerate(bindings)}
         deps = [[index[v] for v in dict.fromkeys(free_vars(b.value)) if v in index] for b in bindings]
         definer: dict[str, int] = {}  # size variable -> the cast of this block that defines it
@@ -134,13 +134,24 @@ class TopologicalSort(Pass):
             for d in ds:
                 users[d].append(i)
         if self.direction == "from-inputs":
-            return [bindings[i] for i in self._from_inputs(deps, users)]
-        outputs = [i for i, b in enumerate(bindings) if b.var in used_after or not users[i]]
-        return [bindings[i] for i in self._from_outputs(deps, users, outputs)]
+            return [bindings[i] for i in self._from_inputs(deps, users, _reads(bindings, inputs))]
+        unused = [i for i, b in enumerate(bindings) if b.var not in used_after and not users[i]]
+        used = sorted((i for i, b in enumerate(bindings) if b.var in used_after),
+                      key=lambda i: used_after[bindings[i].var])
+        return [bindings[i] for i in self._from_outputs(deps, users, unused + used)]
 
-    def _from_inputs(self, deps: list[list[int]], users: list[list[int]]) -> list[int]:
+    def _from_inputs(self, deps: list[list[int]], users: list[list[int]], reads: list[list[int]]) -> list[int]:
+        """The sort from the inputs. Each input the block reads is a node of its own (index ``n + rank``), ahead of
+        the bindings that read nothing, so that the parameters' order decides between chains; it is not emitted."""
+        n, sources = len(deps), sorted(set().union(*map(set, reads)))
+        node = {r: n + k for k, r in enumerate(sources)}
+        deps = [ds + [node[r] for r in rs] for ds, rs in zip(deps, reads)] + [[] for _ in sources]
+        users = [list(us) for us in users] + [[] for _ in sources]
+        for i, rs in enumerate(reads):
+            for r in rs:
+                users[node[r]].append(i)
         waiting = [len(set(ds)) for ds in deps]
-        ready = [i for i, w in enumerate(waiting) if w == 0]
+        ready = list(range(n, n + len(sources))) + [i for i in range(n) if waiting[i] == 0]
         out: list[int] = []
         if self.order == "breadth-first":
             queue = deque(ready)
@@ -151,7 +162,7 @@ class TopologicalSort(Pass):
                     waiting[u] -= 1
                     if waiting[u] == 0:
                         queue.append(u)
-            return out
+            return [i for i in out if i < n]
         stack = list(reversed(ready))
         while stack:
             i = stack.pop()
@@ -160,7 +171,7 @@ class TopologicalSort(Pass):
                 waiting[u] -= 1
                 if waiting[u] == 0:
                     stack.append(u)
-        return out
+        return [i for i in out if i < n]
 
     def _from_outputs(self, deps: list[list[int]], users: list[list[int]], outputs: list[int]) -> list[int]:
         if self.order == "breadth-first":
@@ -189,6 +200,33 @@ class TopologicalSort(Pass):
         for i in range(len(deps)):  # anything no output reaches keeps its place at the end
             emit(i)
         return out
+
+
+def _later_uses(body: SeqExpr) -> list[dict]:
+    """For each block, its variables that the code after it reads, each with the place of its first such read
+    (binding, operand); one backward sweep, in which the earliest read after a block is the last one recorded."""
+    values = [b.value for block in body.blocks for b in block.bindings] + [body.body]
+    first: dict = {}
+
+    def read(pos: int) -> None:  # the operands of values[pos], the first one last, so that it wins
+        for k, v in reversed(list(enumerate(free_vars(values[pos])))):
+            first[v] = (pos, k)
+
+    pos = len(values) - 1
+    read(pos)
+    out = []
+    for block in reversed(body.blocks):
+        out.append({b.var: first[b.var] for b in block.bindings if b.var in first})
+        for _ in block.bindings:
+            pos -= 1
+            read(pos)
+    return out[::-1]
+
+
+def _reads(bindings: list, inputs: list) -> list[list[int]]:
+    """For each binding, the ranks in ``inputs`` of the variables it reads that come from before the block."""
+    rank = {v: k for k, v in enumerate(inputs)}
+    return [sorted({rank[v] for v in free_vars(b.value) if v in rank}) for b in bindings]
 
 
 def size_names(b) -> set[str]:

@@ -1,5 +1,5 @@
 """EliminateCommonSubexpr and ToNonDataflow on the cases TVM's documentation and a user meet: what is shared,
-what is not (other operands, other attributes, impure or function calls, another block's dataflow variables)."""
+what is not (other operands, other attributes, calls of impure functions, another block's dataflow variables)."""
 
 from __future__ import annotations
 
