@@ -1,5 +1,9 @@
 """The few MPI operations data parallelism needs, on NumPy buffers (mpi4py's buffer interface: no pickling).
 
+float16 and bfloat16 buffers are summed in float32 and rounded once (:func:`wire_dtype`): mpi4py refuses
+ml_dtypes' bfloat16, and a float16 sum rounded after every addition would lose more. Broadcasts send bfloat16's
+bits as uint16.
+
 mpi4py is an optional dependency (``pip install relax-mlir[mpi]``); it is imported only when a communicator
 is needed, so the rest of the package works without it.
 """
@@ -11,6 +15,8 @@ import zlib
 from typing import Any, Sequence
 
 import numpy as np
+
+from ..ir.dtype import is_floating
 
 
 def mpi():
@@ -27,16 +33,27 @@ def world():
     return mpi().COMM_WORLD
 
 
+def wire_dtype(dtype) -> np.dtype:
+    """The dtype a sum of ``dtype`` values travels and accumulates in: float32 for the 2-byte floats (float16,
+    bfloat16; PyTorch's "opmath" type for them), else ``dtype`` itself."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if dtype.itemsize == 2 and is_floating(dtype) else dtype
+
+
 def allreduce_in_place(comm, flat: np.ndarray, bucket_elems: int) -> None:
     """Sum ``flat`` over every rank, in place, in buckets of at most ``bucket_elems`` elements (views of
     ``flat``). Blocking calls, one bucket after another: Open MPI's non-blocking all-reduce (libnbc) took
-    7.8 ms where the blocking one takes 1.3 ms for 8.4 MB between two ranks here."""
+    7.8 ms where the blocking one takes 1.3 ms for 8.4 MB between two ranks here. A float16/bfloat16 ``flat``
+    is summed in float32 (:func:`wire_dtype`) and rounded back once."""
     MPI = mpi()
     if not (flat.ndim == 1 and flat.flags.c_contiguous and flat.flags.writeable):
         raise ValueError(f"allreduce_in_place: needs a writable contiguous 1-D buffer, got {flat.shape} "
                          f"(contiguous={flat.flags.c_contiguous}, writable={flat.flags.writeable})")
-    for start in range(0, len(flat), bucket_elems):
-        comm.Allreduce(MPI.IN_PLACE, flat[start:start + bucket_elems], MPI.SUM)
+    wire = flat.astype(wire_dtype(flat.dtype), copy=False)
+    for start in range(0, len(wire), bucket_elems):
+        comm.Allreduce(MPI.IN_PLACE, wire[start:start + bucket_elems], MPI.SUM)
+    if wire is not flat:
+        flat[...] = wire
 
 
 def any_rank(comm, flag: bool) -> bool:
@@ -48,10 +65,11 @@ def any_rank(comm, flag: bool) -> bool:
 
 
 def broadcast(comm, arrays: Sequence[np.ndarray], root: int = 0) -> list[np.ndarray]:
-    """``root``'s arrays on every rank (fresh contiguous copies, so no caller's buffer is overwritten)."""
+    """``root``'s arrays on every rank (fresh contiguous copies, so no caller's buffer is overwritten), bit for
+    bit."""
     out = [np.array(a, order="C", copy=True) for a in arrays]  # (ascontiguousarray makes 0-d arrays 1-d)
-    for a in out:
-        comm.Bcast(a, root=root)
+    for a in out:  # (bfloat16, kind "V", as unsigned integers of its size: mpi4py takes no bfloat16 buffer)
+        comm.Bcast(a if a.dtype.kind in "biufc" else a.reshape(-1).view(f"u{a.dtype.itemsize}"), root=root)
     return out
 
 
@@ -103,5 +121,5 @@ def abort(comm, message: str, code: int = 1) -> None:
         comm.Abort(code)
 
 
-__all__ = ["mpi", "world", "allreduce_in_place", "any_rank", "broadcast", "fingerprint", "ranks_disagreeing",
-           "abort_on_uncaught_exception", "abort"]
+__all__ = ["mpi", "world", "wire_dtype", "allreduce_in_place", "any_rank", "broadcast", "fingerprint",
+           "ranks_disagreeing", "abort_on_uncaught_exception", "abort"]

@@ -35,7 +35,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..ir.dtype import is_floating, is_int
+from ..ir.dtype import is_floating, is_int, to_numpy
 from ..ir.module import IRModule
 from ..op.random import fold_in
 from ..training.checkpoint_io import first_non_finite
@@ -80,7 +80,7 @@ class DistributedTrainer(Trainer):
             # that weight, with no division): a rank whose targets are all ignored adds 0, not 0 x NaN.
             self.mod, self.sync = add_sync_functions(self.mod, setup_trainer, self.layout, self.world_size,
                                                      summed_loss=self._counts_targets)
-        self.bucket_elems = max(1, bucket_bytes // np.dtype(self.layout.dtype).itemsize)
+        self.bucket_elems = max(1, bucket_bytes // C.wire_dtype(to_numpy(self.layout.dtype)).itemsize)
         self.sync_check_every = sync_check_every
         # Steps run in lockstep (every rank calls update_params together): what sync_check_every counts, since
         # it cannot differ between ranks where ``step`` can, and check_sync is a collective all must enter.
@@ -145,7 +145,16 @@ class DistributedTrainer(Trainer):
 
     def _reduce(self, flat: np.ndarray, targets: list[np.ndarray], weighted: Optional[float] = None) -> None:
         """Sum the ranks' gradients and losses (weighted for a mean), average their states, in place.
-        ``weighted``: the gradients and loss already carry this rank's weight ``weighted``."""
+        ``weighted``: the gradients and loss already carry this rank's weight ``weighted``. A float16/bfloat16
+        vector is weighted, summed and divided in float32 (``comm.wire_dtype``) and rounded once at the end, as
+        one process rounds its gradient once."""
+        wire = flat.astype(C.wire_dtype(flat.dtype), copy=False)
+        self._reduce_wire(wire, targets, weighted)
+        if wire is not flat:
+            flat[...] = wire
+
+    def _reduce_wire(self, flat: np.ndarray, targets: list[np.ndarray], weighted: Optional[float]) -> None:
+        """:meth:`_reduce` on a vector MPI sums (float32, float64; float32 for a float16/bfloat16 model)."""
         end = self.layout.loss_index + 1
         if self.reduction == "mean" and weighted is not None:
             flat[-1] = weighted

@@ -7,15 +7,25 @@
 The function is ``name(params: Tuple, gradients: Tuple, optim_states: Tuple) -> (params_new, optim_states_new)``
 with one dataflow block and ``global_symbol`` = the optimizer's name. ``opt.state`` is the initial state, a tuple
 of NumPy arrays that answer ``.numpy()`` as TVM's do (:class:`~relax_mlir.training.trainer.NDArray`); it always
-starts with ``num_steps`` (int64, 0-d). Hyper-parameters become scalar constants of the parameters' dtype,
-written first in multiplications (``multiply(lr, g)``); ``1 - beta`` and ``1 - dampening`` are computed with
-``Decimal`` so that ``1 - 0.9`` is the constant ``0.1``. The exact formulas are in
+starts with ``num_steps`` (int64, 0-d). Hyper-parameters become scalar constants of the compute dtype (the
+parameters' dtype, as TVM's; float32 for float16/bfloat16 parameters, see below), written first in
+multiplications (``multiply(lr, g)``); ``1 - beta`` and ``1 - dampening`` are computed with ``Decimal`` so that
+``1 - 0.9`` is the constant ``0.1``. The exact formulas are in
 ``shared/reference/training_semantics.md``; AdamW (decoupled weight decay) is beyond TVM.
 
 Beyond TVM too, ``lr`` may be a learning-rate schedule (``lr_schedule``: ``StepLR``, ``CosineAnnealingLR``, ...,
 PyTorch's): the function then computes the rate from ``num_steps`` (the count before the step, 0 for the first
 update) in float64 and binds it, cast to the parameters' dtype, as ``lr``; its signature and state are unchanged.
 A float ``lr`` gives the same function as before, constant for constant.
+
+float16 and bfloat16 parameters are updated as PyTorch updates them ("opmath"): in float32. In their own dtype
+Adam could not run (``beta2 = 0.999`` rounds to 1.0 in bfloat16, so ``1 - beta2^t`` is 0). The function widens
+each parameter, gradient and state buffer to float32 (``x_f32 = astype(x, "float32")``), computes the whole update
+there with float32 constants, and rounds each result once to the parameters' dtype (``x_new_bf16``). The buffers
+(momentum, Adam's moments) stay in the parameters' dtype, as ``torch.optim``'s do; Adam's running products
+``beta^t`` (0-d) are float32, as PyTorch's ``step`` is. PyTorch rounds after every in-place op, this fused update
+rounds once, so the two differ by a few units in the last place of a step (``test_optimizer_half.py``).
+float32 and float64 functions have no cast and are unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +44,16 @@ from .lr_schedule import LRSchedule
 from .trainer import NDArray
 
 __all__ = ["Optimizer", "SGD", "MomentumSGD", "Adam", "AdamW"]
+
+# float16/bfloat16 parameters are updated in float32 (PyTorch's "opmath" type); the short names name the casts.
+_HALF_DTYPES = ("float16", "bfloat16")
+_SHORT_NAMES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+
+
+def compute_dtype(dtype: str) -> str:
+    """The dtype an optimizer computes the update of ``dtype`` parameters in: float32 for float16/bfloat16 (whose
+    8 or 11 significant bits round ``beta2 = 0.999`` to 1.0 or lose small steps), else ``dtype`` itself."""
+    return "float32" if dtype in _HALF_DTYPES else dtype
 
 
 def _high_precision_subtract(lhs: Union[float, Decimal], rhs: Union[float, Decimal]) -> float:
@@ -71,14 +91,17 @@ def _learning_rate(where: str, lr) -> Union[float, LRSchedule]:
 class Optimizer:
     """Base class: ``Optimizer(name)``; ``init(params)`` then ``get_function()``, with ``state`` the initial state.
 
-    Attributes set by :meth:`init`: ``param_list`` (the Vars), ``dtype`` (theirs; the dtype of the constants
-    and of the float state) and ``state``. Write your own by subclassing: call ``super().__init__(name)``,
+    Attributes set by :meth:`init`: ``param_list`` (the Vars), ``dtype`` (theirs, and that of the per-parameter
+    state), ``compute_dtype`` (that of the constants and the arithmetic: ``dtype``, or float32 for
+    float16/bfloat16) and ``state``. Write your own by subclassing: call ``super().__init__(name)``,
     override :meth:`_initial_state` if the state holds more than ``num_steps`` (shapes of the parameters via
     ``self._zeros_like_params()``), and implement :meth:`_emit_step`, which emits the update inside the
     function's dataflow block and returns ``(new_params, new_states)``. Helpers: :meth:`_const`,
     :meth:`_emit_steps` (``num_steps`` and ``num_steps_new``; :meth:`_emit_num_steps` gives only the latter),
     :meth:`_emit_lr` (the constant rate, or a schedule's at ``num_steps``), :meth:`_emit_param` (param, gradient
-    and the coupled weight decay). For example::
+    and the coupled weight decay), :meth:`_emit_state` (a state buffer); these three give values of the compute
+    dtype, and :meth:`get_function` rounds what ``_emit_step`` returns to the dtypes of the parameters and of
+    ``state``. For example::
 
         class ClippedSGD(Optimizer):
             # SGD on gradients clipped to [-1, 1]; lr a float or a schedule
@@ -104,6 +127,7 @@ class Optimizer:
         self.param_list: Optional[list[Var]] = None
         self.state: Optional[tuple[np.ndarray, ...]] = None
         self.dtype: Optional[str] = None
+        self.compute_dtype: Optional[str] = None
 
     # -- init -----------------------------------------------------------------------------------------
     def init(self, params: Union[Var, Sequence[Var]]) -> "Optimizer":
@@ -145,7 +169,7 @@ class Optimizer:
                 raise ValueError(f"{self.name}.init: parameter {x.name_hint} appears more than once")
             dtype = sinfo.dtype
             seen.add(x)
-        self.param_list, self.dtype = params, dtype
+        self.param_list, self.dtype, self.compute_dtype = params, dtype, compute_dtype(dtype)
 
     def _initial_state(self) -> tuple[np.ndarray, ...]:
         """The state after ``init``: ``(num_steps,)``; subclasses with per-parameter buffers extend it."""
@@ -174,6 +198,11 @@ class Optimizer:
         with bb.function(self.name, [params, gradients, optim_states], attrs={"global_symbol": self.name}):
             with bb.dataflow():
                 new_params, new_states = self._emit_step(bb, params, gradients, optim_states)
+                if len(new_states) != len(self.state):
+                    raise ValueError(f"{self.name}.get_function: _emit_step returned {len(new_states)} new states, "
+                                     f"but the optimizer's state has {len(self.state)} arrays")
+                new_params = [self._narrow(bb, x, p.struct_info.dtype) for x, p in zip(new_params, self.param_list)]
+                new_states = [self._narrow(bb, x, _dtype_name(a)) for x, a in zip(new_states, self.state)]
                 params_new = bb.emit_output(Tuple(new_params), "params_new")
                 optim_states_new = bb.emit_output(Tuple(new_states), "optim_states_new")
             bb.emit_func_output((params_new, optim_states_new))
@@ -186,8 +215,27 @@ class Optimizer:
 
     # -- helpers for subclasses -----------------------------------------------------------------------
     def _const(self, value: float) -> Constant:
-        """A scalar constant of the optimizer's dtype."""
-        return const(value, self.dtype)
+        """A scalar constant of the optimizer's compute dtype."""
+        return const(value, self.compute_dtype)
+
+    def _widen(self, bb: BlockBuilder, x: Var) -> Var:
+        """``x`` in the compute dtype: itself, or ``x_f32 = astype(x, "float32")`` for a float16/bfloat16 value."""
+        if x.struct_info.dtype == self.compute_dtype:
+            return x
+        return bb.emit(op.astype(x, self.compute_dtype), f"{x.name_hint}_{_SHORT_NAMES[self.compute_dtype]}")
+
+    def _narrow(self, bb: BlockBuilder, x: Expr, dtype: str) -> Expr:
+        """A result of the update as stored: itself, or rounded once to ``dtype`` (``x_new_bf16``) when it was
+        computed in float32 for a float16/bfloat16 parameter or buffer."""
+        sinfo = getattr(x, "struct_info", None)
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.dtype == dtype:
+            return x
+        name = x.name_hint if isinstance(x, Var) else "lv"
+        return bb.emit(op.astype(x, dtype), f"{name}_{_SHORT_NAMES.get(dtype, dtype)}")
+
+    def _emit_state(self, bb: BlockBuilder, optim_states: Var, index: int, name: str) -> Var:
+        """``name = optim_states[index]``, in the compute dtype (see :meth:`_widen`)."""
+        return self._widen(bb, bb.emit(TupleGetItem(optim_states, index), name))
 
     def _emit_steps(self, bb: BlockBuilder, optim_states: Var) -> tuple[Var, Var]:
         """``num_steps = optim_states[0]; num_steps_new = num_steps + 1``; returns both."""
@@ -200,7 +248,7 @@ class Optimizer:
 
     def _emit_lr(self, bb: BlockBuilder, num_steps: Var) -> Expr:
         """The learning rate of this step: ``self.lr`` as a constant (nothing emitted), or its schedule's value at
-        ``num_steps`` (the count before this step), bound as ``lr`` in the optimizer's dtype."""
+        ``num_steps`` (the count before this step), bound as ``lr`` in the optimizer's compute dtype."""
         return self._in_dtype(bb, self._emit_lr64(bb, num_steps), "lr")
 
     def _emit_lr64(self, bb: BlockBuilder, num_steps: Var) -> Union[float, Expr]:
@@ -211,28 +259,29 @@ class Optimizer:
         return float(self.lr)
 
     def _in_dtype(self, bb: BlockBuilder, value: Union[float, Expr], name: str) -> Expr:
-        """A float as a constant of the optimizer's dtype; a float64 expression bound as ``name`` in that dtype
-        (rounded once, as PyTorch rounds its Python-float rate when it applies it)."""
+        """A float as a constant of the optimizer's compute dtype; a float64 expression bound as ``name`` in that
+        dtype (rounded once, as PyTorch rounds its Python-float rate when it applies it)."""
         if isinstance(value, float):
             return self._const(value)
-        if self.dtype == "float64":
+        if self.compute_dtype == "float64":
             return value if isinstance(value, Var) else bb.emit(value, name)
-        return bb.emit(op.astype(value, self.dtype), name)
+        return bb.emit(op.astype(value, self.compute_dtype), name)
 
     def _emit_param(self, bb: BlockBuilder, params: Var, gradients: Var, i: int,
                     weight_decay: float) -> tuple[Var, Var]:
-        """``x = params[i]; x_grad = gradients[i]``, then, only when ``weight_decay != 0``, the coupled L2 term
-        ``x_grad_new = wd * x + x_grad``. Returns the parameter and the gradient to use."""
+        """``x = params[i]; x_grad = gradients[i]`` (in the compute dtype, see :meth:`_widen`), then, only when
+        ``weight_decay != 0``, the coupled L2 term ``x_grad_new = wd * x + x_grad``. Returns the parameter and the
+        gradient to use."""
         name = self.param_list[i].name_hint
-        p = bb.emit(TupleGetItem(params, i), name)
-        g = bb.emit(TupleGetItem(gradients, i), name + "_grad")
+        p = self._widen(bb, bb.emit(TupleGetItem(params, i), name))
+        g = self._widen(bb, bb.emit(TupleGetItem(gradients, i), name + "_grad"))
         if weight_decay:
             g = bb.emit(op.add(op.multiply(self._const(weight_decay), p), g), name + "_grad_new")
         return p, g
 
     def __repr__(self) -> str:
         hyper = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if k not in ("name", "param_list", "state",
-                                                                                  "dtype"))
+                                                                                  "dtype", "compute_dtype"))
         return f"{type(self).__name__}({hyper})"
 
 
@@ -317,7 +366,7 @@ class MomentumSGD(Optimizer):
         for i, var in enumerate(self.param_list):
             name = var.name_hint
             p, g = self._emit_param(bb, params, gradients, i, self.weight_decay)
-            v = bb.emit(TupleGetItem(optim_states, i + 1), name + "_v")
+            v = self._emit_state(bb, optim_states, i + 1, name + "_v")
             damped = op.multiply(dampening_inv, g) if self.dampening else g
             v_new = bb.emit(op.add(op.multiply(momentum, v), damped), name + "_v_new")
             d = bb.emit(op.add(g, op.multiply(momentum, v_new)), name + "_g_nest") if self.nesterov else v_new
@@ -329,8 +378,9 @@ class MomentumSGD(Optimizer):
 class Adam(Optimizer):
     """Adam: ``Adam(lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)`` with coupled (L2) weight decay.
 
-    State ``(num_steps, beta1_prod, beta2_prod, m_0..m_{n-1}, v_0..v_{n-1})``, initially ``(0, 1, 1, 0...)``;
-    the bias corrections use the running products ``beta^t`` kept in the state::
+    State ``(num_steps, beta1_prod, beta2_prod, m_0..m_{n-1}, v_0..v_{n-1})``, initially ``(0, 1, 1, 0...)``
+    (the products in the compute dtype: float32 for float16/bfloat16 parameters, whose ``m`` and ``v`` are of
+    their own dtype); the bias corrections use the running products ``beta^t`` kept in the state::
 
         beta1_prod = optim_states[1] * beta1;  beta2_prod = optim_states[2] * beta2
         g = wd * p + g                                   # x_grad_new, only when weight_decay != 0
@@ -360,7 +410,7 @@ class Adam(Optimizer):
 
     def _initial_state(self):
         zeros = self._zeros_like_params()
-        one = np.ones((), to_numpy(self.dtype))
+        one = np.ones((), to_numpy(self.compute_dtype))
         return (np.zeros((), np.int64), one, one.copy(), *zeros, *[z.copy() for z in zeros])
 
     def _emit_shrink(self, bb: BlockBuilder, lr64: Union[float, Expr]) -> Optional[Expr]:
@@ -382,7 +432,7 @@ class Adam(Optimizer):
         num_steps, num_steps_new = self._emit_steps(bb, optim_states)
         lr64 = self._emit_lr64(bb, num_steps)
         if not isinstance(lr64, float):
-            lr64 = bb.emit(lr64, "lr" if self.dtype == "float64" else "")  # AdamW's shrink reads it too
+            lr64 = bb.emit(lr64, "lr" if self.compute_dtype == "float64" else "")  # AdamW's shrink reads it too
         lr, shrink = self._in_dtype(bb, lr64, "lr"), self._emit_shrink(bb, lr64)
         beta1_prod = bb.emit(op.multiply(TupleGetItem(optim_states, 1), beta1), "beta1_prod")
         beta2_prod = bb.emit(op.multiply(TupleGetItem(optim_states, 2), beta2), "beta2_prod")
@@ -390,8 +440,8 @@ class Adam(Optimizer):
         for i, var in enumerate(self.param_list):
             name = var.name_hint
             p, g = self._emit_decay(bb, params, gradients, i, shrink)
-            m = bb.emit(TupleGetItem(optim_states, 3 + i), name + "_m")
-            v = bb.emit(TupleGetItem(optim_states, 3 + n + i), name + "_v")
+            m = self._emit_state(bb, optim_states, 3 + i, name + "_m")
+            v = self._emit_state(bb, optim_states, 3 + n + i, name + "_v")
             m_new = bb.emit(op.add(op.multiply(beta1, m), op.multiply(beta1_inv, g)), name + "_m_new")
             v_new = bb.emit(op.add(op.multiply(beta2, v), op.multiply(beta2_inv, op.multiply(g, g))),
                             name + "_v_new")
