@@ -425,16 +425,18 @@ def reshape(src: ir.Value, sizes: Sequence[Size], t: Optional[ir.Type] = None) -
         flat = tensor.collapse_shape(flat_t, src, [list(range(src.type.rank))])
     if len(sizes) == 0:
         return tensor.collapse_shape(out_type, cast_to(flat, ir.RankedTensorType.get([1], elem(src))), [])
-    if len(sizes) == 1:
-        return cast_to(flat, out_type)
     dynamic = [s for s in sizes if not isinstance(s, int)]
+    if len(sizes) == 1 and not dynamic:
+        return cast_to(flat, out_type)  # (a cast to a static size is checked: size_checks._guard_cast)
     if len(dynamic) > 1:
         # expand-strided-metadata asserts (aborts) on an expand_shape group with two dynamic sizes:
-        # reshape by a shape tensor instead.
+        # reshape by a shape tensor instead (size_checks._guard_reshape checks its element count).
         shape = tensor.from_elements(ir.RankedTensorType.get([len(sizes)], ir.IndexType.get()),
                                      [as_index(s) for s in sizes])
         return tensor.reshape(out_type, flat, shape)
     # expand_shape wants the flat size dynamic exactly when a target size is ((6,) -> (2, m), (m,) -> (2, 3)).
+    # One dynamic size is an expand_shape too, of 1-D into 1-D: it carries the size for size_checks._guard_expand
+    # to check against the flat count (canonicalization then folds it away).
     flat = cast_to(flat, ir.RankedTensorType.get([DYN if dynamic else _static_prod(out_type.shape)], elem(src)))
     return tensor.expand_shape(out_type, flat, [list(range(len(sizes)))], dynamic, list(out_type.shape))
 

@@ -19,6 +19,10 @@ Lowerings that read or write one operand by another's sizes without indexing map
 of each input into a result sized from the first, ``scatter_elements``' and ``nll_loss``' ``tensor.extract`` in
 loops over another operand) compare those sizes themselves: :func:`assumed_equal`, then :func:`unless_sizes`
 around the code that would leave a buffer. Their comparisons are tagged the same way, and dropped the same way.
+
+Reshapes assert an element count: an ``expand_shape`` into dynamic sizes (:func:`_guard_expand`) and a reshape by a
+shape tensor (``core.reshape``'s form for two or more dynamic sizes, :func:`_guard_reshape`) compare the product of
+the new sizes with the input's count, so a new shape larger than the input never describes memory it lacks.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from mlir.dialects import arith, scf, tensor
 from ..error_slot import SHAPE_CHECK_PREFIX
 from ..guard import move_into_else
 from .checks import report_if, where
-from .core import Size, as_index, cast_to, empty
+from .core import Size, as_index, cast_to, empty, reshape
 
 TAG = "relax_mlir.size_check"
 #: Function attribute written by the export: per parameter, its dims as text (``["n", "4"]``).
@@ -47,6 +51,7 @@ def insert_size_checks(module: ir.Module) -> int:
 
     casts: list[ir.Operation] = []
     expands: list[ir.Operation] = []
+    reshapes: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name.startswith("linalg.") and ("indexing_maps" in op.attributes or op.name in _DEFAULT_MAPS) \
@@ -56,12 +61,14 @@ def insert_size_checks(module: ir.Module) -> int:
             casts.append(op)
         elif op.name == "tensor.expand_shape" and len(op.operands) > 1:  # some size of the new shape dynamic
             expands.append(op)
+        elif op.name == "tensor.reshape":  # by a shape tensor: core.reshape's form for two or more dynamic sizes
+            reshapes.append(op)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
     with _tracing():  # (a guard's result is named as its op's was: the names followed so far stay valid)
         return sum(_guard(op) for op in ops) + sum(_guard_cast(op) for op in casts) + \
-            sum(_guard_expand(op) for op in expands)
+            sum(_guard_expand(op) for op in expands) + sum(_guard_reshape(op) for op in reshapes)
 
 
 _memo: ContextVar[Optional[dict]] = ContextVar("relax_mlir_size_names", default=None)
@@ -95,11 +102,11 @@ def _memoised(fn: Callable) -> Callable:
     return remembered
 
 
-def _same_count(source: ir.Value, axis: int, sizes: list) -> bool:
-    """Whether dimension ``axis`` of ``source`` and the product of ``sizes`` (ints and index values) are, as the
-    parameters name them, the same product of sizes (``n * 32`` both ways for a CNN's flattening)."""
+def _same_count(source: ir.Value, axes: Sequence[int], sizes: list) -> bool:
+    """Whether dimensions ``axes`` of ``source`` and ``sizes`` (ints and index values) multiply to what the
+    parameters name the same product of sizes (``n * 32`` both ways for a CNN's flattening)."""
     want = _product([(s, ()) if isinstance(s, int) else _value_factors(s) for s in sizes])
-    return want is not None and want == _dim_factors(source, axis)
+    return want is not None and want == _product([_dim_factors(source, a) for a in axes])
 
 
 Factors = Optional[tuple[int, tuple[str, ...]]]  # (static factor, sorted size-variable names): a product
@@ -161,7 +168,7 @@ def _guard_expand(op: ir.Operation) -> int:
     with ir.InsertionPoint(op), op.location:
         mismatch: Optional[ir.Value] = None
         for axis, group in enumerate(groups):
-            if all(isinstance(sizes[a], int) for a in group) or _same_count(source, axis, [sizes[a] for a in group]):
+            if all(isinstance(sizes[a], int) for a in group) or _same_count(source, [axis], [sizes[a] for a in group]):
                 continue  # static sizes: the verifier saw their product; the same size variable on both sides
             product = arith.constant(idx, 1)
             for a in group:
@@ -169,13 +176,104 @@ def _guard_expand(op: ir.Operation) -> int:
             got = tensor.dim(source, arith.constant(idx, axis))
             bad = arith.cmpi(arith.CmpIPredicate.ne, got, product)
             bad.owner.attributes[TAG] = ir.UnitAttr.get()
+            what = "the input has" if _flattened(source) else "dimension {position} of the input has"
             report_if(op, bad, arith.index_cast(i64, got), arith.constant(idx, axis),
-                      f"{SHAPE_CHECK_PREFIX}{where(op)}: reshape: dimension {{position}} of the input has {{value}} "
-                      "elements, where the new shape has another count (sizes the op's inference assumed equal)")
+                      f"{SHAPE_CHECK_PREFIX}{where(op)}: reshape: {what} {{value}} elements, where the new shape has "
+                      "{extent} (sizes the op's inference assumed equal)", product)
             mismatch = bad if mismatch is None else arith.ori(mismatch, bad)
     if mismatch is None:
         return 0
-    return _unless(op, mismatch, target, lambda: sizes)
+    return _unless(op, mismatch, target, lambda: [  # (a size that may be negative made 0 in the stand-in)
+        s if isinstance(s, int) or _never_negative(s) else arith.maxsi(s, arith.constant(idx, 0)) for s in sizes])
+
+
+def _flattened(source: ir.Value) -> bool:
+    """Whether ``source`` is a tensor collapsed to 1-D (through casts): ``core.reshape``'s flat input, whose count
+    is the input's, not one of its dimensions."""
+    op = _defining_op(source)
+    while op is not None and op.name == "tensor.cast":
+        op = _defining_op(op.operands[0])
+    return op is not None and op.name == "tensor.collapse_shape" and ir.RankedTensorType(source.type).rank == 1
+
+
+def _guard_reshape(op: ir.Operation) -> int:
+    """A reshape by a shape tensor asserts that the sizes it holds multiply to the source's element count. Unless
+    both sides are the same product of sizes (``_same_count``) that is checked: on a mismatch the reshape takes a
+    fresh tensor of the new shape's count instead of its source (a larger shape would describe memory the source
+    does not have, a smaller one silently drop elements). A size that may be negative (``c - 5``: not a product of
+    sizes, nor a quotient of such) is checked too, and taken as 0 (``(c - 4, c - 5)`` is 6 elements at c = 2).
+    The reshape stays where it is, so its sizes are still the shape's (canonicalization sees them)."""
+    idx, i64 = ir.IndexType.get(), ir.IntegerType.get_signless(64)
+    source, target = op.operands[0], ir.RankedTensorType(op.results[0].type)
+    stype = ir.RankedTensorType(source.type)
+    with ir.InsertionPoint(op), op.location:
+        sizes = _shape_sizes(op.operands[1], target)
+        if (stype.has_static_shape and target.has_static_shape) or _same_count(source, range(stype.rank), sizes):
+            return 0  # static: the verifier compared the counts; the same size variables on both sides
+        unsure = [a for a, s in enumerate(sizes) if not isinstance(s, int) and not _never_negative(s)]
+        for axis in unsure:
+            report_if(op, arith.cmpi(arith.CmpIPredicate.slt, sizes[axis], arith.constant(idx, 0)),
+                      arith.index_cast(i64, sizes[axis]), arith.constant(idx, axis),
+                      f"{SHAPE_CHECK_PREFIX}{where(op)}: reshape: dimension {{position}} of the new shape is "
+                      "{value}, a negative size")
+            sizes[axis] = arith.maxsi(sizes[axis], arith.constant(idx, 0))
+        if unsure:
+            shape_t = ir.RankedTensorType.get([target.rank], idx)
+            op.operands[1] = tensor.from_elements(shape_t, [arith.constant(idx, s) if isinstance(s, int) else s
+                                                            for s in sizes])
+        count, product = arith.constant(idx, 1), arith.constant(idx, 1)
+        for a in range(stype.rank):
+            count = arith.muli(count, tensor.dim(source, arith.constant(idx, a)))
+        for s in sizes:
+            product = arith.muli(product, s if not isinstance(s, int) else arith.constant(idx, s))
+        bad = arith.cmpi(arith.CmpIPredicate.ne, count, product)
+        bad.owner.attributes[TAG] = ir.UnitAttr.get()
+        report_if(op, bad, arith.index_cast(i64, count), arith.constant(idx, 0),
+                  f"{SHAPE_CHECK_PREFIX}{where(op)}: reshape: the input has {{value}} elements, where the new shape "
+                  "has {extent} (sizes the op's inference assumed equal)", product)
+        flat_t = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size()], stype.element_type)
+        choose = scf.IfOp(bad, [flat_t], has_else=True)
+        with ir.InsertionPoint(choose.then_block):
+            scf.YieldOp([tensor.EmptyOp([product], stype.element_type).result])
+        with ir.InsertionPoint(choose.else_block):
+            scf.YieldOp([cast_to(reshape(source, [count]), flat_t)])
+        op.operands[0] = choose.results[0]
+    return 1
+
+
+@_memoised
+def _never_negative(size: ir.Value, depth: int = 0) -> bool:
+    """Whether an index value is known not to be negative: a tensor's dimension, a constant of at least 0, or a
+    sum, product, quotient, maximum or minimum of such (``c // 2``)."""
+    op = _defining_op(size)
+    if op is None or depth > 16:
+        return False
+    if op.name == "tensor.dim":
+        return True
+    if op.name == "arith.constant":
+        return ir.IntegerAttr(op.attributes["value"]).value >= 0
+    if op.name in ("arith.addi", "arith.muli", "arith.floordivsi", "arith.divsi", "arith.ceildivsi", "arith.divui",
+                   "arith.ceildivui", "arith.minsi", "arith.minui"):
+        return all(_never_negative(v, depth + 1) for v in op.operands)
+    if op.name in ("arith.maxsi", "arith.maxui"):
+        return any(_never_negative(v, depth + 1) for v in op.operands)
+    return False
+
+
+def _shape_sizes(shape: ir.Value, target: ir.RankedTensorType) -> list:
+    """The new shape a shape tensor holds: ints where the result type has them, else index values (the operands
+    of its ``tensor.from_elements``, or read from it)."""
+    op = _defining_op(shape)
+    idx = ir.IndexType.get()
+    sizes: list = []
+    for a in range(target.rank):
+        if not target.is_dynamic_dim(a):
+            sizes.append(target.shape[a])
+        else:
+            s = op.operands[a] if op is not None and op.name == "tensor.from_elements" else \
+                tensor.extract(shape, [arith.constant(idx, a)])
+            sizes.append(s if s.type == idx else arith.index_cast(idx, s))
+    return sizes
 
 
 def _unless(op: ir.Operation, mismatch: ir.Value, target: ir.RankedTensorType, sizes) -> int:
@@ -392,6 +490,9 @@ def _dim_key(t: ir.Value, axis: int, depth: int = 0) -> Optional[str]:
         return _size_key(op.operands[first + dynamic])
     if op.name == "tensor.cast":
         return _dim_key(op.operands[0], axis, depth + 1)
+    if op.name == "tensor.reshape":  # by the sizes a tensor.from_elements holds
+        shape = _defining_op(op.operands[1])
+        return _size_key(shape.operands[axis]) if shape is not None and shape.name == "tensor.from_elements" else None
     if op.name == "tensor.collapse_shape":  # a result dim that is one source dim, times static 1s
         group = [ir.IntegerAttr(i).value for i in ir.ArrayAttr(ir.ArrayAttr(op.attributes["reassociation"])[axis])]
         source = ir.RankedTensorType(op.operands[0].type)

@@ -54,10 +54,8 @@ def _gn_infer(args, attrs):
     if data.shape is None:
         return data
     c, g = data.shape[channel], attrs["num_groups"]
-    if isinstance(c, int) and c % g:
+    if isinstance(c, int) and c % g:  # (a symbolic count is checked when it has a value: _gn_ref, compiled reshapes)
         fail(f"the channel axis {channel} of data {fmt(data.shape)} ({c}) must be divisible by num_groups {g}")
-    if not isinstance(c, int):
-        fail(f"the channel axis {channel} of data {fmt(data.shape)} must be static to split it into groups")
     for s, name in zip(args[1:], ("gamma", "beta")):
         if s.shape is not None:
             check_dims_match(s.shape[0], c, f"{name} must have shape ({c},) (data's channels), got {fmt(s.shape)}")
@@ -73,6 +71,9 @@ def _grouped(shape, channel: int, axes, groups: int):
 def _gn_ref(data, gamma, beta, *, num_groups, channel_axis, axes, epsilon, center, scale):
     x = data.astype(_F64)
     channel, axes = channel_axis % x.ndim, tuple(a % x.ndim for a in axes)
+    if x.shape[channel] % num_groups:  # a symbolic channel count the inference could not check
+        raise ValueError(f"the channel axis {channel} of data {x.shape} ({x.shape[channel]}) "
+                         f"must be divisible by num_groups {num_groups}")
     split, reduced = _grouped(x.shape, channel, axes, num_groups)
     xs = x.reshape(split)
     y = ((xs - xs.mean(axis=reduced, keepdims=True)) / np.sqrt(xs.var(axis=reduced, keepdims=True) + epsilon))
@@ -86,7 +87,9 @@ def _gn_ref(data, gamma, beta, *, num_groups, channel_axis, axes, epsilon, cente
 
 def _gn_decompose(call: Call) -> Expr:
     """Reshape the channels into ``(groups, channels / groups)``, normalise over those and ``axes`` as layer_norm
-    does, reshape back, then ``* gamma + beta`` along the channel axis."""
+    does, reshape back, then ``* gamma + beta`` along the channel axis. A symbolic channel count not divisible by
+    the groups is refused at run time by compiled code's check of the reshape's element count (``c // g`` groups
+    of ``g`` fall short of ``c``)."""
     x, gamma, beta = call.args
     a = call.attrs
     s = sinfo_of(x)
@@ -120,7 +123,8 @@ group_norm = register(Op(
              Sample(_gn_args((2, 5, 4), 4, "float64"),
                     {"num_groups": 4, "channel_axis": -1, "axes": (1,), "epsilon": 1e-3, "center": False}),
              Sample(_gn_args((3, 4, "h"), 4), {"num_groups": 1, "channel_axis": 1, "axes": (-1,), "scale": False}),
-             Sample(_gn_args((2, 4, 2, 2), 4, "float16"), {"num_groups": 2, "channel_axis": 1, "axes": (2, 3)})],
+             Sample(_gn_args((2, 4, 2, 2), 4, "float16"), {"num_groups": 2, "channel_axis": 1, "axes": (2, 3)}),
+             Sample(_gn_args(("n", "c", "h"), "c", "float64"), {"num_groups": 3, "channel_axis": 1, "axes": (2,)})],
     bad_samples=[BadSample(_gn_args((2, 6, 3), 6), {"num_groups": 4, "channel_axis": 1, "axes": (2,)},
                            r"\(6\) must be divisible by num_groups 4"),
                  BadSample(_gn_args((2, 4, 3), 3), {"num_groups": 2, "channel_axis": 1, "axes": (2,)},
@@ -131,12 +135,13 @@ group_norm = register(Op(
                            r"num_groups must be a positive int"),
                  BadSample(_gn_args((2, 4, 3), 4, "int32"), {"num_groups": 2, "channel_axis": 1, "axes": (2,)},
                            r"data must have a float dtype"),
-                 BadSample(_gn_args((2, "c", 3), "c"), {"num_groups": 2, "channel_axis": 1, "axes": (2,)},
-                           r"must be static to split it into groups"),
+                 BadSample(_gn_args((2, "c", 3), "c + 1"), {"num_groups": 2, "channel_axis": 1, "axes": (2,)},
+                           r"gamma must have shape \(c,\)"),
                  BadSample(_gn_args((2, 4, 3), 4), {"num_groups": 2, "axes": (2,)}, r"missing required attribute")],
     doc="Group normalisation (TVM's ``group_norm(data, gamma, beta, num_groups, channel_axis, axes, epsilon=1e-5, "
-        "center=True, scale=True)``): the channels (static, divisible by ``num_groups``) are split into groups, each "
-        "normalised over its channels and ``axes`` with the biased variance, then ``* gamma + beta`` per channel. "
+        "center=True, scale=True)``): the channels (divisible by ``num_groups``, a symbolic count checked at run "
+        "time) are split into groups, each normalised over its channels and ``axes`` with the biased variance, then "
+        "``* gamma + beta`` per channel. "
         "Composite: decomposed before lowering; its gradient is the decomposition's."))
 
 
