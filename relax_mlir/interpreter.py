@@ -200,6 +200,7 @@ class _Frame:
 
     def __init__(self, interp: Interpreter, name: str, env: dict, sizes: dict[str, int]):
         self.interp, self.name, self.env, self.sizes = interp, name, env, sizes
+        self.binding = ""  # the binding being evaluated, named in an op's error
 
     def eval(self, e: Expr) -> Value:
         if isinstance(e, Var):
@@ -242,6 +243,7 @@ class _Frame:
                                    "(no parameter's or match_cast's struct info defines it)") from None
 
     def bind(self, b) -> None:
+        self.binding = b.var.name_hint
         value = self.eval(b.value)
         where = f"{self.name}: binding '{b.var.name_hint}'"
         if isinstance(b, MatchCast):
@@ -275,7 +277,8 @@ class _Frame:
                                        ", which has no value (no parameter's or match_cast's struct info defines it)"
                                        ) from exc
             kind = InterpreterIndexError if isinstance(exc, IndexError) else InterpreterError
-            raise kind(f"{self.name}: {callee.name} failed on "
+            where = f"{self.name}: binding '{self.binding}'" if self.binding else self.name
+            raise kind(f"{where}: {callee.name} failed on "
                        f"{', '.join(_describe(a) for a in args)}: {exc}") from exc
 
     def _host_call(self, name: str, fn, args: list) -> Value:

@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 896cc319900910c01e543145a79910a96c52fe8628bfc4e00de956ee0c14238a
+// registry sha256 78341b26b2cc641a58f9c7450e85db6a0538b0cad4dd1a461ee66bc356564250
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {
@@ -228,7 +228,7 @@ irdl.dialect @relax {
     irdl.attributes {"axis" = %attr_axis}
   }
 
-  // relax.split: Split along ``axis`` into ``indices_or_sections`` sections (an int: as TVM, pieces of ``ceil(size / sections)``, the last one what is left, 10 in 3 is 4, 4, 2) or at the ascending indices given (a tuple); returns a tuple of tensors, or the data itself for one section or no index (TVM's struct info).
+  // relax.split: Split along ``axis`` into ``indices_or_sections`` sections (an int: as TVM, pieces of ``ceil(size / sections)``, the last one what is left, 10 in 3 is 4, 4, 2) or at the indices given (a tuple: each bound clamped into ``[0, size]``, a piece ending before its start empty, as TVM infers them: a negative index is 0); returns a tuple of tensors, or the data itself for one section or no index (TVM's struct info).
   irdl.operation @split {
     %in_x = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
@@ -927,7 +927,7 @@ irdl.dialect @relax {
     irdl.attributes {"pad_width" = %attr_pad_width, "pad_mode" = %attr_pad_mode, "pad_value" = %attr_pad_value}
   }
 
-  // relax.sum: Sum over ``axis``.
+  // relax.sum: Sum over ``axis``; of bool data a bool, true where any element is (TVM's ``any``).
   irdl.operation @sum {
     %in_x = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
@@ -960,7 +960,7 @@ irdl.dialect @relax {
     irdl.attributes {"axis" = %attr_axis, "keepdims" = %attr_keepdims}
   }
 
-  // relax.max: Maximum over ``axis``.
+  // relax.max: Maximum over ``axis`` (of bool data: any).
   irdl.operation @max {
     %in_x = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
@@ -971,7 +971,7 @@ irdl.dialect @relax {
     irdl.attributes {"axis" = %attr_axis, "keepdims" = %attr_keepdims}
   }
 
-  // relax.min: Minimum over ``axis``.
+  // relax.min: Minimum over ``axis`` (of bool data: all).
   irdl.operation @min {
     %in_x = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
@@ -982,7 +982,7 @@ irdl.dialect @relax {
     irdl.attributes {"axis" = %attr_axis, "keepdims" = %attr_keepdims}
   }
 
-  // relax.prod: Product over ``axis``.
+  // relax.prod: Product over ``axis`` (of bool data: a bool, true where all elements are, as TVM's).
   irdl.operation @prod {
     %in_x = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
@@ -1044,12 +1044,13 @@ irdl.dialect @relax {
     %in_indices = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
     %attr_axis = irdl.base "#builtin.integer"
+    %attr_negative_indices = irdl.base "#builtin.integer"
     irdl.operands(data: %in_data, indices: %in_indices)
     irdl.results(result: %out)
-    irdl.attributes {"axis" = %attr_axis}
+    irdl.attributes {"axis" = %attr_axis, "negative_indices" = %attr_negative_indices}
   }
 
-  // relax.scatter_elements: A copy of ``data`` with ``updates`` written at ``indices`` along ``axis`` (ONNX's ScatterElements, TVM's ``scatter_elements``): ``out[indices[i][j]][j] = updates[i][j]`` for ``axis=0``, in row-major order (the last write wins), or combined by ``reduction`` 'add', 'mul', 'min', 'max'.
+  // relax.scatter_elements: A copy of ``data`` with ``updates`` written at ``indices`` along ``axis`` (ONNX's ScatterElements, TVM's ``scatter_elements``): ``out[indices[i][j]][j] = updates[i][j]`` for ``axis=0``, in row-major order (the last write wins), or combined by ``reduction`` 'add', 'mul', 'min', 'max', or 'mean' (float data: TVM's kernel's running mean, each write in that order ``(old + update) / 2``, so data 0 with updates 3 then 6 at one place is 3.75, not PyTorch's ``scatter_reduce`` mean).
   irdl.operation @scatter_elements {
     %in_data = irdl.base "!builtin.tensor"
     %in_indices = irdl.base "!builtin.tensor"

@@ -22,8 +22,8 @@ from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, Dataflo
                    MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
 from .attrs import freeze_attr
 from .module import IRModule, check_function_name
-from .struct_info import (FuncStructInfo, ObjectStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
-                          TupleStructInfo, substitute)
+from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
+                          TensorStructInfo, TupleStructInfo, defined_size_vars, erase_to_well_defined, substitute)
 from . import sym
 from .sym import SymDim
 
@@ -96,7 +96,8 @@ class BlockBuilder:
         output = self.normalize(output)
         self._end()
         blocks = [b for b in frame.blocks if b.bindings]
-        func = Function(frame.params, SeqExpr(blocks, output), output.struct_info, frame.attrs, frame.pure)
+        func = Function(frame.params, SeqExpr(blocks, output), function_result_struct_info(frame.params, output),
+                        frame.attrs, frame.pure)
         self._func = None
         return self.add_func(func, frame.name)
 
@@ -272,9 +273,18 @@ class BlockBuilder:
         return self._mod.get_global_var(name)
 
 
+def function_result_struct_info(params: Sequence[Var], result: Expr) -> StructInfo:
+    """A function's return struct info: its result's, erased to the sizes its parameters define (TVM's
+    ``EraseToWellDefined``). A size the body defines (an ``R.match_cast``) is unknown to every caller."""
+    return erase_to_well_defined(result.struct_info, set().union(*(defined_size_vars(p.struct_info) for p in params)))
+
+
 def call_return_struct_info(name: str, callee: FuncStructInfo, args: Sequence[Optional[StructInfo]]) -> StructInfo:
-    """Check a call's argument count and bind the callee's size variables from the argument shapes."""
-    return substitute(callee.ret, call_size_bindings(callee, args, name))
+    """Check a call's argument count and bind the callee's size variables from the argument shapes. A part of the
+    result naming a size the arguments do not bind is erased (its rank or dtype kept), as TVM does: the callee's
+    own name for it would otherwise become a size of the caller's."""
+    env = call_size_bindings(callee, args, name)
+    return substitute(erase_to_well_defined(callee.ret, env.keys()), env)
 
 
 def call_size_bindings(callee: FuncStructInfo, args: Sequence[Optional[StructInfo]],
@@ -310,6 +320,11 @@ def _bind_sizes(param: StructInfo, arg: StructInfo, env: dict, where: str) -> No
         if param.ndim != -1 and arg.ndim != -1 and param.ndim != arg.ndim:
             raise ValueError(f"{where}: expected a shape of length {param.ndim}, got {arg.ndim}")
         _bind_dims(param.values, arg.values, env, where, param)
+    elif isinstance(param, PrimStructInfo) and isinstance(arg, PrimStructInfo):
+        value = param.value  # ``k: R.Prim(value="m")`` binds m, as a shape's dims do
+        if isinstance(value, SymDim) and value.is_var() and value.name not in env and \
+                isinstance(arg.value, (int, SymDim)) and not isinstance(arg.value, bool):
+            env[value.name] = arg.value
 
 
 def _bind_dims(params, args, env: dict, where: str, sinfo: StructInfo) -> None:

@@ -250,6 +250,48 @@ def free_vars(sinfo: StructInfo) -> set[str]:
     return set()
 
 
+def defined_size_vars(sinfo: Optional[StructInfo]) -> set[str]:
+    """The size variables that matching a value against ``sinfo`` defines: those standing alone as a dimension
+    (``n``, not ``2 * n``) of a tensor or a shape, or as a Prim's value. A function's signature defines none (its
+    sizes are its own)."""
+    def of(dims) -> set[str]:
+        return {d.name for d in dims or () if isinstance(d, SymDim) and d.is_var()}
+
+    if isinstance(sinfo, TensorStructInfo):
+        return of(sinfo.shape)
+    if isinstance(sinfo, ShapeStructInfo):
+        return of(sinfo.values)
+    if isinstance(sinfo, PrimStructInfo):
+        return of([sinfo.value])
+    if isinstance(sinfo, TupleStructInfo):
+        return set().union(*(defined_size_vars(f) for f in sinfo.fields))
+    return set()
+
+
+def erase_to_well_defined(sinfo: StructInfo, defined: Iterable[str]) -> StructInfo:
+    """``sinfo`` with every part that names a size outside ``defined`` made coarser, as TVM's ``EraseToWellDefined``
+    does: a tensor keeps its rank and dtype, a shape its length, a Prim its dtype; a function's signature is kept.
+
+    A function's result (and a call's) may only name sizes its parameters (the call's arguments) define: a size a
+    function defines inside, by its own ``R.match_cast``, means nothing to its callers, and kept it would make two
+    calls' different sizes one (``(n,)`` and ``(n,)`` for inputs of 4 and 3)."""
+    defined = set(defined)
+
+    def known(dims) -> bool:
+        return all(sym.free_vars(d) <= defined for d in dims)
+
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None and not known(sinfo.shape):
+        return TensorStructInfo(None, sinfo.dtype, len(sinfo.shape))
+    if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None and not known(sinfo.values):
+        return ShapeStructInfo(None, len(sinfo.values))
+    if isinstance(sinfo, PrimStructInfo) and isinstance(sinfo.value, SymDim) and not known([sinfo.value]):
+        return PrimStructInfo(sinfo.dtype)
+    if isinstance(sinfo, TupleStructInfo):
+        fields = [erase_to_well_defined(f, defined) for f in sinfo.fields]
+        return sinfo if all(a is b for a, b in zip(fields, sinfo.fields)) else TupleStructInfo(fields)
+    return sinfo
+
+
 def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
     """True when every value described by ``derived`` is also described by ``base``."""
     if isinstance(base, ObjectStructInfo):

@@ -15,7 +15,7 @@ from ..ir.dtype import from_numpy, is_bool, is_float, to_numpy
 from ..ir.expr import Constant, Expr, const
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
-from .common import broadcast_shapes, require_same_dtype
+from .common import broadcast_shapes, fmt, require_same_dtype
 from .registry import NOT_DIFFERENTIABLE, BadSample, Elementwise, Op, Sample, fail, register
 
 _T = TensorStructInfo
@@ -43,9 +43,27 @@ def _binary_infer(kind: str):
         if kind in ("arith", "float") and is_bool(dtype):
             fail("operands must be numeric, got bool")
         ndim = -1 if -1 in (a.ndim, b.ndim) else max(a.ndim, b.ndim)
+        _refuse_unknown_broadcast(a.shape, b.shape)
         shape = broadcast_shapes(a.shape, b.shape)
         return TensorStructInfo(shape, "bool" if kind == "compare" else dtype, ndim)
     return infer
+
+
+def _refuse_unknown_broadcast(x1, x2) -> None:
+    """Refuse two dims that neither are 1 nor can be proven equal, one of them symbolic (``(n, m)`` and ``(p, q)``).
+    TVM infers only the rank there (``R.Tensor(ndim=2)``); here that unknown shape would compile to code that
+    assumes the sizes equal (the broadcast the op was written for fails at run time) and could not be a function's
+    result, so the op is refused where it is written, with the cast that makes it compile."""
+    if x1 is None or x2 is None:
+        return
+    for d1, d2 in zip(reversed(x1), reversed(x2)):
+        if 1 in (d1, d2) or d1 == d2 or isinstance(d1, int) and isinstance(d2, int):
+            continue  # (two different ints: broadcast_shapes's own message)
+        cast, to = (d1, d2) if isinstance(d2, int) else (d2, d1)  # (the symbolic one, to the other)
+        fail(f"cannot broadcast shapes {fmt(x1)} and {fmt(x2)}: dims {d1} and {d2} may differ or be 1; match_cast an "
+             f"operand to the size it has first ({cast} as {to}, or as 1 where it broadcasts). TVM infers only the "
+             f"rank here (R.Tensor(ndim={max(len(x1), len(x2))})), a shape compiled code could neither broadcast at "
+             "run time nor return")
 
 
 def _samples(kind: str, low: float, high: float) -> list[Sample]:
@@ -65,7 +83,10 @@ def _samples(kind: str, low: float, high: float) -> list[Sample]:
 
 def _bad(kind: str) -> list[BadSample]:
     out = [BadSample([_T((3,), "float32"), _T((4,), "float32")], {}, r"cannot broadcast shapes \(3,\) and \(4,\)"),
-           BadSample([_T(("n",), "float32"), _T(("m",), "float32")], {}, r"cannot broadcast .* may differ")]
+           BadSample([_T(("n",), "float32"), _T(("m",), "float32")], {}, r"cannot broadcast .* may differ"),
+           BadSample([_T(("n", "m"), "float32"), _T(("p", "q"), "float32")], {},
+                     r"dims m and q may differ or be 1; match_cast .*\(q as m, .*TVM infers only the rank here "
+                     r"\(R\.Tensor\(ndim=2\)\)")]
     if kind == "compare":
         out.append(BadSample([_T((3,), "bfloat16"), _T((3,), "int32")], {},
                              r"x1: bfloat16 and x2: int32 have no common dtype to compare in"))

@@ -1,5 +1,6 @@
-"""Indexing: take and strided_slice. Output dtypes equal the input's; shapes follow TVM Relax (NumPy where TVM
-does). Their gradients scatter the adjoint into zeros (``relax.grad.take_backward``, ``strided_slice_backward``).
+"""Indexing: take and strided_slice (and the sizes of split's pieces, slices too). Output dtypes equal the input's;
+shapes follow TVM Relax (NumPy where TVM does). Their gradients scatter the adjoint into zeros
+(``relax.grad.take_backward``, ``strided_slice_backward``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,29 @@ _T = TensorStructInfo
 _BIG = 2**31 - 1
 # Bounds are int64 in compiled code: larger ones mean the same as this on every axis (see _slice_canon).
 _INT64_MAX = 2**63 - 1
+
+
+# -- the pieces of split (relax.split is in manipulate.py) ------------------------------------------------------
+
+def section_sizes(d: Dim, sections: int) -> list[Dim]:
+    """TVM's sections of a size ``d``: ``sections - 1`` pieces of ``ceil(d / sections)``, the last one what is left
+    (``10`` in 3: ``4, 4, 2``; ``n`` in 2: ``(n + 1) // 2, n - (n + 1) // 2``). Where the full pieces alone pass
+    the end (``5`` in 4: ``2, 2, 2`` leave ``-1``) there is no such split."""
+    piece = sym.floor_div(d + sections - 1, sections)
+    return [piece] * (sections - 1) + [d - piece * (sections - 1)]
+
+
+def index_pieces(spec: tuple, d: Dim) -> list[tuple[Dim, Dim]]:
+    """The (start, size) of each piece of a split of a size ``d`` at the indices ``spec``, as TVM infers them: each
+    bound clamped into ``[0, d]`` and a piece whose end is before its start empty, so the indices need not be
+    ascending or non-negative (``[-2, 2, 6, 4]`` of 10: sizes 0, 2, 4, 0 and 6, the last from 4). A negative
+    index is 0, not counted from the end as NumPy's ``split`` counts it. A symbolic ``d`` is assumed to reach past
+    every index (compiled code checks the sizes of the results)."""
+    bounds = [0, *(max(i, 0) for i in spec)]
+    if isinstance(d, int):
+        bounds = [min(b, d) for b in bounds]
+    ends = bounds[1:] + [d]
+    return [(b, max(e - b, 0) if isinstance(e, int) else e - b) for b, e in zip(bounds, ends)]
 
 
 # -- take, strided_slice -------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ sliced at concat's boundaries, concatenated for split.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import numpy as np
@@ -391,8 +392,6 @@ def _split_check(attrs: dict) -> None:
             fail(f"the number of sections must be positive, got {spec}")
         if spec > MAX_SPLIT_SECTIONS:
             fail(f"{spec} sections are too many: a split makes at most {MAX_SPLIT_SECTIONS} (2**16) pieces")
-    elif any(i < 0 for i in spec) or list(spec) != sorted(spec):
-        fail(f"split indices {spec} must be non-negative and ascending")
 
 
 def _split_whole(spec) -> bool:
@@ -400,15 +399,9 @@ def _split_whole(spec) -> bool:
     return spec == 1 or spec == ()
 
 
-def section_sizes(d: sym.Dim, sections: int) -> list[sym.Dim]:
-    """TVM's sections of a size ``d``: ``sections - 1`` pieces of ``ceil(d / sections)``, the last one what is left
-    (``10`` in 3: ``4, 4, 2``; ``n`` in 2: ``(n + 1) // 2, n - (n + 1) // 2``). Where the full pieces alone pass
-    the end (``5`` in 4: ``2, 2, 2`` leave ``-1``) there is no such split."""
-    piece = sym.floor_div(d + sections - 1, sections)
-    return [piece] * (sections - 1) + [d - piece * (sections - 1)]
-
-
 def _split_infer(args, attrs):
+    from .indexing import index_pieces, section_sizes  # the sizes of split's pieces (slices); indexing comes later
+
     (x,) = args
     spec = attrs["indices_or_sections"]
     if x.ndim != -1:  # a bad axis is refused even where the data comes back whole, as TVM does
@@ -425,22 +418,20 @@ def _split_infer(args, attrs):
             fail(f"cannot split axis {axis} of {fmt(x.shape)} (size {d}) into {spec} sections: {spec - 1} of "
                  f"ceil({d} / {spec}) = {sizes[0]} already take {d - sizes[-1]}")
     else:
-        bounds = [0, *spec]
-        if isinstance(d, int):  # Python slicing clamps indices past the end
-            bounds = [min(b, d) for b in bounds] + [d]
-            sizes = [bounds[i + 1] - bounds[i] for i in range(count)]
-        else:  # a symbolic size is assumed to reach past the last index
-            sizes = [bounds[i + 1] - bounds[i] for i in range(count - 1)] + [d - bounds[-1]]
+        sizes = [size for _, size in index_pieces(spec, d)]
     return TupleStructInfo([_T(x.shape[:axis] + (s,) + x.shape[axis + 1:], x.dtype) for s in sizes])
 
 
 def _split_ref(x, indices_or_sections, axis):
     """The pieces as slices of ``x`` (``x`` itself for one piece); sections as :func:`section_sizes` says."""
+    from .indexing import index_pieces, section_sizes
+
     if _split_whole(indices_or_sections):
         return x
-    if not isinstance(indices_or_sections, int):
-        return tuple(np.split(x, list(indices_or_sections), axis))
     d = x.shape[axis]
+    if not isinstance(indices_or_sections, int):
+        return tuple(np.take(x, np.arange(start, start + size), axis)
+                     for start, size in index_pieces(indices_or_sections, d))
     sizes = section_sizes(d, indices_or_sections)
     if sizes[-1] < 0:  # a symbolic size whose value leaves no such split
         raise ValueError(f"axis {axis} of size {d} cannot be split into {indices_or_sections} sections: "
@@ -450,12 +441,25 @@ def _split_ref(x, indices_or_sections, axis):
 
 
 def _split_grad(orig, call, grad):
-    if not gu.is_float_expr(call.args[0]):
+    """The pieces' adjoints joined: concatenated where the pieces tile the axis (sections, ascending indices); each
+    put back at its start and summed where indices out of order make them overlap or leave gaps."""
+    (x,), spec = call.args, call.attrs["indices_or_sections"]
+    if not gu.is_float_expr(x):
         return [None]
-    if _split_whole(call.attrs["indices_or_sections"]):
+    if _split_whole(spec):
         return [grad]
     pieces = list(grad.fields) if isinstance(grad, Tuple) else list(grad)
-    return [pieces[0] if len(pieces) == 1 else concat(pieces, call.attrs["axis"])]
+    starts = [0] + [max(i, 0) for i in ([] if isinstance(spec, int) else spec)]
+    if starts == sorted(starts):
+        return [pieces[0] if len(pieces) == 1 else concat(pieces, call.attrs["axis"])]
+    from . import add
+    from .indexing import index_pieces
+    from .registry import get_op
+
+    shape = gu.shape_of(x, "relax.split gradient")
+    axis, back = normalize_axis(call.attrs["axis"], len(shape)), get_op("relax.grad.strided_slice_backward")
+    return [functools.reduce(add, [back(p, axes=(axis,), begin=(b,), end=(b + n,), shape=shape)
+                                   for p, (b, n) in zip(pieces, index_pieces(spec, shape[axis]))])]
 
 
 def _split_unwrapped(call: Call) -> Optional[Expr]:
@@ -479,15 +483,16 @@ split = register(Op(
              Sample([_T(("n", 6), "float32")], {"indices_or_sections": (1, 4), "axis": 1}),
              Sample([_T(("n", 6), "float32")], {"indices_or_sections": (1,)}),
              Sample([_T(("n", 4), "float32")], {"indices_or_sections": 1}),
-             Sample([_T((2, 3), "float32")], {"indices_or_sections": (), "axis": 1})],
+             Sample([_T((2, 3), "float32")], {"indices_or_sections": (), "axis": 1}),
+             Sample([_T((2, 10), "float32")], {"indices_or_sections": (-2, 2, 6, 4, 8, 12, 9), "axis": 1})],
     bad_samples=[BadSample([_T((5, 3), "float32")], {"indices_or_sections": 4},
                            r"cannot split axis 0 of \(5, 3\) \(size 5\) into 4 sections: 3 of ceil\(5 / 4\) = 2 "
                            r"already take 6"),
                  BadSample([_T((5,), "float32")], {"indices_or_sections": 0}, r"must be positive, got 0"),
-                 BadSample([_T((5,), "float32")], {"indices_or_sections": (3, 1)}, r"non-negative and ascending"),
                  BadSample([_T((5,), "float32")], {"indices_or_sections": 2, "axis": 1}, r"axis 1 is out of range"),
                  BadSample([_T((5,), "float32")], {"indices_or_sections": 1, "axis": 1}, r"axis 1 is out of range"),
                  BadSample([_T((), "float32")], {"indices_or_sections": 1}, r"out of range for a tensor of rank 0")],
     doc="Split along ``axis`` into ``indices_or_sections`` sections (an int: as TVM, pieces of ``ceil(size / "
-        "sections)``, the last one what is left, 10 in 3 is 4, 4, 2) or at the ascending indices given (a tuple); "
-        "returns a tuple of tensors, or the data itself for one section or no index (TVM's struct info)."))
+        "sections)``, the last one what is left, 10 in 3 is 4, 4, 2) or at the indices given (a tuple: each bound "
+        "clamped into ``[0, size]``, a piece ending before its start empty, as TVM infers them: a negative index "
+        "is 0); returns a tuple of tensors, or the data itself for one section or no index (TVM's struct info)."))

@@ -34,10 +34,10 @@ def _wide(x: np.ndarray) -> np.ndarray:
     return x.astype(np.uint64 if x.dtype.kind == "u" else np.int64)
 
 
-def _check_numeric(x: TensorStructInfo, float_only: bool) -> None:
+def _check_numeric(x: TensorStructInfo, float_only: bool, bool_ok: bool = False) -> None:
     if float_only and not is_float(x.dtype):
         fail(f"input must have a float dtype, got {x.dtype}")
-    if is_bool(x.dtype):
+    if is_bool(x.dtype) and not bool_ok:
         fail("input must be numeric, got bool")
 
 
@@ -63,7 +63,7 @@ def _keepdims_check(attrs: dict) -> None:
         fail(f"keepdims must be a bool, got {attrs['keepdims']!r}")
 
 
-def _samples(float_only: bool, low: float, high: float) -> list[Sample]:
+def _samples(float_only: bool, low: float, high: float, bool_ok: bool = False) -> list[Sample]:
     dtypes = ("float32", "float64", "float16") if float_only else ("float32", "float64", "int32", "int64")
     out = [Sample([_T((2, 3, 4), d)], low=low, high=high) for d in dtypes]
     out += [Sample([_T((2, 3, 4), "float32")], {"axis": 1}, low=low, high=high),
@@ -75,16 +75,19 @@ def _samples(float_only: bool, low: float, high: float) -> list[Sample]:
             Sample([_T((3,), "float32")], {"axis": ()}, low=low, high=high),
             Sample([_T((), "float32")], low=low, high=high),
             Sample([_T((), "float32")], {"axis": (), "keepdims": True}, low=low, high=high)]
+    if bool_ok:
+        out += [Sample([_T((3, 4), "bool")], {"axis": 1}), Sample([_T((2, 3, 4), "bool")], {"keepdims": True})]
     return out
 
 
-def _bad(float_only: bool) -> list[BadSample]:
+def _bad(float_only: bool, bool_ok: bool = False) -> list[BadSample]:
     out = [BadSample([_T((2, 3), "float32")], {"axis": 2}, r"axis 2 is out of range for a tensor of rank 2"),
            BadSample([_T((2, 3), "float32")], {"axis": (1, -1)}, r"axis \(1, -1\) repeats an axis"),
            BadSample([_T((2, 3), "float32")], {"axis": "x"}, r"axis must be an int or a sequence of ints"),
            BadSample([_T((2, 3), "float32")], {"keepdims": 1}, r"keepdims must be a bool"),
-           BadSample([_T((2,), "bool")], {}, r"must (be numeric|have a float dtype), got bool"),
            BadSample([_T((), "float32")], {"axis": 0}, r"axis 0 is out of range for a tensor of rank 0")]
+    if not bool_ok:
+        out.append(BadSample([_T((2,), "bool")], {}, r"must (be numeric|have a float dtype), got bool"))
     if float_only:
         out.append(BadSample([_T((2, 3), "int32")], {}, r"must have a float dtype, got int32"))
     return out
@@ -102,16 +105,17 @@ def _reduction_rule(rule):
 
 def reduction(name: str, fn, *, float_only: bool = False, widen: bool = True, low: float = -2.0,
               high: float = 2.0, doc: str = "", grad=None, lowering: str = "", decompose=None,
-              samples=None, unsigned: Optional[str] = None) -> Op:
+              samples=None, unsigned: Optional[str] = None, bool_ok: bool = False) -> Op:
     """Register ``relax.<name>(x, axis=None, keepdims=False)`` computing ``fn(x, axis=, keepdims=)``,
     with the input's dtype. ``float_only`` refuses integer inputs (mean, variance); ``widen`` computes in
     float64/int64 before casting back (integer results wrap as the native reduction does). ``grad`` is the
     gradient rule (see the module docstring); ``lowering`` names the backend's (default ``reduce:reduce_<name>``).
     A composite gives ``decompose`` instead (its gradient is the decomposition's); ``samples`` replace the
-    generated ones; ``unsigned`` is the record's field (``registry.Op``)."""
+    generated ones; ``unsigned`` is the record's field (``registry.Op``). ``bool_ok`` takes bool tensors and
+    gives bool, as TVM infers it: the widened sum or product cast back to bool is then ``any`` or ``all``."""
     def infer(args, attrs):
         (x,) = args
-        _check_numeric(x, float_only)
+        _check_numeric(x, float_only, bool_ok)
         return reduced(x, attrs["axis"], attrs["keepdims"], x.dtype)
 
     def ref(x, axis, keepdims):
@@ -121,8 +125,8 @@ def reduction(name: str, fn, *, float_only: bool = False, widen: bool = True, lo
     return register(Op(
         name=f"relax.{name}", inputs=("x",), attrs={"axis": None, "keepdims": False}, infer=infer,
         canonicalize=lambda attrs: canonical_int_tuple(attrs, "axis"), check_attrs=_keepdims_check,
-        reference=ref, samples=_samples(float_only, low, high) if samples is None else samples,
-        bad_samples=_bad(float_only), doc=doc, decompose=decompose, unsigned=unsigned,
+        reference=ref, samples=_samples(float_only, low, high, bool_ok) if samples is None else samples,
+        bad_samples=_bad(float_only, bool_ok), doc=doc, decompose=decompose, unsigned=unsigned,
         gradient=gu.through_decomposition if decompose else None if grad is None else _reduction_rule(grad),
         lowering=None if decompose else lowering or f"reduce:reduce_{name}"))
 
@@ -155,7 +159,8 @@ def _extremum_grad(x, y, g, call):
     return hit * (g / reduce_sum(hit, call.attrs["axis"], keepdims=True))
 
 
-sum = reduction("sum", np.sum, doc="Sum over ``axis``.",  # noqa: A001 - the op is called sum, as in TVM
+sum = reduction("sum", np.sum, bool_ok=True,  # noqa: A001 - the op is called sum, as in TVM
+                doc="Sum over ``axis``; of bool data a bool, true where any element is (TVM's ``any``).",
                 grad=lambda x, y, g, call: gu.broadcast_like(g, x), unsigned="aware")
 mean = reduction("mean", np.mean, float_only=True, doc="Arithmetic mean over ``axis`` (float inputs).",
                  grad=_mean_grad)
@@ -170,10 +175,12 @@ std = reduction("std", np.std, float_only=True,
                 doc="Population standard deviation ``sqrt(variance(x, axis))`` over ``axis`` (float inputs), as "
                     "TVM's ``R.std``. Composite: decomposed into ``sqrt(variance)``; its gradient is the "
                     "decomposition's, infinite where the deviation is 0 (one element, or all equal).")
-max = reduction("max", np.max, widen=False, grad=_extremum_grad, unsigned="aware",  # noqa: A001
-                doc="Maximum over ``axis``. Its gradient is shared evenly by the elements equal to the maximum.")
-min = reduction("min", np.min, widen=False, grad=_extremum_grad, unsigned="aware",  # noqa: A001
-                doc="Minimum over ``axis``. Its gradient is shared evenly by the elements equal to the minimum.")
+max = reduction("max", np.max, widen=False, grad=_extremum_grad, unsigned="aware", bool_ok=True,  # noqa: A001
+                doc="Maximum over ``axis`` (of bool data: any). Its gradient is shared evenly by the elements equal to "
+                    "the maximum.")
+min = reduction("min", np.min, widen=False, grad=_extremum_grad, unsigned="aware", bool_ok=True,  # noqa: A001
+                doc="Minimum over ``axis`` (of bool data: all). Its gradient is shared evenly by the elements equal to "
+                    "the minimum.")
 def _prod_grad(x, y, g, call):
     """The product of the other elements: ``y / x`` (TVM's rule) where ``x`` is not 0; where it is, the product of
     the others' non-zero values if it is the only 0 of its reduction, else 0 (``y / x`` would be NaN there)."""
@@ -189,9 +196,10 @@ def _prod_grad(x, y, g, call):
     return g * where(zero, at_zero, y / nonzero)
 
 
-prod = reduction("prod", np.prod, low=0.5, high=1.5, grad=_prod_grad, unsigned="aware",
-                 doc="Product over ``axis``. Its gradient is the product of the other elements (``g * y / x`` where "
-                     "``x`` is not 0, as TVM's; defined at 0 too).")
+prod = reduction("prod", np.prod, low=0.5, high=1.5, grad=_prod_grad, unsigned="aware", bool_ok=True,
+                 doc="Product over ``axis`` (of bool data: a bool, true where all elements are, as TVM's). Its "
+                     "gradient is the product of the other elements (``g * y / x`` where ``x`` is not 0, as TVM's; "
+                     "defined at 0 too).")
 
 
 # -- argmax, argmin ----------------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ every index (``backend/legalize/checks.py``): an out-of-range one raises ``Index
 and its position, and nothing outside a buffer is touched. The references raise ``IndexError`` as well.
 
 Negative indices: ``gather_elements`` and ``scatter_elements`` take ``[-s, s)`` along ``axis`` (a negative index
-counts from the end, as TVM documents for scatter_elements); ``one_hot`` takes ``[0, depth)`` only (TVM's kernel
-gives an all-``off_value`` row for anything else; here that is an error, as an out-of-range class label is).
+counts from the end, as TVM documents for scatter_elements), ``gather_elements(..., negative_indices=False)``
+``[0, s)`` (PyTorch's ``gather``, which raises for a negative index); ``one_hot`` takes ``[0, depth)`` only (TVM's
+kernel gives an all-``off_value`` row for anything else; here that is an error, as an out-of-range class label is).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Optional
 import numpy as np
 
 from ..ir import sym
-from ..ir.dtype import check_dtype, to_numpy
+from ..ir.dtype import check_dtype, is_float, to_numpy
 from ..ir.expr import PrimValue
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
@@ -24,7 +25,7 @@ from .indexing import take_indices
 from .registry import NOT_DIFFERENTIABLE, REQUIRED, BadSample, Op, Sample, fail, register
 
 _T = TensorStructInfo
-_REDUCTIONS = ("update", "add", "mul", "min", "max")
+_REDUCTIONS = ("update", "add", "mul", "mean", "min", "max")
 
 
 def _check_like(data: TensorStructInfo, indices: TensorStructInfo, axis: int, what: str) -> None:
@@ -53,6 +54,13 @@ def _make_indices(rng, sinfos, attrs):
             + [rng.uniform(-2, 2, s.shape).astype(to_numpy(s.dtype)) for s in sinfos[2:]])
 
 
+def _non_negative(rng, sinfos, attrs):
+    data, ind = sinfos
+    size = data.shape[attrs["axis"] % len(data.shape)]
+    return [rng.uniform(-2, 2, data.shape).astype(to_numpy(data.dtype)),
+            rng.integers(0, size, ind.shape).astype(to_numpy(ind.dtype))]
+
+
 # -- gather_elements ------------------------------------------------------------------------------------------
 
 def _gather_infer(args, attrs):
@@ -64,9 +72,33 @@ def _gather_infer(args, attrs):
     return _T(indices.shape, data.dtype, indices.ndim)
 
 
-def _gather_ref(data, indices, axis):
+def _gather_check(attrs: dict) -> None:
+    if not isinstance(attrs["negative_indices"], bool):
+        fail(f"negative_indices must be a bool, got {attrs['negative_indices']!r}")
+
+
+def range_note(size) -> str:
+    """What an index error of ``gather_elements(..., negative_indices=False)`` adds: the indices it takes along an
+    axis of ``size`` (a number, or the text standing for a dynamic one)."""
+    return f"gather_elements takes [0, {size}) with negative_indices=False, as PyTorch's gather"
+
+
+def _gather_positions(indices: np.ndarray, size: int, axis: int, negative_indices: bool) -> np.ndarray:
+    """``indices`` as positions along ``axis``. Outside ``[-size, size)`` (``[0, size)`` without
+    ``negative_indices``: the first such one named with its flat position, the axis and the range, in the words of
+    the compiled check) an index raises ``IndexError``."""
+    flat = np.asarray(indices, dtype=np.int64).reshape(-1)
+    bad = np.flatnonzero((flat < 0) | (flat >= size))
+    if not negative_indices and bad.size:
+        raise IndexError(f"index {int(flat[bad[0]])} at position {int(bad[0])} of the indices (flat, shape "
+                         f"{fmt(np.shape(indices))}) is out of range for axis {axis} of size {size} "
+                         f"({range_note(size)})")
+    return take_indices(indices, size, "fast")
+
+
+def _gather_ref(data, indices, axis, negative_indices=True):
     axis %= data.ndim
-    ind = take_indices(indices, data.shape[axis], "fast")
+    ind = _gather_positions(indices, data.shape[axis], axis, negative_indices)
     out = np.empty(indices.shape, data.dtype)
     for pos in np.ndindex(*indices.shape):
         out[pos] = data[pos[:axis] + (ind[pos],) + pos[axis + 1:]]
@@ -80,19 +112,26 @@ def _gather_grad(x, g, call):
 
 
 gather_elements = register(Op(
-    name="relax.gather_elements", lowering="index:gather_elements", inputs=("data", "indices"), attrs={"axis": 0},
-    unsigned="agnostic", index_inputs=("indices",),
-    infer=_gather_infer, reference=_gather_ref, gradient=gu.tensor_rule(_gather_grad), no_grad_inputs=("indices",),
+    name="relax.gather_elements", lowering="index:gather_elements", inputs=("data", "indices"),
+    attrs={"axis": 0, "negative_indices": True}, unsigned="agnostic", index_inputs=("indices",),
+    infer=_gather_infer, check_attrs=_gather_check, reference=_gather_ref, gradient=gu.tensor_rule(_gather_grad),
+    no_grad_inputs=("indices",),
     samples=[Sample([_T((3, 4), "float32"), _T((2, 4), "int64")], {"axis": 0}, make=_make_indices),
              Sample([_T((3, 4), "float64"), _T((3, 6), "int32")], {"axis": -1}, make=_make_indices),
-             Sample([_T(("n", 5, 2), "float32"), _T(("n", 3, 2), "int64")], {"axis": 1}, make=_make_indices)],
+             Sample([_T(("n", 5, 2), "float32"), _T(("n", 3, 2), "int64")], {"axis": 1}, make=_make_indices),
+             Sample([_T((3, 4), "float32"), _T((3, 2), "int64")], {"axis": 1, "negative_indices": False},
+                    make=_non_negative)],
     bad_samples=[BadSample([_T((3, 4), "float32"), _T((2, 4), "float32")], {}, r"indices must have an integer dtype"),
                  BadSample([_T((3, 4), "float32"), _T((2, 5), "int64")], {}, r"must not be larger than data"),
                  BadSample([_T((3, 4), "float32"), _T((2,), "int64")], {}, r"must have the rank of data"),
-                 BadSample([_T((3, 4), "float32"), _T((2, 4), "int64")], {"axis": 2}, r"axis 2 is out of range")],
+                 BadSample([_T((3, 4), "float32"), _T((2, 4), "int64")], {"axis": 2}, r"axis 2 is out of range"),
+                 BadSample([_T((3, 4), "float32"), _T((2, 4), "int64")], {"negative_indices": 0},
+                           r"negative_indices must be a bool, got 0")],
     doc="``out[i][j] = data[indices[i][j]][j]`` for ``axis=0`` (ONNX's GatherElements, TVM's ``gather_elements``): "
-        "the output has the indices' shape. Indices in ``[-s, s)`` (negative ones count from the end); others "
-        "raise ``IndexError``. Gradient: a scatter-add of the adjoint into zeros."))
+        "the output has the indices' shape. Indices in ``[-s, s)`` (negative ones count from the end, as ONNX's); "
+        "with ``negative_indices=False`` (PyTorch's ``gather``, which the importer writes) in ``[0, s)``. Others "
+        "raise ``IndexError`` naming the index, its position and the axis and its size (and the range ``[0, s)`` "
+        "without negative indices). Gradient: a scatter-add of the adjoint into zeros."))
 
 
 # -- scatter_elements -----------------------------------------------------------------------------------------
@@ -106,6 +145,9 @@ def _scatter_infer(args, attrs):
     data, indices, updates = args
     require_int(indices, "indices")
     require_same_dtype([data, updates], ["data", "updates"])
+    if attrs["reduction"] == "mean" and not is_float(data.dtype):
+        fail(f"reduction 'mean' needs float data (each write halves the sum of the old value and the update), got "
+             f"{data.dtype}")
     axis = _axis_of(data, attrs)
     if axis is not None:
         _check_like(data, indices, axis, "scatter_elements")
@@ -116,7 +158,8 @@ def _scatter_infer(args, attrs):
     return data
 
 
-_NP_REDUCE = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
+_NP_REDUCE = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum,
+              "mean": lambda old, new: (old + new) / 2}
 
 
 def _scatter_ref(data, indices, updates, axis, reduction):
@@ -187,13 +230,17 @@ scatter_elements = register(Op(
     bad_samples=[BadSample(_scatter_args((4, 3), (3, 3), index_dtype="float32"), {}, r"indices must have an integer"),
                  BadSample([_T((4, 3), "float32"), _T((3, 3), "int64"), _T((3, 2), "float32")], {},
                            r"updates \(3, 2\) must have the shape of indices \(3, 3\)"),
-                 BadSample(_scatter_args((4, 3), (3, 3)), {"reduction": "mean"}, r"reduction must be one of update"),
+                 BadSample(_scatter_args((4, 3), (3, 3)), {"reduction": "median"}, r"reduction must be one of update"),
+                 BadSample(_scatter_args((4, 3), (3, 3), "int32"), {"reduction": "mean"},
+                           r"reduction 'mean' needs float data .*, got int32"),
                  BadSample(_scatter_args((4, 3), (3, 4)), {}, r"must not be larger than data"),
                  BadSample([_T((4, 3), "float32"), _T((3, 3), "int64"), _T((3, 3), "float64")], {}, r"same dtype")],
     doc="A copy of ``data`` with ``updates`` written at ``indices`` along ``axis`` (ONNX's ScatterElements, TVM's "
         "``scatter_elements``): ``out[indices[i][j]][j] = updates[i][j]`` for ``axis=0``, in row-major order (the "
-        "last write wins), or combined by ``reduction`` 'add', 'mul', 'min', 'max'. Indices in ``[-s, s)``; others "
-        "raise ``IndexError``. Gradient for 'update' (the last writer takes the adjoint) and 'add'."))
+        "last write wins), or combined by ``reduction`` 'add', 'mul', 'min', 'max', or 'mean' (float data: TVM's "
+        "kernel's running mean, each write in that order ``(old + update) / 2``, so data 0 with updates 3 then 6 "
+        "at one place is 3.75, not PyTorch's ``scatter_reduce`` mean). Indices in ``[-s, s)``; others raise "
+        "``IndexError``. Gradient for 'update' (the last writer takes the adjoint) and 'add'."))
 
 
 # -- one_hot ------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Optional
 import numpy as np
 
 from ..ir import sym
-from ..ir.block_builder import call_return_struct_info
+from ..ir.block_builder import call_return_struct_info, function_result_struct_info
 from ..ir.dtype import DTYPES, check_dtype, to_numpy
 from ..ir.expr import (PRIVATE_ATTR, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
                        Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple,
@@ -292,17 +292,29 @@ class Parser:
             scope.vars[arg.arg] = var
             params.append(var)
         attrs, blocks, result = self.body(node, scope, sizes)
-        ret = self.struct_info(node.returns, sizes) if node.returns is not None else result.struct_info
-        if node.returns is not None and result.struct_info is not None and \
-                not is_base_of(ret, result.struct_info):
-            raise self.error(node.returns, f"function {name} returns {_fmt(result.struct_info)} but is annotated "
-                                           f"to return {_fmt(ret)}")
+        ret = self.return_struct_info(node, name, params, result, sizes)
         if private:
             if "global_symbol" in attrs:
                 raise self.error(node, f"function {name}: a private function has no global_symbol (drop one of "
                                        "private=True and the global_symbol attribute)")
             attrs[PRIVATE_ATTR] = True
         return Function(params, SeqExpr(blocks, result), ret, attrs, pure, span=self.span(node))
+
+    def return_struct_info(self, node: ast.FunctionDef, name: str, params: list, result: Expr,
+                           sizes: "_Sizes") -> StructInfo:
+        """The function's return struct info. Inferred, it is the result's erased to the sizes the parameters
+        define, as TVM's ``Function`` erases it: a size the body defines (by ``R.match_cast``) means nothing to a
+        caller, and kept it would give every call's result that one size (two calls on 4 and 3 elements would both
+        be ``(n,)``). An annotation is kept as written, so that every printed function parses back the same (passes
+        may build one naming such a size); a call erases what its arguments do not bind either way
+        (``call_return_struct_info``)."""
+        if node.returns is None:
+            return function_result_struct_info(params, result)
+        ret = self.struct_info(node.returns, sizes)
+        if result.struct_info is not None and not is_base_of(ret, result.struct_info):
+            raise self.error(node.returns, f"function {name} returns {_fmt(result.struct_info)} but is annotated "
+                                           f"to return {_fmt(ret)}")
+        return ret
 
     def decorator(self, node: ast.FunctionDef) -> tuple[bool, bool]:
         """``(pure, private)`` from ``@R.function(pure=..., private=...)``."""
@@ -781,9 +793,13 @@ class Parser:
         return self.guard(node, lambda: TensorStructInfo(shape, dtype, ndim))
 
     def sinfo_tuple(self, node: ast.Call, sizes: "_Sizes") -> TupleStructInfo:
+        """``R.Tuple(a, b)``, or ``R.Tuple([a, b])`` (one list or tuple of fields), as TVM takes both."""
         if node.keywords:
-            raise self.error(node, "R.Tuple takes struct infos as positional arguments")
-        return TupleStructInfo([self.struct_info(a, sizes) for a in node.args])
+            raise self.error(node, "R.Tuple takes struct infos as positional arguments, or one list of them")
+        fields = node.args
+        if len(fields) == 1 and isinstance(fields[0], (ast.List, ast.Tuple)):
+            fields = fields[0].elts
+        return TupleStructInfo([self.struct_info(a, sizes) for a in fields])
 
     def sinfo_shape(self, node: ast.Call, sizes: "_Sizes") -> ShapeStructInfo:
         bound = _bind_args(self, node, ["values", "ndim"])

@@ -8,6 +8,7 @@ directly, as ``relax_mlir.op`` does.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, Optional, Sequence
 
 from .. import op as _op
@@ -22,18 +23,41 @@ grad = _op.grad
 Object = ObjectStructInfo()
 
 
-def Tensor(shape: Optional[Sequence] = None, dtype: str = "float32", vdevice: Optional[str] = None,
+#: ``R.Tensor``'s dtype when none is given (TVM's "any dtype" has no counterpart here; see the parser's).
+_DEFAULT_DTYPE = "float32"
+_UNSET: Any = object()  # (an explicit dtype=None is refused, as the parser refuses it, not read as the default)
+
+
+def Tensor(shape: Optional[Sequence] = None, dtype: str = _UNSET, vdevice: Optional[str] = None,
            ndim: int = -1) -> TensorStructInfo:
-    """``R.Tensor((n, 784), "float32")``: tensor struct info; dims are ints or size-variable names. ``vdevice``
-    (TVM's third argument) may only name the host CPU, ``"llvm"``, the one device here: it is checked, not kept."""
+    """``R.Tensor((n, 784), "float32")``: tensor struct info; dims are ints or size-variable names. A string first
+    and no dtype is the dtype, as TVM reads it: ``R.Tensor("float32", ndim=4)`` is a float32 tensor of any shape of
+    rank 4. ``vdevice`` (TVM's third argument) may only name the host CPU, ``"llvm"``, the one device here: it is
+    checked, not kept."""
+    if isinstance(shape, builtins.str) and dtype is _UNSET:  # (str and tuple are R.str and R.tuple here)
+        shape, dtype = None, shape
+    if isinstance(shape, builtins.str):
+        raise TypeError(f"R.Tensor: shape must be a tuple or list of dimensions, got the string {shape!r} (a dtype "
+                        f"first is read as one only when no dtype= follows: R.Tensor({shape!r}, ndim=2))")
     if vdevice is not None:
         _vdevice.reference(vdevice, "R.Tensor")
-    return TensorStructInfo(shape, dtype, ndim)
+    return TensorStructInfo(shape, _DEFAULT_DTYPE if dtype is _UNSET else dtype, ndim)
 
 
 def Tuple(*fields: StructInfo) -> TupleStructInfo:  # noqa: N802 - TVMScript spelling
-    """``R.Tuple(R.Tensor(...), ...)``: tuple struct info."""
-    return TupleStructInfo(fields)
+    """``R.Tuple(R.Tensor(...), ...)`` or, as TVM also takes them, ``R.Tuple([R.Tensor(...), ...])``: tuple struct
+    info. A bare ``R.Tensor``/``R.Shape``/``R.Object`` field is that struct info of any shape, as in annotations."""
+    if len(fields) == 1 and isinstance(fields[0], (list, builtins.tuple)):
+        fields = fields[0]
+    out = []
+    for i, f in enumerate(fields):
+        f = f() if f is Tensor or f is Shape else f
+        if not isinstance(f, StructInfo):
+            raise TypeError(f"R.Tuple: field {i} must be struct info (R.Tensor(...), R.Tuple(...), R.Shape(...), "
+                            f"R.Prim(...), R.Object), got {type(f).__name__} {f!r:.60}; the fields are given as "
+                            "arguments, R.Tuple(a, b), or as one list, R.Tuple([a, b])")
+        out.append(f)
+    return TupleStructInfo(out)
 
 
 def Shape(values: Optional[Sequence] = None, ndim: int = -1) -> ShapeStructInfo:  # noqa: N802

@@ -61,37 +61,70 @@ class ConvertToDataflow(FunctionPass):
     def transform_function(self, func: Function, mod, ctx) -> Function:
         if not isinstance(func.body, SeqExpr):
             return func
-        blocks: list[BindingBlock] = []
-        for block in func.body.blocks:
-            if isinstance(block, DataflowBlock):
-                blocks.append(block)
-                continue
-            run: list = []
-            for b in block.bindings:
-                if _pure(b, mod):
-                    run.append(b)
-                    continue
-                blocks += self._runs(run)
-                run = []
-                blocks.append(BindingBlock([b]))
-            blocks += self._runs(run)
-        blocks = _merge_plain(blocks)
-        if len(blocks) == len(func.body.blocks) and all(a.bindings == b.bindings and type(a) is type(b)
-                                                        for a, b in zip(blocks, func.body.blocks)):
+        local_funcs: dict[Var, Function] = {}
+        blocks = self._streaks(self._with_local_functions_converted(func.body.blocks, mod, local_funcs), mod,
+                               local_funcs)
+        if len(blocks) == len(func.body.blocks) and all(a is b for a, b in zip(blocks, func.body.blocks)):
             return func
-        return _with_dataflow_vars(func, blocks)
+        return _with_dataflow_vars(func, blocks, set(map(id, func.body.blocks)))
 
-    def _runs(self, run: list) -> list[BindingBlock]:
-        if not run:
-            return []
-        return [DataflowBlock(run) if len(run) >= self.min_size else BindingBlock(run)]
+    def _with_local_functions_converted(self, blocks, mod, local_funcs: dict) -> list[BindingBlock]:
+        """The blocks with each local function's body converted too (as TVM does), keeping unchanged blocks."""
+        out = []
+        for block in blocks:
+            bindings = []
+            for b in block.bindings:
+                if isinstance(b.value, Function):
+                    b = rebind(b, self.transform_function(b.value, mod, None))
+                    local_funcs[b.var] = b.value
+                bindings.append(b)
+            same = all(a is b for a, b in zip(bindings, block.bindings))
+            out.append(block if same else type(block)(bindings))
+        return out
+
+    def _streaks(self, blocks, mod, local_funcs: dict) -> list[BindingBlock]:
+        """Runs of pure bindings become dataflow blocks. As in TVM, an existing dataflow block joins the run it is
+        in: pure bindings just before or after it (and dataflow blocks next to it) merge into it, whatever the
+        run's length."""
+        out: list[BindingBlock] = []
+        plain: list = []  # bindings that stay in a plain block, before the run
+        run: list = []
+        existing: list[DataflowBlock] = []  # the dataflow blocks the run holds
+
+        def flush():
+            nonlocal plain, run, existing
+            if run and (existing or len(run) >= self.min_size):
+                if plain:
+                    out.append(BindingBlock(plain))
+                    plain = []
+                same = len(existing) == 1 and list(existing[0].bindings) == run
+                out.append(existing[0] if same else DataflowBlock(run))
+            else:
+                plain += run
+            run, existing = [], []
+
+        for block in blocks:
+            if isinstance(block, DataflowBlock):
+                run += block.bindings
+                existing.append(block)
+                continue
+            for b in block.bindings:
+                if _pure(b, mod, local_funcs):
+                    run.append(b)
+                else:
+                    flush()
+                    plain.append(b)
+        flush()
+        if plain:
+            out.append(BindingBlock(plain))
+        return out
 
 
-def _pure(b, mod) -> bool:
+def _pure(b, mod, local_funcs: dict) -> bool:
     if isinstance(b, MatchCast):
         return True
     value = b.value
-    if isinstance(value, (Tuple, TupleGetItem, Var, Constant)):
+    if isinstance(value, (Tuple, TupleGetItem, Var, Constant, Function)):  # defining a local function does nothing
         return True
     if isinstance(value, Call):
         if isinstance(value.op, Op):
@@ -99,21 +132,14 @@ def _pure(b, mod) -> bool:
         if isinstance(value.op, GlobalVar) and value.op.name_hint in mod:
             callee = mod[value.op.name_hint]
             return isinstance(callee, Function) and callee.is_pure
+        if isinstance(value.op, Var) and value.op in local_funcs:
+            return local_funcs[value.op].is_pure
     return False
 
 
-def _merge_plain(blocks: list[BindingBlock]) -> list[BindingBlock]:
-    out: list[BindingBlock] = []
-    for block in blocks:
-        if out and not isinstance(block, DataflowBlock) and not isinstance(out[-1], DataflowBlock):
-            out[-1] = BindingBlock(list(out[-1].bindings) + list(block.bindings))
-        else:
-            out.append(block)
-    return out
-
-
-def _with_dataflow_vars(func: Function, blocks: list[BindingBlock]) -> Function:
-    """Variables of the new dataflow blocks that nothing after their block uses become dataflow variables."""
+def _with_dataflow_vars(func: Function, blocks: list[BindingBlock], kept: set) -> Function:
+    """Variables of the new (or merged) dataflow blocks that nothing after their block uses become dataflow
+    variables; ``kept``: the ids of the blocks that are the function's own, left as they are."""
     used_after: list[set] = []
     later: set = set(free_vars(func.body.body))
     for block in reversed(blocks):
@@ -124,10 +150,13 @@ def _with_dataflow_vars(func: Function, blocks: list[BindingBlock]) -> Function:
     remap: dict[Var, Expr] = {}
     out = []
     for block, after in zip(blocks, used_after):
+        # a local function that captures a variable uses it after the block, wherever it is defined (TVM's rule)
+        after = after | {v for b in block.bindings if isinstance(b.value, Function) for v in free_vars(b.value)}
         bindings = []
         for b in block.bindings:
             var, value = b.var, substitute(b.value, remap)
-            if isinstance(block, DataflowBlock) and not isinstance(var, DataflowVar) and var not in after:
+            if (isinstance(block, DataflowBlock) and id(block) not in kept and not isinstance(var, DataflowVar)
+                    and var not in after):
                 var = DataflowVar(var.name_hint, var.struct_info, span=var.span)
                 remap[b.var] = var
             bindings.append(rebind(b, value, var))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.block_builder import call_return_struct_info
 from ..ir.expr import Call, Expr, Function, GlobalVar, SeqExpr, Var, VarBinding
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator, post_order_visit
@@ -167,8 +168,11 @@ class _Calls(ExprMutator):
     def visit_call_(self, call: Call) -> Expr:
         if isinstance(call.op, Var) and call.op in self.lifted:
             gvar, captured = self.lifted[call.op]
-            args = [self.visit_expr(a) for a in call.args]
-            return Call(gvar, [*captured, *args], {}, call.struct_info, span=call.span)
+            args = [*captured, *(self.visit_expr(a) for a in call.args)]
+            # Inferred again: the captures now bind sizes the local call could not (its erased result, a closure's
+            # size, is the enclosing function's again), and well_formed infers the new call so.
+            sinfo = call_return_struct_info(gvar.name_hint, gvar.struct_info, [a.struct_info for a in args])
+            return Call(gvar, args, {}, sinfo, span=call.span)
         return super().visit_call_(call)
 
     def visit_var_(self, var: Var) -> Expr:

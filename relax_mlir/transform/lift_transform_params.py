@@ -34,9 +34,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.block_builder import function_result_struct_info
 from ..ir.expr import BindingBlock, DataflowBlock, Function, MatchCast, SeqExpr, ShapeExpr, Tuple, Var
 from ..ir.module import IRModule
-from ..ir.struct_info import ShapeStructInfo, TensorStructInfo
+from ..ir.struct_info import ShapeStructInfo, TensorStructInfo, is_base_of
 from ..ir.well_formed import plain_size_vars
 from .dead_code_elimination import has_effect, sinfo_size_names
 from .pass_infra import Pass
@@ -168,8 +169,13 @@ def _split(func: Function, k: int, mod: IRModule):
         if not kept:
             continue
         blocks.append(type(block)([rebind(b, substitute(b.value, params)) for b in kept]))
-    new = Function(inputs + shape + [params[v] for v in needed], SeqExpr(blocks, substitute(func.body.body, params)),
-                   func.ret_struct_info, func.attrs, func.is_pure, span=func.span)
+    new_params = inputs + shape + [params[v] for v in needed]
+    body = SeqExpr(blocks, substitute(func.body.body, params))
+    # a size only the weights defined (erased from the result before) is defined again by the new parameters: the
+    # result keeps it, as TVM's Function takes its body's more precise struct info
+    ret, refined = func.ret_struct_info, function_result_struct_info(new_params, body.body)
+    new = Function(new_params, body, refined if is_base_of(ret, refined) else ret, func.attrs, func.is_pure,
+                   span=func.span)
     return transform, new
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, scf, tensor
 
+from ...op.scatter import range_note
 from .checks import flat_position, guarded_extract, report_if, where
 from .core import amap, as_index, convert, dim, elem, empty, generic, identity, index, loop_index, scalar, sizes_of
 from .elementwise import ScalarBuilder
@@ -19,13 +20,17 @@ from .size_checks import assumed_equal, unless_sizes
 
 def gather_elements(lc, op):
     """``out[p] = data[p with p[axis] = indices[p]]`` over the indices' positions ``p``; the indices are checked
-    once first (``shape.checked_indices``), an empty axis reads nothing."""
+    once first (``shape.checked_indices``): in ``[-s, s)``, or ``[0, s)`` with ``negative_indices=False``. An
+    empty axis reads nothing."""
     data, ind = lc.inputs
     rank = data.type.rank
     axis = lc.attrs["axis"] % rank
     size = dim(data, axis)
+    negative = lc.attrs.get("negative_indices", True)
     message = index_message(op, "relax.gather_elements", sizes_of(ind), axis, size)
-    safe = checked_indices(op, ind, as_index(size), "fast", message, as_index(0))
+    if not negative:
+        message += f" ({range_note(size if isinstance(size, int) else '{extent}')})"
+    safe = checked_indices(op, ind, as_index(size), "fast" if negative else "strict", message, as_index(0))
     nothing = None if isinstance(size, int) and size > 0 else \
         arith.cmpi(arith.CmpIPredicate.eq, as_index(size), as_index(0))
 
@@ -66,7 +71,8 @@ def scatter_elements(lc, op):
     sizes = sizes_of(ind)
     message = index_message(op, "relax.scatter_elements", sizes, axis, dim(data, axis))
     b = ScalarBuilder(lc.fail)
-    combine = {"add": b.add, "mul": b.mul, "min": b.min, "max": b.max}.get(reduction)
+    combine = {"add": b.add, "mul": b.mul, "min": b.min, "max": b.max,
+               "mean": lambda old, new: b.div(b.add(old, new), 2.0)}.get(reduction)  # TVM's running mean
 
     def innermost(pos: list, acc: ir.Value) -> ir.Value:
         raw = tensor.extract(ind, pos)

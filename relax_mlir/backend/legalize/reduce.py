@@ -15,8 +15,8 @@ from mlir import ir
 from mlir.dialects import arith
 
 from .core import (DYN, Size, amap, as_index, compute_type, convert, dim, elem, filled, generic, highest, identity,
-                   int_cmp, is_float, loop_index, lowest, map_elementwise, norm_axes, reduce, reshape, scalar, sizes_of,
-                   sprod, tensor_type, unsigned_in)
+                   int_cmp, is_bool, is_float, loop_index, lowest, map_elementwise, norm_axes, reduce, reshape, scalar,
+                   sizes_of, sprod, tensor_type, unsigned_in)
 from .checks import report_if, where as binding_of
 from ..error_slot import SHAPE_CHECK_PREFIX
 
@@ -66,15 +66,20 @@ def _refuse_empty(op, x: ir.Value, axes: Sequence[int], what: str) -> None:
 
 
 def reduction(combine_float: Combine, combine_int: Combine, init: Callable[[ir.Type], ir.Value], mean: bool = False,
-              name: str = ""):
+              name: str = "", logical: str = ""):
     """A rule reducing with ``combine`` from ``init(acc_type)``; ``mean`` divides by the element count; a ``name``d
-    one (max, min) has no value over no elements (``_refuse_empty``)."""
+    one (max, min) has no value over no elements (``_refuse_empty``). Of bool data, ``logical`` says which of
+    ``any``/``all`` it is (TVM's sum and max of bool are ``any``, its prod and min ``all``): on ``i1`` the integer
+    forms are wrong (``addi`` is xor; ``maxsi`` reads true as -1)."""
     def rule(lc, op):
         x = lc.inputs[0]
         axes = norm_axes(lc.attrs["axis"], x.type.rank)
         if name:
             _refuse_empty(op, x, axes, name)
         acc_t = compute_type(elem(x))
+        if logical and is_bool(acc_t):
+            combine, start = (arith.ori, 0) if logical == "any" else (arith.andi, 1)
+            return finish(lc, reduce(x, axes, acc_t, scalar(start, acc_t), combine), x, axes)
         combine = combine_float if is_float(acc_t) else combine_int
         compact = reduce(x, axes, acc_t, init(acc_t), combine)
         if not mean:
@@ -85,12 +90,12 @@ def reduction(combine_float: Combine, combine_int: Combine, init: Callable[[ir.T
 
 
 # Named ``reduce_*``: the builtins sum, max and min stay usable in this module.
-reduce_sum = reduction(arith.addf, arith.addi, lambda t: scalar(0, t))
-reduce_prod = reduction(arith.mulf, arith.muli, lambda t: scalar(1, t))
+reduce_sum = reduction(arith.addf, arith.addi, lambda t: scalar(0, t), logical="any")
+reduce_prod = reduction(arith.mulf, arith.muli, lambda t: scalar(1, t), logical="all")
 reduce_max = reduction(arith.maximumf, lambda a, b: (arith.maxui if unsigned_in() else arith.maxsi)(a, b), lowest,
-                       name="max")
+                       name="max", logical="any")
 reduce_min = reduction(arith.minimumf, lambda a, b: (arith.minui if unsigned_in() else arith.minsi)(a, b), highest,
-                       name="min")
+                       name="min", logical="all")
 reduce_mean = reduction(arith.addf, arith.addi, lambda t: scalar(0, t), mean=True)
 
 

@@ -178,8 +178,8 @@ def split(lc, op):
                       f"{{value}} cannot be split into {spec} sections: {spec - 1} of ceil({{value}} / {spec}) "
                       f"already take {{extent}}", taken)
         bounds = [smin(smul(step, i), d) for i in range(spec)] + [d]
-    else:
-        bounds = [0] + [smin(b, d) for b in spec] + [d]
+    else:  # as TVM infers: each index clamped into [0, d], a piece that ends before its start empty
+        bounds = [0] + [smin(max(b, 0), d) for b in spec] + [d]
     outs = []
     for i in range(len(bounds) - 1):
         offsets = [0] * x.type.rank
