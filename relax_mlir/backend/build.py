@@ -206,7 +206,8 @@ def signature_of(name: str, fn: Function) -> FunctionSignature:
     for rname, s in flatten_struct_info(fn.ret_struct_info, "result", name):
         if s.shape is None:
             raise ValueError(f"{name}: {rname} has an unknown shape ({s}); a compiled function must be able to "
-                             "allocate its results (annotate the return struct info)")
+                             "allocate its results: match_cast it to sizes the parameters define, or return a value "
+                             "whose shape they do")
         results.append(TensorSpec(tuple(_dim_text(d, name, rname) for d in s.shape), _np_dtype(s.dtype), rname))
     try:
         sig = FunctionSignature(name, tuple(params), tuple(results))

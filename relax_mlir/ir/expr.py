@@ -463,7 +463,12 @@ class Function(Expr):
             if not isinstance(p, Var) or isinstance(p, DataflowVar):
                 raise TypeError(f"Function: parameters must be Vars, got {p!r}")
         if self.ret_struct_info is None:
-            object.__setattr__(self, "ret_struct_info", self.body.struct_info or ObjectStructInfo())
+            # As TVM's Function: the body's result erased to the sizes the parameters define (a size only the
+            # body's R.match_cast defines is no size of the caller's), as the parser and the BlockBuilder infer it.
+            from .block_builder import function_result_struct_info  # local: block_builder imports this module
+
+            ret = function_result_struct_info(self.params, self.body)
+            object.__setattr__(self, "ret_struct_info", ret or ObjectStructInfo())
         object.__setattr__(self, "struct_info",
                            FuncStructInfo([p.struct_info or ObjectStructInfo() for p in self.params],
                                           self.ret_struct_info))

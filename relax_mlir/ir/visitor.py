@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-from .block_builder import call_return_struct_info
+from .block_builder import call_return_struct_info, function_result_struct_info
 from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar,
                    MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
 from .module import IRModule
@@ -288,12 +288,22 @@ class ExprMutator:
             self._bound = saved
         if body is func.body and all(a is b for a, b in zip(params, func.params)):
             return func
+        return Function(params, body, self._rebuilt_return(func, params, body), func.attrs, func.is_pure,
+                        span=func.span)
+
+    @staticmethod
+    def _rebuilt_return(func: Function, params: Sequence[Var], body: Expr) -> Optional[StructInfo]:
+        """The return struct info of ``func`` rebuilt with ``params`` and ``body``. One inferred from the old body
+        (its result erased to the sizes the parameters define) is inferred again from the new one, erased the same
+        way; one that restated the old result unerased (an annotation naming a size the body's match_cast defines,
+        kept as written) follows the new result. A deliberately different (coarser) one is kept, and well_formed
+        judges it."""
         ret = func.ret_struct_info
-        # A declared return type that merely restated the old body's struct info follows the new body;
-        # a deliberately different (coarser) one is kept, and well_formed judges it.
-        if ret == func.body.struct_info and body.struct_info is not None:
-            ret = body.struct_info
-        return Function(params, body, ret, func.attrs, func.is_pure, span=func.span)
+        if body.struct_info is None:
+            return ret
+        if ret == function_result_struct_info(func.params, func.body):
+            return function_result_struct_info(params, body)
+        return body.struct_info if ret == func.body.struct_info else ret
 
     # -- bindings, blocks, definitions ---------------------------------------------------------------
     def visit_var_binding_(self, binding: VarBinding) -> None:

@@ -283,8 +283,10 @@ class _Checker(ExprVisitor):
         op = call.op
         if isinstance(op, GlobalVar):
             return self.infer_function_call(op, call.args)
-        if isinstance(op, Expr):
-            return op.struct_info.ret if isinstance(op.struct_info, FuncStructInfo) else None
+        if isinstance(op, Expr):  # a local function's variable: its sizes are bound from the arguments too
+            if not isinstance(op.struct_info, FuncStructInfo):
+                return None
+            return self.infer_callee_result(_short(op), op.struct_info, call.args)
         if isinstance(op, ExternFunc):  # a host function: its result is what the call declares
             return op.ret
         if not self.check_sinfo:
@@ -302,8 +304,12 @@ class _Checker(ExprVisitor):
             self.report(f"call to undefined function '{name}'")
             return None
         callee = self.mod[name].struct_info if self.mod is not None else gvar.struct_info
-        if not isinstance(callee, FuncStructInfo):
-            return None
+        return self.infer_callee_result(name, callee, args) if isinstance(callee, FuncStructInfo) else None
+
+    def infer_callee_result(self, name: str, callee: FuncStructInfo, args: Sequence[Expr]) -> Optional[StructInfo]:
+        """The result of calling ``callee`` (a global function or a local function's variable, named ``name``) on
+        ``args``: its return struct info with its size variables bound from the arguments' shapes, the sizes they
+        leave unbound erased (``call_return_struct_info``), or ``None`` when unknown or refused (reported)."""
         if len(args) != len(callee.params):
             self.report(f"call to {name}: expected {len(callee.params)} argument(s), got {len(args)}")
             return None
