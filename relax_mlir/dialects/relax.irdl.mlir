@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 78341b26b2cc641a58f9c7450e85db6a0538b0cad4dd1a461ee66bc356564250
+// registry sha256 b1f058c8fc285feaba815d184a26cbfcf9a7e83dd86dbdb339d8401d92ca36ab
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {
@@ -326,12 +326,13 @@ irdl.dialect @relax {
 
   // relax.arange: ``[start, start + step, ...)`` up to ``end`` (exclusive): ``ceil((end - start) / step)`` values; ``arange(n)`` counts from 0.
   irdl.operation @arange {
+    %index = irdl.is index
     %out = irdl.base "!builtin.tensor"
     %attr_start = irdl.any
     %attr_end = irdl.any
     %attr_step = irdl.any
     %attr_dtype = irdl.any
-    irdl.operands()
+    irdl.operands(dims: variadic %index)
     irdl.results(result: %out)
     irdl.attributes {"start" = %attr_start, "end" = %attr_end, "step" = %attr_step, "dtype" = %attr_dtype}
   }

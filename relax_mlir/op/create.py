@@ -1,6 +1,9 @@
 """Tensor creation: zeros, ones, full (from a shape attribute, no tensor inputs), their ``*_like``
 variants, triu/tril, and arange.
 
+TVM passes arange's bounds and triu/tril's ``k`` as ``PrimExpr``s: here each is a number or a size (a ``SymDim``:
+``n``, ``n - 1``, what ``R.prim_value(n)`` or an ``R.Prim(value="n")`` parameter holds).
+
 Gradients: the ops without inputs have none to give (``[]``); the ``*_like`` ops' results do not depend on
 the input's values (``[None]``); triu/tril pass the same triangle of the adjoint back.
 """
@@ -11,14 +14,35 @@ import math
 
 import numpy as np
 
+from ..ir import sym
 from ..ir.dtype import check_dtype, is_bool, is_int, to_numpy
+from ..ir.expr import Call, Expr, PrimValue, const
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
 from .common import canonical_dtype, fmt, is_int_value, shape_attr
 from .manipulate import shape_value
-from .registry import REQUIRED, BadSample, Op, Sample, fail, register
+from .registry import REQUIRED, BadSample, Op, Sample, fail, get_op, register
 
 _T = TensorStructInfo
+_Sym = sym.SymDim
+
+
+def _size_or_number(value, key: str):
+    """A value TVM passes as a ``PrimExpr`` as stored: a number, or a size as a ``SymDim`` (a name or an expression
+    as text, ``"n - 1"``, as the printer writes it; an ``R.prim_value`` is its value)."""
+    if isinstance(value, PrimValue):
+        value = value.value
+    if isinstance(value, str):
+        try:
+            value = sym.parse_dim(value)
+        except ValueError as exc:
+            fail(f"{key}: {exc}")
+    return value
+
+
+def _described(value) -> str:
+    """An attribute value in an error: an expression by its struct info (a tensor ``k``), else its repr."""
+    return f"{type(value).__name__} of {value.struct_info}" if isinstance(value, Expr) else repr(value)
 
 
 def _check_fill(attrs: dict) -> None:
@@ -220,9 +244,14 @@ full_like = register(Op(
 
 # -- triu, tril -----------------------------------------------------------------------------------------
 
+def _tri_canon(attrs: dict) -> dict:
+    return dict(attrs, k=_size_or_number(attrs["k"], "k"))
+
+
 def _tri_check(attrs: dict) -> None:
-    if not is_int_value(attrs["k"]):
-        fail(f"k must be an int, got {attrs['k']!r}")
+    k = attrs["k"]
+    if not (is_int_value(k) or isinstance(k, _Sym)):  # (TVM refuses a tensor k too: it takes a PrimExpr)
+        fail(f"k must be an int or a size (n, R.prim_value(n - 1)), got {_described(k)}")
 
 
 def _tri_infer(args, attrs):
@@ -233,23 +262,42 @@ def _tri_infer(args, attrs):
     return x
 
 
+def _tri_mask(call: Call, keep: str) -> Expr:
+    """The (rows, cols) mask of the kept triangle, ``col - row <keep> k``, with ``k`` a size known at run time:
+    ``arange(k, k + 1)`` is the one-element tensor holding it (a negative ``k`` too)."""
+    rows, cols = gu.shape_of(call.args[0], f"{call.op.name} with the symbolic k {call.attrs['k']}")[-2:]
+    k = call.attrs["k"]
+    offsets = get_op("relax.subtract")(arange(0, cols), get_op("relax.expand_dims")(arange(0, rows), 1))
+    return get_op(f"relax.{keep}")(offsets, arange(k, k + 1))
+
+
 def _triangle(name: str, fn, side: str) -> Op:
     def gradient(orig, call, grad):
         return [gu.only_float(orig, op(grad, call.attrs["k"]))]
 
+    def exported(call: Call):
+        """A symbolic ``k`` is no attribute compiled code has: ``where(mask, x, 0)`` with the mask built at run
+        time; an int ``k`` is lowered as it is (None)."""
+        if not isinstance(call.attrs["k"], _Sym):
+            return None
+        x = call.args[0]
+        mask = _tri_mask(call, "greater_equal" if side == "upper" else "less_equal")
+        return get_op("relax.where")(mask, x, get_op("relax.zeros_like")(x))
+
     op = register(Op(
-        name=f"relax.{name}", inputs=("x",), attrs={"k": 0}, infer=_tri_infer, check_attrs=_tri_check,
-        unsigned="agnostic",
+        name=f"relax.{name}", inputs=("x",), attrs={"k": 0}, infer=_tri_infer, canonicalize=_tri_canon,
+        check_attrs=_tri_check, unsigned="agnostic", export_rewrite=exported,
         gradient=gradient, lowering=f"shape:{name}",
         reference=lambda x, k: fn(x, k),
         samples=[Sample([_T((4, 4), "float32")]), Sample([_T((3, 5), "float64")], {"k": 1}),
                  Sample([_T((2, 4, 3), "int32")], {"k": -1}), Sample([_T(("n", 4), "float32")], {"k": 2}),
                  Sample([_T((3, 3), "bool")], {"k": -5})],
         bad_samples=[BadSample([_T((4,), "float32")], {}, r"must have rank >= 2 .* got rank 1"),
-                     BadSample([_T((4, 4), "float32")], {"k": 0.5}, r"k must be an int, got 0.5")],
+                     BadSample([_T((4, 4), "float32")], {"k": 0.5}, r"k must be an int or a size .*, got 0.5"),
+                     BadSample([_T((4, 4), "float32")], {"k": "n +"}, r"k: malformed dimension")],
         doc=f"Keep the {side} triangle of the last two dims (on and {'above' if side == 'upper' else 'below'} "
-            f"diagonal ``k``; ``k > 0`` is above the main diagonal) and zero the rest. Its gradient is the "
-            f"same triangle of the adjoint."))
+            f"diagonal ``k``; ``k > 0`` is above the main diagonal) and zero the rest. ``k`` is an int or a size "
+            f"(``R.prim_value(n - 1)``; as TVM, not a tensor). Its gradient is the same triangle of the adjoint."))
     return op
 
 
@@ -259,25 +307,40 @@ tril = _triangle("tril", np.tril, "lower")
 
 # -- arange ---------------------------------------------------------------------------------------------
 
+_BOUNDS = ("start", "end", "step")
+
+
 def _integral(attrs: dict) -> bool:
-    return all(is_int_value(attrs[k]) for k in ("start", "end", "step"))
+    return all(is_int_value(attrs[k]) or isinstance(attrs[k], _Sym) for k in _BOUNDS)
+
+
+def _symbolic(attrs: dict) -> bool:
+    return any(isinstance(attrs[k], _Sym) for k in _BOUNDS)
 
 
 def _arange_canon(attrs: dict) -> dict:
+    attrs = dict(attrs, **{k: _size_or_number(attrs[k], k) for k in _BOUNDS})
     if attrs["end"] is None:  # arange(stop), as NumPy
         attrs = dict(attrs, start=0, end=attrs["start"])
-    if attrs["dtype"] is None:
+    if attrs["dtype"] is None:  # (a size is an int64 PrimExpr in TVM: integral)
         attrs = dict(attrs, dtype="int64" if _integral(attrs) else "float32")
     return canonical_dtype(attrs)
 
 
 def _arange_check(attrs: dict) -> None:
-    for key in ("start", "end", "step"):
+    for key in _BOUNDS:
         value = attrs[key]
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            fail(f"{key} must be a static int or float, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float, _Sym)):
+            fail(f"{key} must be an int, a float or a size, got {_described(value)}")
     if attrs["step"] == 0:
         fail("step must be non-zero")
+    if isinstance(attrs["step"], _Sym):  # TVM's length (end - start + step - 1) // step then divides by a size
+        fail(f"step must be a static int, got the size {attrs['step']} (a length divided by a size has no "
+             "size expression here)")
+    if _symbolic(attrs) and not _integral(attrs):
+        fail(f"a symbolic start or end needs an integer start, end and step (TVM's length for floats, "
+             f"ceil((end - start) / step), has no size expression here), got {attrs['start']}, {attrs['end']}, "
+             f"{attrs['step']}")
     if is_bool(attrs["dtype"]):
         fail("dtype must be numeric, got bool")
     if is_int(attrs["dtype"]) and not _integral(attrs):
@@ -285,7 +348,14 @@ def _arange_check(attrs: dict) -> None:
              f"got {attrs['start']}, {attrs['end']}, {attrs['step']}")
 
 
-def _arange_len(start, end, step) -> int:
+def _arange_len(start, end, step):
+    """The number of values: ``ceil((end - start) / step)``, at least 0 for numbers. Between sizes it is TVM's
+    ``(end - start + step - 1) // step`` (for a negative step the same ceiling, ``(start - end - step - 1) //
+    -step``, where TVM's formula counts one more when ``step`` divides the span): not clamped, as TVM's, since a
+    size has no ``max``; compiled code and the interpreter refuse a negative length at run time."""
+    if isinstance(start, _Sym) or isinstance(end, _Sym):
+        n = sym.floor_div(end - start + step - 1, step) if step > 0 else sym.floor_div(start - end - step - 1, -step)
+        return max(0, n) if isinstance(n, int) else n  # (bounds a constant apart: arange(n, n - 2) is empty)
     if all(isinstance(v, int) for v in (start, end, step)):
         return max(0, -((start - end) // step))  # exact ceil division on ints
     return max(0, math.ceil((end - start) / step))
@@ -297,19 +367,50 @@ def _arange_ref(start, end, step, dtype):
     return (wide(start) + np.arange(n, dtype=wide) * wide(step)).astype(to_numpy(dtype))
 
 
+_INDEX_RANGE = range(-2 ** 63 + 1, 2 ** 63)  # (-2**63 marks a symbolic entry of a size attribute)
+
+
+def _arange_exported(call: Call):
+    """Symbolic bounds are passed to compiled code as ``index`` operands (``size_attrs``), which hold tuples of ints:
+    the exported call stores ``start`` and ``end`` as 1-tuples. Bounds such a tuple cannot hold (floats, ints
+    beyond int64: never beside a size) are ``start + iota * step`` in 64 bits, as the reference computes, with
+    ``iota`` an ``arange(0, length)``. None: the call is exported as it is (already in that form)."""
+    start, end, step = (call.attrs[k] for k in _BOUNDS)
+    if isinstance(start, tuple):
+        return None
+    if all(isinstance(v, _Sym) or is_int_value(v) and v in _INDEX_RANGE for v in (start, end)):
+        return Call(call.op, [], dict(call.attrs, start=(start,), end=(end,)), call.struct_info)
+    (length,) = call.struct_info.shape
+    dtype = call.attrs["dtype"]
+    wide = "int64" if _integral(call.attrs) else "float64"
+    iota, first, stride = arange(0, length, dtype=wide), _wide_const(start, wide), _wide_const(step, wide)
+    values = get_op("relax.add")(get_op("relax.multiply")(iota, stride), first)
+    return values if dtype == wide else get_op("relax.astype")(values, dtype)
+
+
+def _wide_const(value, wide: str) -> Expr:
+    """``value`` as a 0-d constant of ``wide``; an int wraps into int64 (2**63 for uint64), as the lowering's does."""
+    return const(np.asarray(value % 2 ** 64, np.uint64).astype(np.int64) if wide == "int64" else value, wide)
+
+
 arange = register(Op(
     name="relax.arange", unsigned="agnostic", lowering="shape:arange", inputs=(), gradient=_no_inputs,
-    attrs={"start": REQUIRED, "end": None, "step": 1, "dtype": None},
+    attrs={"start": REQUIRED, "end": None, "step": 1, "dtype": None}, size_attrs=("start", "end"),
     infer=lambda args, attrs: _T((_arange_len(attrs["start"], attrs["end"], attrs["step"]),), attrs["dtype"]),
-    canonicalize=_arange_canon, check_attrs=_arange_check, reference=_arange_ref,
+    canonicalize=_arange_canon, check_attrs=_arange_check, reference=_arange_ref, export_rewrite=_arange_exported,
     samples=[Sample([], {"start": 5}), Sample([], {"start": 2, "end": 11, "step": 3}),
              Sample([], {"start": 10, "end": 0, "step": -4, "dtype": "int32"}),
              Sample([], {"start": 0.0, "end": 1.0, "step": 0.3}),
              Sample([], {"start": 0, "end": 4, "dtype": "float64"}),
              Sample([], {"start": 3, "end": 1})],
     bad_samples=[BadSample([], {"start": 0, "end": 4, "step": 0}, r"step must be non-zero"),
-                 BadSample([], {"start": 0, "end": "n"}, r"end must be a static int or float, got 'n'"),
+                 BadSample([], {"start": 0, "end": "n", "step": "m"}, r"step must be a static int, got the size m"),
+                 BadSample([], {"start": 0.5, "end": "n"}, r"a symbolic start or end needs an integer start, end"),
+                 BadSample([], {"start": 0, "end": "n +"}, r"end: malformed dimension"),
+                 BadSample([], {"start": 0, "end": [4]}, r"end must be an int, a float or a size, got \(4,\)"),
                  BadSample([], {"start": 0.5, "end": 4, "dtype": "int32"}, r"integer dtype int32 needs integer"),
                  BadSample([], {"start": 0, "end": 4, "dtype": "bool"}, r"dtype must be numeric")],
     doc="``[start, start + step, ...)`` up to ``end`` (exclusive): ``ceil((end - start) / step)`` values; "
-        "``arange(n)`` counts from 0. ``dtype`` defaults to int64 for int arguments, else float32."))
+        "``arange(n)`` counts from 0. ``start`` and ``end`` may be sizes (``R.arange(0, n)``, an int ``step``): "
+        "the length is then TVM's ``(end - start + step - 1) // step``, unclamped; a negative one is refused at "
+        "run time. ``dtype`` defaults to int64 for int arguments and sizes, else float32."))

@@ -413,15 +413,35 @@ triu = _triangle(True)
 tril = _triangle(False)
 
 
+def _arange_length(op, start: Size, end: Size, step: int) -> Size:
+    """The length of an arange between bounds known at run time, ``ceil((end - start) / step)`` (the inference's
+    size: TVM's ``(end - start + step - 1) // step``, which it does not clamp). A negative one is reported
+    (``ValueError`` after the call) and taken as 0, so nothing is written."""
+    span = ssub(end, start) if step > 0 else ssub(start, end)
+    length = as_index(sceildiv(span, abs(step)))
+    i64 = ir.IntegerType.get_signless(64)
+    report_if(op, arith.cmpi(arith.CmpIPredicate.slt, length, as_index(0)), arith.index_cast(i64, length),
+              as_index(start), f"{SHAPE_CHECK_PREFIX}{where(op)}: relax.arange: the length ceil((end - start) / "
+              f"{step}) from start {{position}} to end {{extent}} is {{value}}, a negative size (as TVM's, the "
+              "inferred length is not clamped at 0)", as_index(end))
+    return smax(length, 0)
+
+
 def arange(lc, op):
+    """``start + i * step``, computed in 64 bits. ``start`` and ``end`` arrive as 1-tuples (``op/create.py``'s
+    export form), a symbolic one holding an ``index`` value; a length the inference left symbolic is computed
+    here."""
     t = elem(lc.result_type)
     wide = ir.F64Type.get() if is_float(t) else ir.IntegerType.get_signless(64)
-    start, step = lc.attrs["start"], lc.attrs["step"]
+    start, end, step = (v[0] if isinstance(v, tuple) else v for v in (lc.attrs[k] for k in ("start", "end", "step")))
+    # (bounds that differ by a constant, arange(n, n + 2), have the static length the inference gave)
+    sizes = [_arange_length(op, start, end, step)] if lc.result_type.shape[0] == DYN else lc.result_sizes()
 
     def body(_out):
         i = convert(loop_index(0), wide)
+        first = convert(start, wide) if isinstance(start, ir.Value) else scalar(start, wide)
         value = (arith.addf if is_float(wide) else arith.addi)(
-            scalar(start, wide), (arith.mulf if is_float(wide) else arith.muli)(i, scalar(step, wide)))
+            first, (arith.mulf if is_float(wide) else arith.muli)(i, scalar(step, wide)))
         return convert(value, t)
 
-    return generic([], [empty(lc.result_sizes(), t)], [identity(1)], ["parallel"], body)[0]
+    return generic([], [empty(sizes, t)], [identity(1)], ["parallel"], body)[0]

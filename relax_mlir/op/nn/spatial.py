@@ -9,6 +9,7 @@ import numpy as np
 
 from ... import op
 from ...ir import sym
+from ...ir.dtype import is_float
 from ...ir.expr import Call, Expr, const
 from ...ir.struct_info import TensorStructInfo
 from ..common import fmt, int_tuple, is_int_value, require_ndim
@@ -189,14 +190,15 @@ def _nchw(args) -> TensorStructInfo:
 
 
 def _adaptive_infer(args, attrs):
+    """An input height or width may be symbolic (TVM's): the windows are then computed at run time. A static 0 with
+    output cells to fill is refused; a symbolic one that is 0 at run time averages empty windows: NaN, as NumPy's
+    mean of nothing (PyTorch refuses it)."""
     x = _nchw(args)
     if x.shape is None:
         return x
     oh, ow = attrs["output_size"] or x.shape[2:]
     for d, o, what in ((x.shape[2], oh, "height"), (x.shape[3], ow, "width")):
-        if not isinstance(d, int):
-            fail(f"the input {what} must be static (the windows depend on it), got shape {fmt(x.shape)}")
-        if d == 0 and o != 0:
+        if isinstance(d, int) and d == 0 and o != 0:
             fail(f"the input {what} is 0, so every window of the output's {what} {o} would be empty; expected a "
                  f"non-empty input (as PyTorch's), got shape {fmt(x.shape)}")
     return _T(x.shape[:2] + (oh, ow), x.dtype)
@@ -213,7 +215,8 @@ def _adaptive_ref(data, output_size, layout, out_layout):
     x, out = data.astype(_F64), np.zeros((n, c, oh, ow))
     for i, (h0, h1) in enumerate(_bins(h, oh)):
         for j, (w0, w1) in enumerate(_bins(w, ow)):
-            out[:, :, i, j] = x[:, :, h0:h1, w0:w1].mean(axis=(2, 3))
+            window = x[:, :, h0:h1, w0:w1]  # (empty only where a symbolic input size is 0: NaN, without a warning)
+            out[:, :, i, j] = window.mean(axis=(2, 3)) if window.shape[2] and window.shape[3] else np.nan
     return out.astype(data.dtype)
 
 
@@ -225,19 +228,68 @@ def _averaging(size: int, out: int, dtype: str) -> Expr:
     return const(m, dtype)
 
 
+def _window_mask(size: sym.Dim, out: int, dtype: str) -> Expr:
+    """The ``(out, size)`` 0/1 matrix whose row ``i`` is window ``i`` (:func:`_bins`), built at run time for a
+    symbolic ``size``: element ``r`` is in window ``i`` iff ``i * size < (r + 1) * out`` and
+    ``r * out < (i + 1) * size`` (the floor and the ceiling of the bounds, multiplied out)."""
+    if isinstance(size, int):
+        m = np.zeros((out, size))
+        for i, (a, b) in enumerate(_bins(size, out)):
+            m[i, a:b] = 1.0
+        return const(m, dtype)
+    i = op.expand_dims(op.arange(0, out), 1)  # (out, 1)
+    r = op.arange(0, size)  # (size,)
+    n = op.arange(size, size + 1)  # (1,): the size itself
+    inside = op.logical_and(op.less(op.multiply(i, n), op.multiply(op.add(r, 1), out)),
+                            op.less(op.multiply(r, out), op.multiply(op.add(i, 1), n)))
+    return op.astype(inside, dtype)
+
+
+def _masks(h: sym.Dim, w: sym.Dim, oh: int, ow: int, dtype: str) -> tuple[Expr, Expr, Expr, Expr]:
+    """The windows' masks over the height and the width, and each window's length along them."""
+    mh, mw = _window_mask(h, oh, dtype), _window_mask(w, ow, dtype)
+    return mh, mw, op.sum(mh, axis=1), op.sum(mw, axis=1)
+
+
+def _adaptive_at_run_time(x: Expr, h: sym.Dim, w: sym.Dim, oh: int, ow: int, dtype: str) -> Expr:
+    """Over a symbolic height or width: the einsum with the averaging matrices built at run time (each mask's rows
+    divided by their counts, the same numbers as the constants' for the same sizes), times ``area / area``: 1, or
+    NaN (0 / 0) for an input that is empty at run time, NumPy's mean of nothing."""
+    mh, mw, ch, cw = _masks(h, w, oh, ow, dtype)
+    ah, aw = op.divide(mh, op.expand_dims(ch, 1)), op.divide(mw, op.expand_dims(cw, 1))
+    area = op.multiply(op.expand_dims(ch, 1), cw)
+    return op.multiply(op.einsum([ah, x, aw], "ih,nchw,jw->ncij"), op.divide(area, area))
+
+
+def _adaptive_exact(x: Expr, h: sym.Dim, w: sym.Dim, oh: int, ow: int, dtype: str) -> Expr:
+    """Integer data: each window's sum in float64 (exact below 2**53) divided by its area, NumPy's mean, then cast
+    back, truncated toward zero as the reference's ``astype`` (weights of 1/3 summed fall below a whole mean
+    of 7 and truncate it to 6)."""
+    mh, mw, ch, cw = _masks(h, w, oh, ow, "float64")
+    sums = op.einsum([mh, op.astype(x, "float64"), mw], "ih,nchw,jw->ncij")
+    return op.astype(op.divide(sums, op.multiply(op.expand_dims(ch, 1), cw)), dtype)
+
+
 def _adaptive_decompose(call: Call) -> Expr:
-    """``einsum('ih,nchw,jw->ncij', A_h, x, A_w)`` with the averaging matrices as constants. Half-precision data is
-    averaged in float32 and rounded once: weights such as 1/3 rounded to bfloat16 (0.33398) made a mean of nine 3.0s
-    3.0156."""
+    """``einsum('ih,nchw,jw->ncij', A_h, x, A_w)`` with the averaging matrices as constants; over a symbolic height or
+    width, :func:`_adaptive_at_run_time`; integer data, :func:`_adaptive_exact`. ``output_size`` None keeps every
+    cell: the data itself. Half-precision data is averaged in float32 and rounded once: weights such as 1/3 rounded
+    to bfloat16 (0.33398) made a mean of nine 3.0s 3.0156."""
     x = call.args[0]
+    if call.attrs["output_size"] is None:
+        return x
     n, c, h, w = shape_of(x, f"{call.op.name} decomposition")
-    oh, ow = call.attrs["output_size"] or (h, w)
+    oh, ow = call.attrs["output_size"]
     dtype = sinfo_of(x).dtype
-    if dtype in ("float16", "bfloat16"):
-        wide = op.einsum([_averaging(h, oh, "float32"), op.astype(x, "float32"), _averaging(w, ow, "float32")],
-                         "ih,nchw,jw->ncij")
-        return op.astype(wide, dtype)
-    return op.einsum([_averaging(h, oh, dtype), x, _averaging(w, ow, dtype)], "ih,nchw,jw->ncij")
+    if not is_float(dtype):
+        return _adaptive_exact(x, h, w, oh, ow, dtype)
+    wide = "float32" if dtype in ("float16", "bfloat16") else dtype
+    data = x if wide == dtype else op.astype(x, wide)
+    if isinstance(h, int) and isinstance(w, int):
+        out = op.einsum([_averaging(h, oh, wide), data, _averaging(w, ow, wide)], "ih,nchw,jw->ncij")
+    else:
+        out = _adaptive_at_run_time(data, h, w, oh, ow, wide)
+    return out if wide == dtype else op.astype(out, dtype)
 
 
 adaptive_avg_pool2d = register(Op(
@@ -248,17 +300,22 @@ adaptive_avg_pool2d = register(Op(
     samples=[Sample([_T((2, 3, 6, 6), "float32")], {"output_size": 1}),
              Sample([_T(("n", 2, 7, 5), "float64")], {"output_size": (3, 2)}),
              Sample([_T((1, 2, 4, 4), "float32")]),
-             Sample([_T((1, 1, 5, 7), "float16")], {"output_size": (2, 3)})],
+             Sample([_T((1, 1, 5, 7), "float16")], {"output_size": (2, 3)}),
+             Sample([_T((2, 3, "h", "w"), "float32")], {"output_size": (2, 3)}, sizes={"h": 5, "w": 7}),
+             Sample([_T((1, 2, "h", 4), "float64")], {"output_size": 3}, sizes={"h": 2}),
+             Sample([_T(("n", 2, "h", "w"), "float32")], sizes={"n": 2, "h": 3, "w": 2}),
+             Sample([_T((1, 2, 5, 3), "int32")], {"output_size": (2, 2)}, low=-50, high=50),
+             Sample([_T((2, 1, "h", 6), "int64")], {"output_size": (3, 4)}, low=-50, high=50, sizes={"h": 7})],
     bad_samples=[BadSample([_T((2, 3, 6), "float32")], {}, r"data must have rank 4"),
-                 BadSample([_T((2, 3, "h", 6), "float32")], {"output_size": 1}, r"input height must be static"),
                  BadSample([_T((1, 3, 0, 0), "float32")], {"output_size": (2, 2)}, r"the input height is 0, so every "
                            r"window of the output's height 2 would be empty"),
                  BadSample([_T((2, 3, 6, 6), "float32")], {"output_size": (1, 2, 3)}, r"output_size must be None"),
                  BadSample([_T((2, 6, 6, 3), "float32")], {"layout": "NHWC"}, r"only layout 'NCHW' is supported")],
     doc="Adaptive average pooling, NCHW (TVM's ``adaptive_avg_pool2d(data, output_size=None)``): output cell "
         "``(i, j)`` averages rows ``[floor(i*H/oh), ceil((i+1)*H/oh))`` and the columns likewise; ``output_size`` "
-        "``None`` keeps the input's size. The input height and width must be static. Composite: an einsum with "
-        "averaging matrices; its gradient is the decomposition's."))
+        "``None`` keeps the input's size. Over a symbolic height or width the windows are computed at run time "
+        "(an empty input averages to NaN). Composite: an einsum with averaging matrices; its gradient is the "
+        "decomposition's."))
 
 
 # -- pixel_shuffle --------------------------------------------------------------------------------------------
