@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
@@ -34,8 +35,9 @@ from ..ir import DTYPES, Var
 from ..ir.dtype import is_floating
 from ..ir.expr import Call, Constant, Expr, Tuple, TupleGetItem, const
 from ..op.registry import Op
-from .common import (ImportedModel, Names, Updates, build_main, check_supported, dtype_of, elu, emit_updates, mish,
-                     ndim_of, scalar_like, split_pieces, tensor_var)
+from .common import (ImportedModel, Names, Updates, build_main, check_supported, dtype_of, elu, emit_updates,
+                     in_float32, mish, ndim_of, scalar_like, split_pieces, tensor_var)
+from . import rnn
 
 FRONTEND = "from_onnx"
 MIN_OPSET = 17
@@ -426,7 +428,18 @@ def _clip(node, xs):
 
 
 def _hard_sigmoid(x: Expr, alpha: float, beta: float) -> Expr:
+    """``HardSigmoid``: ``max(0, min(1, alpha * x + beta))``, in float32 for half floats and rounded once (rounded
+    at each step, bfloat16's ``HardSigmoid(-2.484)`` was 0.00195 where ONNX and PyTorch give 0.00313)."""
+    return in_float32(x, lambda x: _hard_sigmoid_of(x, alpha, beta))
+
+
+def _hard_sigmoid_of(x: Expr, alpha: float, beta: float) -> Expr:
     return op.clip(op.add(op.multiply(x, scalar_like(alpha, x)), scalar_like(beta, x)), min=0.0, max=1.0)
+
+
+def _hard_swish(node, xs):
+    """``HardSwish``: ``x * HardSigmoid(x, 1/6, 1/2)``, in float32 for half floats and rounded once."""
+    return in_float32(xs[0], lambda x: op.multiply(x, _hard_sigmoid_of(x, 1.0 / 6.0, 0.5)))
 
 
 def _arg(fn: Callable) -> Callable:
@@ -594,10 +607,16 @@ def _cast(node, xs):
 
 def _dropout(node, xs):
     """``Dropout``: Relax's dropout in training mode (its mask output is not produced), else the input itself with
-    an all-true mask."""
+    an all-true mask. Relax's dropout draws its mask only in the training step ``SetupTrainer`` makes (from the
+    key the trainer passes); the module as imported runs it as the identity, which no ONNX runtime computes for
+    ``training_mode=True``: a warning says so, naming the node."""
     ratio = float(_need(node, xs[1], "the ratio")) if len(xs) > 1 and xs[1] is not None else 0.5
     training = len(xs) > 2 and xs[2] is not None and bool(_need(node, xs[2], "training_mode"))
     if training and ratio > 0:
+        warnings.warn(f"{FRONTEND}: node {node.name} (Dropout): training_mode=True with ratio {ratio:g} imports as "
+                      "Relax's dropout, which drops nothing when the module is run as imported (compiled or "
+                      "interpreted); only SetupTrainer's training step draws its random mask. Export the model in "
+                      "inference mode to run it, or train it through SetupTrainer", UserWarning, stacklevel=2)
         return [TupleGetItem(op.nn.dropout(xs[0], rate=ratio), 0)] + [None] * (len(node.proto.output) - 1)
     # inference (or a zero ratio): the input as it is, and a mask that keeps everything
     return [xs[0], const(np.ones(_shape(xs[0]), bool), "bool")][:len(node.proto.output)]
@@ -641,21 +660,36 @@ def _is_inf(node, xs):
 
 
 def _bit_shift(node, xs):
-    """``BitShift`` of unsigned integers (ONNX's only types for it). Relax has no shift: ``x * 2**s`` (left, wrapping)
-    or ``x / 2**s`` (right, an unsigned division), ``2**s`` taken from a table of the dtype's powers of two; a shift
-    by the width or more gives 0, as the reference evaluator's (a CPU takes the shift modulo the width)."""
+    """``BitShift`` of unsigned integers, and of signed ones (opset 28: the right shift is arithmetic). Relax has no
+    shift: ``x * 2**s`` (left, wrapping) or ``floor(x / 2**s)`` (right), ``2**s`` taken from a table of the dtype's
+    powers of two. A count the table lacks gives what ONNX defines: a count outside ``[0, width)`` gives what the
+    sign alone gives (-1 for a right shift of a negative ``x``, else 0; a CPU takes the count modulo the width),
+    and a signed right shift by ``width - 1`` is that sign fill too (the table's ``2**(width - 1)`` is negative)."""
     x, s = xs
     direction, dtype = node.attrs.get("direction"), dtype_of(x)
     if direction not in ("LEFT", "RIGHT"):
         raise node.fail(f"direction={direction!r}; expected 'LEFT' or 'RIGHT'")
-    if dtype not in ("uint8", "uint16", "uint32", "uint64") or dtype_of(s) != dtype:
-        raise node.fail(f"shifts of {dtype} by {dtype_of(s)}: ONNX's BitShift takes two tensors of one unsigned "
-                        "integer dtype")
-    bits = np.dtype(dtype).itemsize * 8
-    powers = const(np.left_shift(np.ones(bits, dtype), np.arange(bits, dtype=dtype)), dtype)
-    index = op.astype(op.minimum(s, scalar_like(bits - 1, s)), "int64")  # (a take's indices are signed)
-    shifted = (op.multiply if direction == "LEFT" else op.divide)(x, op.take(powers, index, axis=0))
-    return op.where(op.less(s, scalar_like(bits, s)), shifted, scalar_like(0, x))
+    if dtype not in _SHIFTED or dtype_of(s) != dtype:
+        raise node.fail(f"shifts of {dtype} by {dtype_of(s)}: ONNX's BitShift takes two tensors of one integer "
+                        "dtype (unsigned, or signed since opset 28)")
+    signed, bits = np.dtype(dtype).kind == "i", np.dtype(dtype).itemsize * 8
+    last = bits - 2 if signed and direction == "RIGHT" else bits - 1  # the largest count the table serves
+    powers = const(np.left_shift(np.ones(last + 1, dtype), np.arange(last + 1, dtype=dtype)), dtype)
+    count = op.minimum(op.maximum(s, scalar_like(0, s)), scalar_like(last, s))
+    index = op.astype(count, "int64")  # (a take's indices are signed)
+    divide = op.floor_divide if signed else op.divide
+    shifted = (op.multiply if direction == "LEFT" else divide)(x, op.take(powers, index, axis=0))
+    fill = scalar_like(0, x)
+    if signed and direction == "RIGHT":
+        fill = op.where(op.less(x, fill), scalar_like(-1, x), fill)
+    served = op.less_equal(s, scalar_like(last, s))
+    if signed:
+        served = op.logical_and(served, op.greater_equal(s, scalar_like(0, s)))
+    return op.where(served, shifted, fill)
+
+
+#: ``BitShift``'s element types: ONNX's unsigned integers, and the signed ones opset 28 added.
+_SHIFTED = ("uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64")
 
 
 def _top_k(node, xs):
@@ -801,14 +835,92 @@ def _hardmax(node, xs):
                       dtype=dtype_of(x))
 
 
+#: Each recurrent op's gate order (see :class:`.rnn.Cell`) and the activations it takes per direction: ONNX's
+#: defaults, and an RNN's ``Relu`` (PyTorch's ``nonlinearity="relu"``).
+_RECURRENT = {"LSTM": ("iofg", [["Sigmoid", "Tanh", "Tanh"]]), "GRU": ("zrn", [["Sigmoid", "Tanh"]]),
+              "RNN": ("", [["Tanh"], ["Relu"]])}
+
+
+def _recurrent(node, xs):
+    """``LSTM``/``GRU``/``RNN`` (inputs ``X, W, R, B, sequence_lens, initial_h[, initial_c, P]``), unrolled by
+    :mod:`.rnn` over the static sequence length: each direction's slices of ``W``, ``R`` and ``B`` are PyTorch's
+    weights in ONNX's gate order. What the unrolled cell does not compute is refused naming the node."""
+    kind = node.op_type.lower()
+    order, allowed = _RECURRENT[node.op_type]
+    x, w, r = xs[:3]
+    for i, name, why in ((4, "sequence_lens", ": every sequence of the batch is as long as the input"),
+                         (7, "P", " (peepholes)")):
+        if len(xs) > i and xs[i] is not None:
+            raise node.fail(f"input {i} ({name}) is not supported{why}; expected it left out")
+    for name, default in (("clip", None), ("input_forget", 0)):
+        if node.attrs.get(name, default) != default:
+            raise node.fail(f"{name}={node.attrs[name]} is not supported; expected it left out")
+    direction, layout = node.attrs.get("direction", "forward"), node.attrs.get("layout", 0)
+    if direction not in ("forward", "reverse", "bidirectional") or layout not in (0, 1):
+        raise node.fail(f"direction={direction!r}, layout={layout}: expected direction forward, reverse or "
+                        "bidirectional and layout 0 or 1")
+    directions = 2 if direction == "bidirectional" else 1
+    activations = node.attrs.get("activations", allowed[0] * directions)
+    width = len(allowed[0])  # (onnxruntime reads the names in any case)
+    per = {tuple(a.lower() for a in activations[i:i + width]) for i in range(0, len(activations), width)}
+    if len(activations) != width * directions or len(per) != 1 or \
+            not per <= {tuple(a.lower() for a in names) for names in allowed}:
+        raise node.fail(f"activations {activations} are not supported; expected {' or '.join(map(str, allowed))} "
+                        f"for each of the {directions} direction(s)")
+    hidden = _shape(r)[-1]
+    gates = rnn.GATES[kind] * hidden
+    b = xs[3] if len(xs) > 3 else None
+    shapes = {"W": (w, (directions, gates, _shape(x)[-1])), "R": (r, (directions, gates, hidden)),
+              "B": (b, (directions, 2 * gates))}
+    wrong = [f"{k} {_shape(v)} (expected {want})" for k, (v, want) in shapes.items()
+             if v is not None and _shape(v) != want]
+    if node.attrs.get("hidden_size", hidden) != hidden:
+        raise node.fail(f"hidden_size={node.attrs['hidden_size']} disagrees with R {_shape(r)}, whose last dim is the "
+                        "hidden size")
+    if wrong:
+        raise node.fail(f"with hidden size {hidden}, input size {_shape(x)[-1]} and direction={direction}: "
+                        f"{'; '.join(wrong)}")
+    cell = rnn.Cell(kind, order, op.nn.relu if per == {("relu",)} else op.tanh,
+                    bool(node.attrs.get("linear_before_reset", 0)))
+    if layout:
+        x = op.permute_dims(x, axes=[1, 0, 2])
+    states = [_initial_state(xs, i, layout, x, hidden, directions) for i in ((5, 6) if kind == "lstm" else (5,))]
+    trace, sequences, finals = [], [], []
+    w, r = (split_pieces(v, 0, [1] * directions) for v in (w, r))
+    b = [None] * directions if b is None else split_pieces(b, 0, [1] * directions)
+    for d, state in enumerate(zip(*states)):
+        b_d = (None, None) if b[d] is None else split_pieces(op.squeeze(b[d], axis=[0]), 0, [gates, gates])
+        weights = rnn.Weights(op.squeeze(w[d], axis=[0]), op.squeeze(r[d], axis=[0]), *b_d)
+        outputs, final = rnn.run(cell, x, state, weights, direction == "reverse" or d == 1, trace)
+        sequences.append(op.expand_dims(op.concat(outputs, axis=0), axis=1))
+        finals.append(final)
+    results = [op.concat(sequences, axis=1)] + [op.concat([f[i] for f in finals], axis=0) for i in range(len(states))]
+    wanted = [v if name else None for v, name in zip(results, node.proto.output)]
+    if layout:
+        wanted = [v if v is None else op.permute_dims(v, axes=[2, 0, 1, 3] if i == 0 else [1, 0, 2])
+                  for i, v in enumerate(wanted)]
+    return rnn.in_order(wanted, trace)
+
+
+def _initial_state(xs, i: int, layout: int, x: Expr, hidden: int, directions: int) -> list[Expr]:
+    """Initial state input ``i`` as each direction's (1, batch, hidden); zeros where it is left out."""
+    state = xs[i] if len(xs) > i and xs[i] is not None else None
+    if state is None:
+        state = rnn.zeros_state(x, hidden, directions)
+    elif layout:
+        state = op.permute_dims(state, axes=[1, 0, 2])
+    return split_pieces(state, 0, [1] * directions)
+
+
 CONVERTERS: dict[str, Callable] = {
+    "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
     "Add": _binary(op.add), "Sub": _binary(op.subtract), "Mul": _binary(op.multiply), "Div": _binary(op.divide),
     "Pow": _pow, "Max": _variadic(op.maximum),
     "Greater": _binary(op.greater), "Less": _binary(op.less), "GreaterOrEqual": _binary(op.greater_equal),
     "LessOrEqual": _binary(op.less_equal), "Not": _unary(op.logical_not), "And": _binary(op.logical_and),
     "Or": _binary(op.logical_or), "Xor": _binary(op.logical_xor), "Clip": _clip,
     "HardSigmoid": lambda node, xs: _hard_sigmoid(xs[0], node.attrs.get("alpha", 0.2), node.attrs.get("beta", 0.5)),
-    "HardSwish": lambda node, xs: op.multiply(xs[0], _hard_sigmoid(xs[0], 1.0 / 6.0, 0.5)),
+    "HardSwish": _hard_swish,
     "Elu": lambda node, xs: elu(xs[0], node.attrs.get("alpha", 1.0)),
     "Selu": lambda node, xs: elu(xs[0], node.attrs.get("alpha", _SELU_ALPHA), node.attrs.get("gamma", _SELU_GAMMA)),
     "Celu": _celu, "Mish": lambda node, xs: mish(xs[0]),

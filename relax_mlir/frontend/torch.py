@@ -58,9 +58,15 @@ _STATE_ARGS = {"aten._native_batch_norm_legit_functional.default": (3, 4),
 # Ops kept whole by the decomposition because Relax has them whole (attention, softplus, one_hot: its
 # decomposition checks the classes with asserts, Relax's one_hot raises for them), or because their
 # decomposition's gradient is NaN where ``exp`` overflows in a ``where`` branch not taken (mish, celu) or wrong at a
-# kink the function does not have (log_sigmoid at 0): see their converters.
+# kink the function does not have (log_sigmoid at 0), or has no gradient where PyTorch's has one (cosine_similarity:
+# its norms are clamped to eps under NoGradGuard, the decomposition's clamp stops their gradient) or passes one on a
+# bound where PyTorch's is 0 (hardswish, hardsigmoid: their decomposition is ``clamp``, whose gradient passes on its
+# bounds, as PyTorch's own clamp's does; hardswish'(-3) is 0): see their converters. Recurrent layers are unrolled by :mod:`.rnn`: PyTorch's decomposition drops a training export's
+# dropout between layers.
 _KEEP_WHOLE = ("scaled_dot_product_attention.default", "softplus.default", "mish.default", "celu.default",
-               "log_sigmoid.default", "one_hot.default")
+               "log_sigmoid.default", "one_hot.default", "aten.lstm.input", "aten.gru.input", "aten.rnn_tanh.input",
+               "aten.rnn_relu.input", "cosine_similarity.default", "hardswish.default",
+               "hardsigmoid.default")
 # The higher-order op of a ``with torch.no_grad():`` (or ``torch.set_grad_enabled(False)``) block.
 _NO_GRAD_BLOCK = "wrap_with_set_grad_enabled"
 _DETACH = "aten.detach.default"

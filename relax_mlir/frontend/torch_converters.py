@@ -17,7 +17,8 @@ from ..ir import sym
 from ..ir.dtype import to_numpy
 from ..ir.expr import Expr, TupleGetItem, const
 from ..ir.sym import Dim, SymDim
-from .common import Updates, dtype_of, elu, mish, ndim_of, scalar_like, split_pieces
+from .common import Updates, dtype_of, elu, in_float32, mish, ndim_of, scalar_like, split_pieces
+from . import rnn
 
 FRONTEND = "from_exported_program"
 
@@ -349,15 +350,25 @@ def _convolution(node, args, kwargs):
         raise node_error(node, f"{nd}-D convolution; only 1-D and 2-D are supported")
     pad = _pair(padding, nd)
     attrs = dict(strides=_pair(stride, nd), padding=pad + pad, dilation=_pair(dilation, nd), groups=groups)
-    if transposed:
-        if nd != 2:
-            raise node_error(node, "only 2-D transposed convolution is supported")
+    if transposed and nd == 1:
+        y = _conv1d_transpose(x, w, _pair(output_padding, 1), **attrs)
+    elif transposed:
         y = op.nn.conv2d_transpose(x, w, output_padding=_pair(output_padding, 2), **attrs)
     else:
         y = (op.nn.conv2d if nd == 2 else op.nn.conv1d)(x, w, **attrs)
     if bias is None:
         return y
     return op.add(y, op.reshape(bias, (1, -1) + (1,) * nd))
+
+
+def _conv1d_transpose(x: Expr, w: Expr, output_padding, strides, padding, dilation, groups) -> Expr:
+    """``nn.ConvTranspose1d``: Relax has no 1-D transposed convolution, so the 2-D one on a height-1 view of the
+    input and the (in, out / groups, 1, k) view of the weight (a window of height 1, stride 1, no padding), and the
+    height dropped."""
+    y = op.nn.conv2d_transpose(op.expand_dims(x, 2), op.expand_dims(w, 2), strides=(1,) + strides,
+                               padding=(0, padding[0], 0, padding[1]), output_padding=(0,) + output_padding,
+                               dilation=(1,) + dilation, groups=groups)
+    return op.squeeze(y, axis=[2])
 
 
 def _batch_norm(training_arg: bool):
@@ -524,6 +535,95 @@ def _clamp(node, args, kwargs):
     return x
 
 
+# -- activations at their kinks -----------------------------------------------------------------------------------
+# Relax's relu, clip, leakyrelu and abs have TVM's gradients, which let the gradient through at a kink (relu'(0) = 1,
+# clip's bounds inclusive, abs'(0) = 1); PyTorch's autograd does not (relu'(0) = 0, hardtanh' = 0 on its bounds,
+# abs'(0) = 0, leaky_relu'(0) = its slope). That is no corner case: a ReLU input is exactly 0 wherever a zero bias
+# meets an all-zero patch (an image's black border, zero padding), and every bias of the layer then trains
+# differently. Each converter keeps the Relax op and picks, with a ``where`` at the kinks, the value PyTorch gives
+# there (its signed zeros too: PyTorch's ``relu(-0.0)`` is ``-0.0``, Relax's ``max(x, 0)`` gives ``0.0``) through
+# ``grad.no_grad``: Relax's (and TVM's) gradient of the composition is PyTorch's, the op stays readable, and a TVM
+# program's relu keeps TVM's gradient.
+
+def _is_float(x: Expr) -> bool:
+    return dtype_of(x).startswith(("float", "bfloat"))
+
+
+def _held_at(x: Expr, kinks: Sequence[float], value: Expr) -> Expr:
+    """``value``, except ``x`` itself, through which no gradient flows, where ``x`` equals one of ``kinks``. One
+    ``where`` per kink: with a ``logical_or`` of the tests a small ReLU6 CNN's compiled training step took 6% longer,
+    with nested ``where`` ops no measurably longer than with ``clip`` alone."""
+    held = op.grad.no_grad(x)
+    for kink in dict.fromkeys(kinks):
+        value = op.where(op.equal(x, scalar_like(kink, x)), held, value)
+    return value
+
+
+def _relu_of(x: Expr) -> Expr:
+    """PyTorch's ``relu`` is ``x < 0 ? 0 : x`` with the gradient ``relu(x) <= 0 ? 0 : g``: Relax's ``relu``, and
+    ``x`` (``0.0`` or ``-0.0``) with no gradient where ``x`` is 0. (NaN passes, with its gradient, in both.) Also
+    an ``nn.RNN(nonlinearity="relu")``'s activation."""
+    return _held_at(x, [0], op.nn.relu(x)) if _is_float(x) else op.nn.relu(x)
+
+
+def _relu(node, args, kwargs):
+    return _relu_of(args[0])
+
+
+def _hardtanh_of(x: Expr, lo, hi) -> Expr:
+    return _held_at(x, [lo, hi], op.clip(x, min=lo, max=hi)) if _is_float(x) else op.clip(x, min=lo, max=hi)
+
+
+def _hardtanh(node, args, kwargs):
+    """``hardtanh(x, min_val=-1, max_val=1)`` (``relu6`` is ``hardtanh(x, 0, 6)``): ``clip``, and ``x`` itself, with
+    no gradient, on the bounds, where PyTorch's gradient is 0 (``clamp``'s passes there: ``aten.clamp`` stays
+    ``clip``) and its value is ``x`` (``relu6(-0.0)`` is ``-0.0``)."""
+    lo, hi = _arg(args, kwargs, 1, "min_val", -1.0), _arg(args, kwargs, 2, "max_val", 1.0)
+    if any(isinstance(b, SymDim) for b in (lo, hi)):
+        return _clamp(node, [args[0], lo, hi], {})
+    return _hardtanh_of(args[0], lo, hi)
+
+
+def _leaky_relu(node, args, kwargs):
+    """PyTorch's ``leaky_relu`` is ``x > 0 ? x : x * slope``, its gradient ``x > 0 ? g : g * slope``: the slope at 0
+    and at NaN, where Relax's ``leakyrelu`` (``x >= 0 ? x : alpha * x``, as TVM's) has 1, and ``0.0 * slope`` at
+    ``0.0`` (``-0.0`` for a negative slope): ``leakyrelu`` where ``x > 0``, ``x * slope`` elsewhere."""
+    x, slope = args[0], float(_arg(args, kwargs, 1, "negative_slope", 0.01))
+    return op.where(op.greater(x, scalar_like(0, x)), op.nn.leakyrelu(x, alpha=slope),
+                    op.multiply(x, scalar_like(slope, x)))
+
+
+def _abs(node, args, kwargs):
+    """PyTorch's ``abs`` has the gradient ``g * sgn(x)``: 0 at 0 (and at NaN), where Relax's (TVM's) is ``g``:
+    ``|x|`` with no gradient where it is not positive."""
+    x = args[0]
+    if not _is_float(x):
+        return op.abs(x)
+    a = op.abs(x)
+    return op.where(op.greater(a, scalar_like(0, a)), a, op.grad.no_grad(a))
+
+
+def _hardsigmoid(node, args, kwargs):
+    """``min(max(x + 3, 0), 6) / 6``, as PyTorch computes it, with its gradient: ``1/6`` inside ``(-3, 3)``, 0 on
+    the bounds, outside and at NaN (``clip`` would pass on the bounds), where ``|x| < 3`` only. For a program that
+    keeps ``hardsigmoid`` whole: torch's decomposition is two ``clamp`` calls, whose gradients pass on the bounds.
+    Half floats compute in float32 and round once, as PyTorch's (rounded at every step, 403 of 4097 bfloat16 values
+    in [-6, 6] differed)."""
+    def hardsigmoid(x):
+        y = op.divide(op.clip(op.add(x, scalar_like(3, x)), min=0, max=6), scalar_like(6, x))
+        return op.where(op.less(op.abs(x), scalar_like(3, x)), y, op.grad.no_grad(y))
+    return in_float32(args[0], hardsigmoid)
+
+
+def _hardswish(node, args, kwargs):
+    """``x * min(max(x + 3, 0), 6) / 6``, as PyTorch computes it, with the inner clamp a ``hardtanh``: its gradient
+    is PyTorch's, 0 at -3 and 1 at 3 (``clip``'s gives -0.5 and 1.5); at NaN it is NaN, as in PyTorch's vectorized
+    loop (its scalar tail gives ``g``). For a program that keeps ``hardswish`` whole, as ``hardsigmoid``; half
+    floats in float32 too."""
+    return in_float32(args[0], lambda x: op.divide(op.multiply(x, _hardtanh_of(op.add(x, scalar_like(3, x)), 0, 6)),
+                                                   scalar_like(6, x)))
+
+
 def _cat(node, args, kwargs):
     tensors = args[0]
     dim = args[1] if len(args) > 1 else 0
@@ -557,17 +657,51 @@ def _dims(args, i: int, default=None) -> list[int] | None:
     return _axes(dims, ndim_of(args[0]))
 
 
+def _nearest_source(n_in: int, n_out: int, scale) -> np.ndarray:
+    """PyTorch's source index of each output of a nearest interpolation along one axis, as its kernel computes it
+    (``nearest_idx``; that is ``'nearest'``, not ``'nearest-exact'``): the index itself for an equal size, half of
+    it for twice the size, else ``floor(o * step)`` in float32 (at most ``n_in - 1``), the step ``1 /
+    scale_factor`` when one was given (``scale_factor=1.7`` from 5 to 8 reads other pixels than ``5 / 8`` would),
+    else ``n_in / n_out``."""
+    o = np.arange(n_out)
+    if n_out == n_in:
+        return o
+    if n_out == 2 * n_in:
+        return o >> 1
+    step = np.float32(1.0 / scale) if scale else np.float32(n_in) / np.float32(n_out)
+    return np.minimum(np.floor(o.astype(np.float32) * step).astype(np.int64), n_in - 1)
+
+
+def _nearest_along(node, x: Expr, axis: int, n_out: Dim, scale) -> Expr:
+    """``x`` interpolated to ``n_out`` along ``axis`` by :func:`_nearest_source`: a ``repeat`` where that reads
+    each pixel in turn a whole number of times, else a ``take``. A symbolic size needs a whole factor (and no other
+    scale factor given)."""
+    n_in = x.struct_info.shape[axis]
+    factor = sym.exact_div(n_out, n_in) if n_in != 0 else None
+    whole = isinstance(factor, int) and factor >= 1
+    if isinstance(n_in, int) and isinstance(n_out, int):
+        source = _nearest_source(n_in, n_out, scale)
+        if not whole or not np.array_equal(source, np.arange(n_out) // factor):
+            return op.take(x, const(source, "int64"), axis=axis)
+    elif not whole or (scale and factor not in (1, 2) and float(scale) != factor):
+        raise node_error(node, f"nearest upsampling from {n_in} to {n_out} along the symbolic axis {axis} by "
+                         f"{scale or 'a scale that is not whole'}: only whole scale factors are supported there")
+    return x if factor == 1 else op.repeat(x, repeats=factor, axis=axis)
+
+
 def _upsample_nearest(node, args, kwargs):
-    """``upsample_nearest2d.vec(x, output_size, scale_factors)``: with whole scales, each pixel repeated (a
-    ``repeat`` along H, then W); other scales are refused."""
+    """``upsample_nearest2d.vec(x, output_size, scale_factors)`` (and ``.default`` with ``scales_h``,
+    ``scales_w``): along H, then W (:func:`_nearest_along`). The 1-D and 3-D interpolations come decomposed
+    (indexing), as the same indices."""
     x = args[0]
-    (h, w), (oh, ow) = x.struct_info.shape[2:], _out_shape(node)[2:]
-    factors = [sym.exact_div(oh, h) if h != 0 else None, sym.exact_div(ow, w) if w != 0 else None]
-    if not all(isinstance(f, int) and f >= 1 for f in factors):
-        raise node_error(node, f"nearest upsampling from {h}x{w} to {oh}x{ow}: only whole scale factors are supported")
-    if factors[0] != 1:
-        x = op.repeat(x, repeats=factors[0], axis=2)
-    return x if factors[1] == 1 else op.repeat(x, repeats=factors[1], axis=3)
+    if str(node.target).endswith("vec"):
+        scales = list(args[2]) if len(args) > 2 and args[2] is not None else [None, None]
+    else:
+        scales = [_arg(args, kwargs, 2, "scales_h"), _arg(args, kwargs, 3, "scales_w")]
+    out = _out_shape(node)
+    for axis in (2, 3):
+        x = _nearest_along(node, x, axis, out[axis], scales[axis - 2])
+    return x
 
 
 def _arange(node, args, kwargs):
@@ -889,26 +1023,11 @@ def _any(every: bool):
 
 
 def _gather(node, args, kwargs):
-    """``gather(x, dim, index)``: Relax's ``gather_elements``, which raises ``IndexError`` for an index ``>= size``
-    but counts a negative one from the end (ONNX's GatherElements); PyTorch raises for it. So the indices first go
-    through :func:`_no_negative_index`."""
+    """``gather(x, dim, index)``: Relax's ``gather_elements`` with ``negative_indices=False``: PyTorch raises for a
+    negative index (where ONNX's GatherElements, Relax's default, counts it from the end), and so does the imported
+    program, naming the index, its position, the axis and the range ``[0, size)``."""
     x, axis, index = args[0], args[1] % ndim_of(args[0]), args[2]
-    return op.gather_elements(x, _no_negative_index(index, x.struct_info.shape[axis], axis), axis=axis)
-
-
-def _no_negative_index(index: Expr, size: Dim, axis: int) -> Expr:
-    """``index`` as it is, once checked when it runs that none is negative. No Relax op but ``one_hot`` refuses a
-    negative index (``take`` and the others count it from the end): the lowest index (0 if none is lower, or if
-    there is none) goes through a ``one_hot`` of depth ``size`` at ``axis`` that only holds zeros, whose sum is
-    added to ``index`` (so that the check is not dropped as unused): one pass over ``index``, not a one-hot of it.
-    A negative one raises ``IndexError`` naming it, the axis and its size (like PyTorch's "index -1 is out of
-    bounds for dimension 1 with size 3"); on a symbolic axis the one-hot has depth 1, so the size named is 1."""
-    dtype = dtype_of(index)
-    flat = op.reshape(index, (sym.product(index.struct_info.shape),))
-    lowest = op.min(op.concat([flat, const(np.zeros(1, to_numpy(dtype)), dtype)], axis=0))
-    depth = size if isinstance(size, int) and size > 0 else 1
-    hot = op.one_hot(op.reshape(lowest, (1,) * axis), on_value=0, off_value=0, depth=depth, axis=axis, dtype=dtype)
-    return op.add(index, op.sum(hot))
+    return op.gather_elements(x, index, axis=axis, negative_indices=False)
 
 
 def _one_hot(node, args, kwargs):
@@ -1044,7 +1163,207 @@ def _upsample_bilinear(node, args, kwargs):
     return x
 
 
+def _recurrent(kind: str, activation: Callable = op.tanh) -> Callable:
+    """``lstm.input(x, [h0, c0], params, has_biases, num_layers, dropout, train, bidirectional, batch_first)``
+    (``gru.input``, ``rnn_tanh.input``, ``rnn_relu.input``: ``h0`` alone), kept whole by the decomposition and
+    unrolled by :mod:`.rnn`. ``params`` holds each layer's directions' ``w_ih, w_hh[, b_ih, b_hh][, w_hr]``
+    (``w_hr``: an LSTM's ``proj_size``, whose ``h0`` is narrower than ``c0``). A training export's ``dropout``
+    is Relax's dropout between layers, as PyTorch applies it (its own decomposition drops it)."""
+    cell = rnn.Cell(kind, {"lstm": "ifgo", "gru": "rzn"}.get(kind, ""), activation)
+
+    def convert(node, args, kwargs):
+        x, hx, params, has_biases, num_layers, p, train, bidirectional, batch_first = args[:9]
+        h0, c0 = (hx[0], hx[1]) if kind == "lstm" else (hx, None)
+        projected = c0 is not None and h0.struct_info.shape[2] != c0.struct_info.shape[2]
+        group, directions = 2 + 2 * bool(has_biases) + projected, 2 if bidirectional else 1
+        groups = [params[i:i + group] for i in range(0, len(params), group)]
+        weights = [[_rnn_weights(g, has_biases, projected) for g in groups[i:i + directions]]
+                   for i in range(0, num_layers * directions, directions)]
+        dropout = (lambda y: TupleGetItem(op.nn.dropout(y, rate=float(p)), 0)) if train and p > 0 else (lambda y: y)
+        results = rnn.layers(cell, op.permute_dims(x, axes=[1, 0, 2]) if batch_first else x, weights, h0, c0, dropout)
+        return [op.permute_dims(results[0], axes=[1, 0, 2]) if batch_first else results[0], *results[1:]]
+    return convert
+
+
+def _rnn_weights(group: Sequence[Expr], has_biases: bool, projected: bool) -> rnn.Weights:
+    biases = group[2:4] if has_biases else (None, None)
+    return rnn.Weights(group[0], group[1], *biases, w_hr=group[-1] if projected else None)
+
+
+# -- layers composed from Relax ops: 3-D pools, adaptive max pools, bilinear forms, clamps, cosine, cumprod -----
+
+def _pool3d(x: Expr, pool2d: Callable, kernel, stride, padding, **options) -> Expr:
+    """A 3-D pool (Relax has none) as two 2-D ones: over (H, W) on the (N, C*D, H, W) view, then over D with a
+    (kD, 1) window on the (N, C, D, H'*W') view. Exact for max and mean alike: a box is the product of its axes'
+    windows (padding, dilation and ``ceil_mode`` are each axis' own), its max the max over depth of the maxes over
+    rows, and an average's divisor (with or without the padding) the product of the axes' counts. An unbatched
+    (C, D, H, W) input gets a batch of 1. ``options`` (dilation, ceil_mode, count_include_pad) go to both pools,
+    dilation per axis."""
+    unbatched = ndim_of(x) == 4
+    if unbatched:
+        x = op.expand_dims(x, 0)
+    n, c, d, h, w = x.struct_info.shape
+    dilation = options.pop("dilation", (1, 1, 1))
+    extra = dict(dilation=dilation[1:]) if pool2d is op.nn.max_pool2d else {}
+    if (tuple(kernel[1:]), tuple(stride[1:]), tuple(padding[1:])) != ((1, 1), (1, 1), (0, 0)):
+        y = pool2d(op.reshape(x, (n, c * d, h, w)), pool_size=kernel[1:], strides=stride[1:],
+                   padding=tuple(padding[1:]) * 2, **extra, **options)
+        h, w = y.struct_info.shape[2:]
+        x = op.reshape(y, (n, c, d, h, w))
+    if (kernel[0], stride[0], padding[0]) != (1, 1, 0):
+        extra = dict(dilation=(dilation[0], 1)) if pool2d is op.nn.max_pool2d else {}
+        y = pool2d(op.reshape(x, (n, c, d, h * w)), pool_size=(kernel[0], 1), strides=(stride[0], 1),
+                   padding=(padding[0], 0) * 2, **extra, **options)
+        x = op.reshape(y, (n, c, y.struct_info.shape[2], h, w))
+    return op.squeeze(x, axis=[0]) if unbatched else x
+
+
+def _max_pool3d(node, args, kwargs):
+    """``max_pool3d_with_indices(x, kernel, stride, padding, dilation, ceil_mode)`` (``nn.MaxPool3d``): two 2-D max
+    pools (:func:`_pool3d`), over (H, W) first, so that a tie's gradient goes to the window's first maximum in
+    row-major order, as PyTorch's (each 2-D pool gives it to its window's first). The indices are not produced."""
+    kernel = _pair(args[1], 3)
+    stride = _pair(args[2], 3) if len(args) > 2 and args[2] else kernel
+    padding = _pair(args[3], 3) if len(args) > 3 else (0, 0, 0)
+    dilation = _pair(args[4], 3) if len(args) > 4 else (1, 1, 1)
+    ceil_mode = bool(args[5]) if len(args) > 5 else False
+    return [_pool3d(args[0], op.nn.max_pool2d, kernel, stride, padding, dilation=dilation,
+                    ceil_mode=ceil_mode), None]
+
+
+def _avg_pool3d(node, args, kwargs):
+    """``avg_pool3d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)`` (``nn.AvgPool3d``,
+    and ``nn.LocalResponseNorm``'s decomposition): two 2-D average pools (:func:`_pool3d`)."""
+    kernel = _pair(args[1], 3)
+    stride = _pair(args[2], 3) if len(args) > 2 and args[2] else kernel
+    padding = _pair(args[3], 3) if len(args) > 3 else (0, 0, 0)
+    ceil_mode = bool(_arg(args, kwargs, 4, "ceil_mode", False))
+    count_include_pad = bool(_arg(args, kwargs, 5, "count_include_pad", True))
+    if _arg(args, kwargs, 6, "divisor_override") is not None:
+        raise node_error(node, "divisor_override is not supported")
+    return _pool3d(args[0], op.nn.avg_pool2d, kernel, stride, padding, ceil_mode=ceil_mode,
+                   count_include_pad=count_include_pad)
+
+
+def _adaptive_max_along(node, x: Expr, axis: int, n_out: int) -> Expr:
+    """The max over PyTorch's adaptive windows along ``axis``: output ``i`` covers ``[floor(i * n / n_out),
+    ceil((i + 1) * n / n_out))``. Where ``n_out`` divides ``n`` the windows tile the axis; else each window is taken
+    as ``k`` (the widest window's) indices, the shorter ones filled at their end with an index past the axis, which
+    reads a lowest value padded on. Then a (k, 1) max pool with stride k on the (before, 1, n_out * k, after) view:
+    its gradient goes to the first maximum of a window, as PyTorch's."""
+    shape = list(x.struct_info.shape)
+    n = static_dim(shape[axis], node, f"dimension {axis} of an adaptive max pool")
+    if n == n_out:
+        return x
+    k, windows = n // n_out, x
+    if n % n_out:
+        i = np.arange(n_out)
+        start, end = i * n // n_out, -(-(i + 1) * n // n_out)
+        k = int((end - start).max())
+        index = start[:, None] + np.arange(k)
+        index = np.where(index < end[:, None], index, n)
+        lowest = -np.inf if _is_float(x) else np.iinfo(to_numpy(dtype_of(x))).min
+        width = [0] * (2 * len(shape))
+        width[2 * axis + 1] = 1
+        padded = op.nn.pad(x, pad_width=width, pad_value=float(lowest))
+        windows = op.take(padded, const(index.reshape(-1), "int64"), axis=axis)
+    rows = op.reshape(windows, (sym.product(shape[:axis]), 1, n_out * k, sym.product(shape[axis + 1:])))
+    pooled = op.nn.max_pool2d(rows, pool_size=(k, 1), strides=(k, 1))
+    return op.reshape(pooled, shape[:axis] + [n_out] + shape[axis + 1:])
+
+
+def _adaptive_max_pool(node, args, kwargs):
+    """``adaptive_max_pool2d(x, output_size)`` and ``adaptive_max_pool3d`` (``nn.AdaptiveMaxPool1d/2d/3d``, the 1-D
+    one on an unsqueezed axis): the max over each spatial axis' windows in turn, the last axis first (a box's max is
+    that of its rows' maxes; :func:`_adaptive_max_along`), so that a tie's gradient goes to the first maximum in
+    row-major order, as PyTorch's. The indices are not produced."""
+    x, spatial = args[0], len(args[1])
+    out = _out_shape(node)
+    for axis in reversed(range(ndim_of(x) - spatial, ndim_of(x))):
+        x = _adaptive_max_along(node, x, axis, static_dim(out[axis], node, "an adaptive max pool's output size"))
+    return [x, None]
+
+
+def _trilinear(node, args, kwargs):
+    """``_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim)`` (``nn.Bilinear``'s
+    ``x1 W x2``): each input read with size-1 dims inserted at its ``expand`` positions, their product summed over
+    ``sumdim``. One einsum: each input labelled by the dims it has, the output by the kept dims an input has (a
+    kept dim none has is 1: the reshape to torch's shape)."""
+    tensors, expands, summed = args[:3], args[3:6], args[6]
+    total = ndim_of(tensors[0]) + len(expands[0])
+    letters = [chr(ord("a") + d) for d in range(total)]
+    labels = ["".join(letters[d] for d in range(total) if d not in _axes(e, total)) for e in expands]
+    kept = [letters[d] for d in range(total) if d not in _axes(summed, total) and any(letters[d] in s for s in labels)]
+    product = op.einsum(list(tensors), ",".join(labels) + "->" + "".join(kept))
+    return op.reshape(product, _out_shape(node))
+
+
+def _clamp_tensor(node, args, kwargs):
+    """``clamp.Tensor(x, min, max)`` (``torch.clamp`` with tensor bounds): PyTorch's ``min(max(x, min), max)`` as
+    ``minimum(max, maximum(x, min))``, whose ties give the gradient to ``x`` as PyTorch does: ``x`` gets it where
+    ``min <= x <= max``, ``min`` where ``x < min <= max``, ``max`` where ``x > max`` or ``max < min``. (Where
+    ``min == max`` and ``x`` is below them PyTorch gives none of the three a gradient; ``min`` gets it here.)"""
+    y = args[0]
+    lo, hi = _arg(args, kwargs, 1, "min"), _arg(args, kwargs, 2, "max")
+    if lo is not None:
+        y = op.maximum(y, _operand(lo, y))
+    if hi is not None:
+        y = op.minimum(_operand(hi, y), y)
+    return y
+
+
+def _broadcast_both(a: Expr, b: Expr) -> tuple[Expr, Expr]:
+    """``a`` and ``b`` broadcast to their common shape (PyTorch's ``expand_outplace``)."""
+    n = max(ndim_of(a), ndim_of(b))
+    sa, sb = ([1] * (n - ndim_of(t)) + list(t.struct_info.shape) for t in (a, b))
+    shape = [y if isinstance(x, int) and x == 1 else x for x, y in zip(sa, sb)]
+    return tuple(t if ndim_of(t) == n and list(t.struct_info.shape) == shape else op.broadcast_to(t, shape)
+                 for t in (a, b))
+
+
+def _cosine_similarity(node, args, kwargs):
+    """``cosine_similarity(x1, x2, dim=1, eps=1e-8)``, kept whole by the import. PyTorch divides each input by its
+    norm clamped to at least ``eps``, clamping in place under ``NoGradGuard``: the gradient flows through the norm
+    as if unclamped. torch's decomposition makes that a ``clamp.Tensor``, which passes no gradient below ``eps``
+    (a small input trains otherwise). Here the inputs are broadcast to one shape, each norm (whose gradient is 0
+    at a zero vector, as PyTorch's) is ``norm - no_grad(norm) + eps`` below ``eps`` (the value ``eps``, the
+    norm's gradient), then ``sum(x1 / n1 * (x2 / n2), dim)``; integer inputs are first cast to PyTorch's float."""
+    dtype = result_dtype(node)
+    x1, x2 = _broadcast_both(*(op.astype(x, dtype) if dtype_of(x) != dtype else x for x in args[:2]))
+    axis = _arg(args, kwargs, 2, "dim", 1) % ndim_of(x1)
+    eps = float(_arg(args, kwargs, 3, "eps", 1e-8))
+    scaled = []
+    for x in (x1, x2):
+        norm = _safe_root(op.sum(op.multiply(x, x), axis=[axis], keepdims=True), 2)
+        floor = scalar_like(eps, norm)
+        held = op.add(op.subtract(norm, op.grad.no_grad(norm)), floor)
+        scaled.append(op.divide(x, op.where(op.less(norm, floor), held, norm)))
+    return op.sum(op.multiply(*scaled), axis=[axis])
+
+
+def _cumprod(node, args, kwargs):
+    """``cumprod(x, dim, dtype=None)``: no Relax op computes it, so a scan of ``ceil(log2 n)`` steps (Hillis and
+    Steele's), each multiplying the running products by themselves shifted along the axis by 1, 2, 4, ... (ones
+    shifted in). Its products are PyTorch's in another association (floats within a few ulps; integers, wrapping
+    alike, exactly), and its gradient is the product rule through each step: finite and right at zeros too."""
+    x, dtype = args[0], _arg(args, kwargs, 2, "dtype")
+    if dtype is not None:
+        x = op.astype(x, torch_dtype(dtype))
+    axis = _arg(args, kwargs, 1, "dim") % ndim_of(x)
+    shape = list(x.struct_info.shape)
+    n = static_dim(shape[axis], node, "the axis of a cumulative product")
+    shift = 1
+    while shift < n:
+        ones = op.ones(shape[:axis] + [shift] + shape[axis + 1:], dtype_of(x))
+        body = op.strided_slice(x, axes=[axis], begin=[0], end=[n - shift])
+        x = op.multiply(x, op.concat([ones, body], axis=axis))
+        shift *= 2
+    return x
+
+
 CONVERTERS: dict[str, Callable] = {
+    "aten.lstm.input": _recurrent("lstm"), "aten.gru.input": _recurrent("gru"),
+    "aten.rnn_tanh.input": _recurrent("rnn"), "aten.rnn_relu.input": _recurrent("rnn", _relu_of),
     "aten.add.Tensor": _binary(op.add), "aten.add.Scalar": _binary(op.add),
     "aten.sub.Tensor": _binary(op.subtract), "aten.sub.Scalar": _binary(op.subtract),
     "aten.rsub.Scalar": lambda n, a, k: op.subtract(_operand(a[1], a[0]), a[0]),
@@ -1087,13 +1406,14 @@ CONVERTERS: dict[str, Callable] = {
     "aten.native_group_norm.default": _group_norm,
     "aten._adaptive_avg_pool2d.default": lambda n, a, k: op.nn.adaptive_avg_pool2d(a[0], output_size=list(a[1])),
     "aten.where.self": lambda n, a, k: op.where(a[0], a[1], _operand(a[2], a[1])),
-    "aten.relu.default": _unary(op.nn.relu), "aten.sigmoid.default": _unary(op.sigmoid),
+    "aten.relu.default": _relu, "aten.sigmoid.default": _unary(op.sigmoid),
     "aten.tanh.default": _unary(op.tanh), "aten.exp.default": _unary(op.exp), "aten.log.default": _unary(op.log),
     "aten.sqrt.default": _unary(op.sqrt), "aten.rsqrt.default": _unary(op.rsqrt),
-    "aten.neg.default": _unary(op.negative), "aten.abs.default": _unary(op.abs), "aten.erf.default": _unary(op.erf),
+    "aten.neg.default": _unary(op.negative), "aten.abs.default": _abs, "aten.erf.default": _unary(op.erf),
     "aten.silu.default": _unary(op.nn.silu), "aten.gelu.default": _gelu,
-    "aten.clamp.default": _clamp, "aten.hardtanh.default": _clamp,
-    "aten.leaky_relu.default": lambda n, a, k: op.nn.leakyrelu(a[0], alpha=a[1] if len(a) > 1 else 0.01),
+    "aten.clamp.default": _clamp, "aten.hardtanh.default": _hardtanh,
+    "aten.leaky_relu.default": _leaky_relu,
+    "aten.hardswish.default": _hardswish, "aten.hardsigmoid.default": _hardsigmoid,
     "aten._softmax.default": _softmax(op.nn.softmax), "aten._log_softmax.default": _softmax(op.nn.log_softmax),
     "aten.addmm.default": _addmm, "aten.mm.default": _binary(op.matmul), "aten.bmm.default": _binary(op.matmul),
     "aten.matmul.default": _binary(op.matmul),
@@ -1128,6 +1448,11 @@ CONVERTERS: dict[str, Callable] = {
     "aten._embedding_bag.default": _embedding_bag, "aten._embedding_bag_forward_only.default": _embedding_bag,
     "aten._native_batch_norm_legit.no_stats": _batch_norm_no_stats, "aten.index.Tensor": _index,
     "aten.upsample_bilinear2d.vec": _upsample_bilinear, "aten.upsample_bilinear2d.default": _upsample_bilinear,
+    "aten.max_pool3d_with_indices.default": _max_pool3d, "aten.avg_pool3d.default": _avg_pool3d,
+    "aten.adaptive_max_pool2d.default": _adaptive_max_pool, "aten.adaptive_max_pool3d.default": _adaptive_max_pool,
+    "aten._trilinear.default": _trilinear,
+    "aten.clamp.Tensor": _clamp_tensor, "aten.cumprod.default": _cumprod,
+    "aten.cosine_similarity.default": _cosine_similarity,
 }
 
 
