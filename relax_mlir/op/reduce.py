@@ -175,10 +175,31 @@ std = reduction("std", np.std, float_only=True,
                 doc="Population standard deviation ``sqrt(variance(x, axis))`` over ``axis`` (float inputs), as "
                     "TVM's ``R.std``. Composite: decomposed into ``sqrt(variance)``; its gradient is the "
                     "decomposition's, infinite where the deviation is 0 (one element, or all equal).")
-max = reduction("max", np.max, widen=False, grad=_extremum_grad, unsigned="aware", bool_ok=True,  # noqa: A001
+
+
+def _identity(x: np.ndarray, highest: bool):
+    """What a maximum (``highest``: a minimum) of no elements is: the reduction's identity, -inf (+inf) or the
+    integer dtype's lowest (highest), False (True) for bool, as ONNX defines ReduceMax/ReduceMin from opset 18
+    (NumPy refuses; TVM starts float maxima from the lowest finite value, which is no identity)."""
+    if is_floating(x.dtype):
+        return x.dtype.type(np.inf if highest else -np.inf)
+    if x.dtype.kind == "b":
+        return highest
+    info = np.iinfo(x.dtype)
+    return info.max if highest else info.min
+
+
+def _from_identity(fn, highest: bool):
+    """``fn`` (np.max, np.min) starting from its identity, which is what an empty reduced axis gives."""
+    return lambda x, axis, keepdims: fn(x, axis=axis, keepdims=keepdims, initial=_identity(x, highest))
+
+
+max = reduction("max", _from_identity(np.max, highest=False), widen=False, grad=_extremum_grad,  # noqa: A001
+                unsigned="aware", bool_ok=True,
                 doc="Maximum over ``axis`` (of bool data: any). Its gradient is shared evenly by the elements equal to "
                     "the maximum.")
-min = reduction("min", np.min, widen=False, grad=_extremum_grad, unsigned="aware", bool_ok=True,  # noqa: A001
+min = reduction("min", _from_identity(np.min, highest=True), widen=False, grad=_extremum_grad,  # noqa: A001
+                unsigned="aware", bool_ok=True,
                 doc="Minimum over ``axis`` (of bool data: all). Its gradient is shared evenly by the elements equal to "
                     "the minimum.")
 def _prod_grad(x, y, g, call):

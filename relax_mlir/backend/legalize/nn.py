@@ -433,7 +433,14 @@ def fused_layer_norm(lc, op):
 # --- conv2d_transpose -----------------------------------------------------------------------------------------------
 def conv2d_transpose(lc, op):
     """The input dilated by the strides (``insert_slice`` with strides), padded by ``dilation * (k - 1) - pad``
-    (cropped where negative), convolved with the flipped, transposed kernel."""
+    (cropped where negative), convolved with the flipped, transposed kernel.
+
+    That convolution multiplies the kernel by the inserted and padded zeros, and ``0 * inf`` is NaN: an inf or NaN
+    weight would spread NaN to outputs it does not reach (PyTorch's and ONNX's scatter forms, and the interpreter,
+    give finite values there). So it runs only when every weight is finite (then the zeros add exact zeros); with a
+    non-finite weight an ``scf.if`` takes the same sums over only the taps that meet an input element
+    (``_masked_conv``), in naive loops: slow, but a non-finite weight is an accident, not a workload. Each branch
+    builds its own operands: the convolution schedule extends the padding it reads (``schedule/conv.py``)."""
     data, weight = lc.inputs
     a = lc.attrs
     (pt, pl, pb, pr), (sh, sw), (dh, dw) = a["padding"], a["strides"], a["dilation"]
@@ -444,35 +451,89 @@ def conv2d_transpose(lc, op):
     _, og, kh, kw = sizes_of(weight)
     if not (isinstance(kh, int) and isinstance(kw, int)):
         lc.fail("the kernel's spatial size must be static")
-    # 1. dilate by the strides, 2. pad by dilation * (k - 1) - pad (crop where that is negative)
-    dilated = filled([n, c, sadd(smul(ssub(h, 1), sh), 1), sadd(smul(ssub(w, 1), sw), 1)], elem(data), 0)
-    x = insert_strided(data, dilated, [0, 0, 0, 0], [1, 1, sh, sw])
     lo = [dh * (kh - 1) - pt, dw * (kw - 1) - pl]
     hi = [dh * (kh - 1) - pb + oph, dw * (kw - 1) - pr + opw]
-    x = pad(x, [0, 0] + [max(v, 0) for v in lo], [0, 0] + [max(v, 0) for v in hi], 0.0)
-    if min(lo + hi) < 0:
-        full = sizes_of(x)
-        start = [0, 0] + [max(-v, 0) for v in lo]
-        size = [full[0], full[1]] + [ssub(ssub(full[2 + k], max(-lo[k], 0)), max(-hi[k], 0)) for k in range(2)]
-        x = extract_slice(x, start, size, [1, 1, 1, 1])
-    # 3. the kernel flipped and transposed per group: wt[g, o, c, i, j] = weight[g * C/g + c, o, kh-1-i, kw-1-j]
     cg = c // groups if isinstance(c, int) else arith.divsi(c, index(groups))
-    w5 = reshape(weight, [groups, cg, og, kh, kw])
-    d = [ir.AffineDimExpr.get(k) for k in range(5)]
-    flip = emap(5, [0, 2, 1, ir.AffineConstantExpr.get(kh - 1) - d[3], ir.AffineConstantExpr.get(kw - 1) - d[4]])
-    (wt,) = generic([w5], [empty([groups, og, cg, kh, kw], elem(weight))], [flip, identity(5)], ["parallel"] * 5,
-                    lambda v, _o: v)
-    xs = sizes_of(x)
-    oh, ow = ssub(xs[2], dh * (kh - 1)), ssub(xs[3], dw * (kw - 1))
-    if groups == 1:
-        res = linalg.conv_2d_nchw_fchw(x, reshape(wt, [og, cg, kh, kw]), outs=[filled([n, og, oh, ow], acc_t, 0)],
-                                       strides=[1, 1], dilations=[dh, dw])
-    else:
-        xg = reshape(x, [n, groups, cg, xs[2], xs[3]])
-        res = linalg.conv_2d_ngchw_gfchw(xg, wt, outs=[filled([n, groups, og, oh, ow], acc_t, 0)],
+    oh = sadd(smul(ssub(h, 1), sh), 1 + lo[0] + hi[0] - dh * (kh - 1))  # the dilated size, padded (or cropped),
+    ow = sadd(smul(ssub(w, 1), sw), 1 + lo[1] + hi[1] - dw * (kw - 1))  # less the dilated kernel's reach
+    out_sizes = [n, smul(og, groups), oh, ow]
+
+    def operands():
+        """The dilated, padded input and the flipped kernel ``wt[g, o, c, i, j] = weight[g * C/g + c, o, kh-1-i,
+        kw-1-j]``."""
+        # 1. dilate by the strides, 2. pad by dilation * (k - 1) - pad (crop where that is negative)
+        dilated = filled([n, c, sadd(smul(ssub(h, 1), sh), 1), sadd(smul(ssub(w, 1), sw), 1)], elem(data), 0)
+        x = insert_strided(data, dilated, [0, 0, 0, 0], [1, 1, sh, sw])
+        x = pad(x, [0, 0] + [max(v, 0) for v in lo], [0, 0] + [max(v, 0) for v in hi], 0.0)
+        if min(lo + hi) < 0:
+            full = sizes_of(x)
+            start = [0, 0] + [max(-v, 0) for v in lo]
+            size = [full[0], full[1]] + [ssub(ssub(full[2 + k], max(-lo[k], 0)), max(-hi[k], 0)) for k in range(2)]
+            x = extract_slice(x, start, size, [1, 1, 1, 1])
+        # 3. the kernel flipped and transposed per group
+        w5 = reshape(weight, [groups, cg, og, kh, kw])
+        d = [ir.AffineDimExpr.get(k) for k in range(5)]
+        flip = emap(5, [0, 2, 1, ir.AffineConstantExpr.get(kh - 1) - d[3], ir.AffineConstantExpr.get(kw - 1) - d[4]])
+        (wt,) = generic([w5], [empty([groups, og, cg, kh, kw], elem(weight))], [flip, identity(5)],
+                        ["parallel"] * 5, lambda v, _o: v)
+        return x, wt
+
+    def grouped(x: ir.Value) -> ir.Value:
+        return reshape(x, [n, groups, cg] + sizes_of(x)[2:])
+
+    def convolved():
+        x, wt = operands()
+        if groups == 1:
+            return linalg.conv_2d_nchw_fchw(x, reshape(wt, [og, cg, kh, kw]), outs=[filled(out_sizes, acc_t, 0)],
+                                            strides=[1, 1], dilations=[dh, dw])
+        res = linalg.conv_2d_ngchw_gfchw(grouped(x), wt, outs=[filled([n, groups, og, oh, ow], acc_t, 0)],
                                          strides=[1, 1], dilations=[dh, dw])
-        res = reshape(res, [n, smul(og, groups), oh, ow])
-    return cast_elements(res, out_t)
+        return reshape(res, out_sizes)
+
+    if not is_float(elem(weight)):  # integer weights are finite
+        return cast_elements(convolved(), out_t)
+    finite = reduce(weight, list(range(4)), ir.IntegerType.get_signless(1), 1, arith.andi,
+                    pre=lambda v: arith.cmpf(arith.CmpFPredicate.OLT, math.absf(v), scalar(float("inf"), elem(weight))))
+    choose = scf.IfOp(tensor.extract(finite, []), [tensor_type(out_sizes, acc_t)], has_else=True)
+    with ir.InsertionPoint(choose.then_block):
+        scf.YieldOp([convolved()])
+    with ir.InsertionPoint(choose.else_block):
+        x, wt = operands()
+        taps = [((h, sh, dh), lo[0]), ((w, sw, dw), lo[1])]
+        masked = _masked_conv(grouped(x), wt, [n, groups, og, oh, ow], acc_t, taps)
+        scf.YieldOp([reshape(masked, out_sizes)])
+    return cast_elements(choose.results[0], out_t)
+
+
+def _masked_conv(x: ir.Value, wt: ir.Value, sizes: Sequence[Size], acc_t: ir.Type, taps) -> ir.Value:
+    """``out[n, g, o, y, z] = sum(x[n, g, c, y + i*dh, z + j*dw] * wt[g, o, c, i, j])`` over the ``(c, i, j)`` whose
+    input position is an element of the data, not an inserted or padded zero: a product with a zero is not taken
+    (so ``0 * inf`` makes no NaN). ``taps`` gives per spatial axis ``((data size, stride, dilation), low pad)``: the
+    padded position ``p`` is the data's element ``(p - low) / stride`` when that divides and lies in the data."""
+    loops = 8  # n, g, o, y, z (parallel); c, i, j (reduced)
+    d = [ir.AffineDimExpr.get(k) for k in range(loops)]
+    (_, _, dh), _ = taps[0]
+    (_, _, dw), _ = taps[1]
+    x_map = emap(loops, [0, 1, 5, d[3] + d[6] * dh, d[4] + d[7] * dw])
+    w_map = emap(loops, [1, 2, 5, 6, 7])
+
+    def on_data(axis: int, tap: int, geometry) -> ir.Value:
+        (size, stride, dilation), low = geometry
+        q = arith.subi(arith.addi(loop_index(axis), arith.muli(loop_index(tap), index(dilation))), index(low))
+        last = arith.muli(arith.subi(as_index(size), index(1)), index(stride))
+        inside = arith.andi(arith.cmpi(arith.CmpIPredicate.sge, q, index(0)),
+                            arith.cmpi(arith.CmpIPredicate.sle, q, last))
+        on_grid = arith.cmpi(arith.CmpIPredicate.eq, arith.remsi(q, index(stride)), index(0))
+        return arith.andi(inside, on_grid)
+
+    def body(xv, wv, acc):
+        take = arith.andi(on_data(3, 6, taps[0]), on_data(4, 7, taps[1]))
+        product = arith.mulf(convert(xv, acc_t), convert(wv, acc_t))
+        return arith.addf(acc, arith.select(take, product, scalar(0, acc_t)))
+
+    (out,) = generic([x, wt], [filled(sizes, acc_t, 0)], [x_map, w_map, amap(loops, [0, 1, 2, 3, 4])],
+                     ["parallel"] * 5 + ["reduction"] * 3, body)
+    return out
 
 
 # --- pad -------------------------------------------------------------------------------------------------------

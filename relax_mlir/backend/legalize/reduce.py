@@ -53,8 +53,8 @@ def _add(t: ir.Type) -> Combine:
 
 
 def _refuse_empty(op, x: ir.Value, axes: Sequence[int], what: str) -> None:
-    """A maximum, minimum or their index over no elements has no value (NumPy raises; the loops would return the
-    starting value, -inf or index 0): when a reduced axis is 0 at run time the call raises ValueError after."""
+    """The index of a maximum or minimum over no elements has no value (NumPy and TVM raise; the loop would return
+    index 0): when the reduced axis is 0 at run time the call raises ValueError after."""
     n = sprod([dim(x, a) for a in axes])
     if isinstance(n, int) and n > 0:
         return
@@ -66,16 +66,16 @@ def _refuse_empty(op, x: ir.Value, axes: Sequence[int], what: str) -> None:
 
 
 def reduction(combine_float: Combine, combine_int: Combine, init: Callable[[ir.Type], ir.Value], mean: bool = False,
-              name: str = "", logical: str = ""):
-    """A rule reducing with ``combine`` from ``init(acc_type)``; ``mean`` divides by the element count; a ``name``d
-    one (max, min) has no value over no elements (``_refuse_empty``). Of bool data, ``logical`` says which of
-    ``any``/``all`` it is (TVM's sum and max of bool are ``any``, its prod and min ``all``): on ``i1`` the integer
-    forms are wrong (``addi`` is xor; ``maxsi`` reads true as -1)."""
+              logical: str = ""):
+    """A rule reducing with ``combine`` from ``init(acc_type)``, which is what a reduction over no elements gives
+    (max: -inf, or the integer dtype's lowest, as ONNX's ReduceMax from opset 18 defines it; TVM starts float
+    maxima from the lowest finite value, which is no identity: ``max(-inf)`` must be -inf); ``mean`` divides by the
+    element count. Of bool data, ``logical`` says which of ``any``/``all`` it is (TVM's sum and max of bool are
+    ``any``, its prod and min ``all``): on ``i1`` the integer forms are wrong (``addi`` is xor; ``maxsi`` reads true
+    as -1)."""
     def rule(lc, op):
         x = lc.inputs[0]
         axes = norm_axes(lc.attrs["axis"], x.type.rank)
-        if name:
-            _refuse_empty(op, x, axes, name)
         acc_t = compute_type(elem(x))
         if logical and is_bool(acc_t):
             combine, start = (arith.ori, 0) if logical == "any" else (arith.andi, 1)
@@ -93,9 +93,9 @@ def reduction(combine_float: Combine, combine_int: Combine, init: Callable[[ir.T
 reduce_sum = reduction(arith.addf, arith.addi, lambda t: scalar(0, t), logical="any")
 reduce_prod = reduction(arith.mulf, arith.muli, lambda t: scalar(1, t), logical="all")
 reduce_max = reduction(arith.maximumf, lambda a, b: (arith.maxui if unsigned_in() else arith.maxsi)(a, b), lowest,
-                       name="max", logical="any")
+                       logical="any")
 reduce_min = reduction(arith.minimumf, lambda a, b: (arith.minui if unsigned_in() else arith.minsi)(a, b), highest,
-                       name="min", logical="all")
+                       logical="all")
 reduce_mean = reduction(arith.addf, arith.addi, lambda t: scalar(0, t), mean=True)
 
 
