@@ -27,7 +27,7 @@ from .expr import (BindingBlock, Call, DataflowBlock, DataflowVar, Expr, ExternF
 from .module import IRModule
 from .printer import format_expr, format_struct_info
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
-                          TensorStructInfo, TupleStructInfo, is_base_of)
+                          TensorStructInfo, TupleStructInfo, defined_size_vars, is_base_of)
 from .sym import SymDim, free_vars as dim_free_vars
 from .visitor import ExprVisitor
 
@@ -79,23 +79,7 @@ def _short(e: Expr) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _plain_size_vars(sinfo: Optional[StructInfo]) -> set[str]:
-    """Size variables that ``sinfo`` defines when matched: those standing alone as a dim (``n``, not ``2 * n``)."""
-    def of(dims) -> set[str]:
-        return {d.name for d in dims or () if isinstance(d, SymDim) and d.is_var()}
-
-    if isinstance(sinfo, TensorStructInfo):
-        return of(sinfo.shape)
-    if isinstance(sinfo, ShapeStructInfo):
-        return of(sinfo.values)
-    if isinstance(sinfo, PrimStructInfo):
-        return of([sinfo.value])
-    if isinstance(sinfo, TupleStructInfo):
-        return set().union(*(_plain_size_vars(f) for f in sinfo.fields))
-    return set()
-
-
-plain_size_vars = _plain_size_vars  # public: passes that drop parameters ask which sizes the others define
+plain_size_vars = defined_size_vars  # (its older name: passes that drop parameters ask which sizes the others define)
 
 
 def _size_uses(sinfo: Optional[StructInfo]) -> set[str]:
@@ -158,7 +142,7 @@ class _Checker(ExprVisitor):
         for p in func.params:
             self.where = f"parameter '{p.name_hint}'"
             self.visit_var_def(p)
-            self.sizes |= _plain_size_vars(p.struct_info)
+            self.sizes |= defined_size_vars(p.struct_info)
         for p in func.params:  # after all of them: a parameter may use a size another one defines
             self.where = f"parameter '{p.name_hint}'"
             self.check_sizes(p.struct_info)
@@ -214,7 +198,7 @@ class _Checker(ExprVisitor):
     def visit_match_cast_(self, b: MatchCast) -> None:
         self.where = f"match_cast '{b.var.name_hint}'"
         self.visit_expr(b.value)
-        self.sizes |= _plain_size_vars(b.struct_info)  # the cast defines (or re-checks) these
+        self.sizes |= defined_size_vars(b.struct_info)  # the cast defines (or re-checks) these
         self.check_sizes(b.struct_info)
         self.visit_var_def(b.var)
         if self.check_sinfo and b.var.struct_info is not None and b.var.struct_info != b.struct_info:
