@@ -294,13 +294,71 @@ def _layer_norm(node, xs):
     return results[:len(node.proto.output)]
 
 
+
+def _rms_norm(node, xs):
+    """``RMSNormalization`` (opset 23) over the axes from ``axis`` on, as ONNX's function body computes it:
+    ``X`` cast to ``stash_type`` (float32 by default, also for a float64 ``X``), normalized there, cast back to
+    ``X``'s type, then times ``scale`` (which broadcasts) in that type. Relax's ``rms_norm`` does the normalizing;
+    where ``X`` is already of the stash type it also applies the scale (the same steps)."""
+    x, scale = xs
+    axis = _axis(node, node.attrs.get("axis", -1), ndim_of(x))
+    axes, normalized = list(range(axis, ndim_of(x))), _shape(x)[axis:]
+    epsilon = float(node.attrs.get("epsilon", 1e-5))
+    stash = _np_dtype(node.attrs.get("stash_type", 1))
+    if stash is None or not is_floating(str(stash)) or str(stash) not in DTYPES:
+        raise node.fail(f"stash_type={node.attrs.get('stash_type')} is not a float element type Relax holds; "
+                        "expected FLOAT (1), DOUBLE (11), FLOAT16 (10) or BFLOAT16 (16)")
+    dtype = dtype_of(x)
+    if str(stash) == dtype and np.broadcast_shapes(_shape(scale), normalized) == normalized:
+        weight = scale if _shape(scale) == normalized else op.broadcast_to(scale, normalized)
+        return op.nn.rms_norm(x, weight, axes=axes, epsilon=epsilon)
+    ones = const(np.ones(normalized, stash), str(stash))
+    unit = op.nn.rms_norm(op.astype(x, str(stash)), ones, axes=axes, epsilon=epsilon)
+    return op.multiply(op.astype(unit, dtype), scale)
+
+
+def _nll_attrs(node, classes: int) -> dict:
+    """Relax's ``nll_loss`` attributes of a loss node. Without ONNX's ``ignore_index`` every target counts; Relax's
+    op always ignores one index (-100 by default, which a wrong negative target could equal), so it gets the class
+    count, which no valid target equals."""
+    reduction = node.attrs.get("reduction", "mean")
+    if reduction not in ("none", "sum", "mean"):
+        raise node.fail(f"reduction {reduction!r} is not one of 'none', 'sum', 'mean'")
+    return {"reduction": reduction, "ignore_index": int(node.attrs.get("ignore_index", classes))}
+
+
+def _loss_operands(node, scores: Expr, target: Expr, weight: Optional[Expr]) -> list[Expr]:
+    """The operands of ``nll_loss`` (the weight only when given); a scores tensor without a class axis is refused
+    (ONNX's losses take ``(N, C)`` or ``(N, C, d1, ..., dk)``; Relax's would take a ``(C,)`` one)."""
+    if ndim_of(scores) < 2:
+        raise node.fail(f"the input must have shape (N, C) or (N, C, d1, ..., dk), got {_shape(scores)}")
+    return [scores, target] + ([weight] if weight is not None else [])
+
+
+def _nll_loss(node, xs):
+    """``NegativeLogLikelihoodLoss``: Relax's ``nll_loss`` (the same reductions; ``mean`` divides by the summed
+    weights of the targets not ignored)."""
+    weight = xs[2] if len(xs) > 2 else None
+    return op.nn.nll_loss(*_loss_operands(node, xs[0], xs[1], weight), **_nll_attrs(node, _shape(xs[0])[1]))
+
+
+def _softmax_cross_entropy(node, xs):
+    """``SoftmaxCrossEntropyLoss``: ``nll_loss`` of ``log_softmax`` over the class axis (1), which is the optional
+    second output ``log_prob``."""
+    scores, target, *weight = _loss_operands(node, xs[0], xs[1], xs[2] if len(xs) > 2 else None)
+    log_prob = op.nn.log_softmax(scores, axis=1)
+    loss = op.nn.nll_loss(log_prob, target, *weight, **_nll_attrs(node, _shape(scores)[1]))
+    return [loss, log_prob][:len(node.proto.output)]
+
+
 def _softmax(fn: Callable) -> Callable:
     return lambda node, xs: fn(xs[0], axis=node.attrs.get("axis", -1))
 
 
 def _reduce(fn: Callable) -> Callable:
     """ReduceMean/Sum/Max/Min: axes an attribute (before opset 18) or the second input; ReduceMax/Min of bools
-    (opset 20), which Relax's reductions refuse, through int8."""
+    (opset 20) are Relax's any/all of bools (over no elements False/True: through int8, the -128 a max starts from
+    was True)."""
     def convert(node, xs):
         axes = node.attrs.get("axes")
         if len(xs) > 1 and xs[1] is not None:
@@ -310,8 +368,6 @@ def _reduce(fn: Callable) -> Callable:
                 return xs[0]
             axes = None
         keepdims = bool(node.attrs.get("keepdims", 1))
-        if dtype_of(xs[0]) == "bool" and fn in (op.max, op.min):  # opset 20's bool max/min (any/all): via int8
-            return op.astype(fn(op.astype(xs[0], "int8"), axis=axes, keepdims=keepdims), "bool")
         if fn is op.mean and dtype_of(xs[0])[0] in "iu":  # Relax's mean takes floats: the sum over the count
             return _integer_mean(xs[0], axes, keepdims)
         return fn(xs[0], axis=axes, keepdims=keepdims)
@@ -450,12 +506,21 @@ def _arg(fn: Callable) -> Callable:
     return convert
 
 
+def _pad_value(node, value) -> float:
+    """Pad's ``constant_value``: a scalar, or a tensor of one element (ONNX's Attention function body writes
+    ``[0]``; NumPy 2 no longer makes a float of a 1-D array)."""
+    array = np.asarray(value)
+    if array.size != 1:
+        raise node.fail(f"constant_value has {array.size} elements (shape {array.shape}); expected one")
+    return float(array.reshape(()))
+
+
 def _pad(node, xs):
     """``Pad(x, pads, constant_value, axes)``, constant mode: ONNX's pads list every begin, then every end."""
     if node.attrs.get("mode", "constant") != "constant":
         raise node.fail(f"mode={node.attrs['mode']} is not supported (constant only)")
     pads = _ints(node, xs[1], "pads")
-    value = float(_need(node, xs[2], "the pad value")) if len(xs) > 2 and xs[2] is not None else 0.0
+    value = _pad_value(node, _need(node, xs[2], "the pad value")) if len(xs) > 2 and xs[2] is not None else 0.0
     rank = ndim_of(xs[0])
     axes = [a % rank for a in _ints(node, xs[3], "axes")] if len(xs) > 3 and xs[3] is not None else list(range(rank))
     if any(p < 0 for p in pads):
@@ -603,6 +668,21 @@ def _cast(node, xs):
     if dtype is None:
         raise node.fail(f"to={node.attrs['to']} is not an ONNX element type")
     return op.astype(xs[0], str(dtype))
+
+
+
+def _cast_like(node, xs):
+    """``CastLike``: ``Cast`` to the second input's element type (its values unused). ``saturate`` and
+    ``round_mode`` concern 8- and 4-bit float targets only, which no Relax tensor holds (such an input is refused)."""
+    return op.astype(xs[0], dtype_of(xs[1]))
+
+
+def _size(node, xs):
+    """``Size``: the element count as a 0-d int64, evaluated while importing (as ``Shape`` is)."""
+    shape = _shape(xs[0])
+    if not all(isinstance(d, int) for d in shape):
+        raise node.fail(f"Size of a tensor with symbolic dims {shape}; fix them with shape_dict")
+    return const(np.array(int(np.prod(shape, dtype=np.int64)), np.int64), "int64")
 
 
 def _dropout(node, xs):
@@ -961,6 +1041,8 @@ CONVERTERS: dict[str, Callable] = {
         xs[0], xs[1], axis=_axis(node, node.attrs.get("axis", 0), ndim_of(xs[0]))),
     "ScatterElements": _scatter_elements, "ScatterND": _scatter_nd, "LRN": _lrn,
     "LpNormalization": _lp_normalization, "Hardmax": _hardmax,
+    "CastLike": _cast_like, "Size": _size, "NegativeLogLikelihoodLoss": _nll_loss,
+    "SoftmaxCrossEntropyLoss": _softmax_cross_entropy, "RMSNormalization": _rms_norm,
 }
 
 # Inputs these ops read as running statistics: they are states, updated by the op.
