@@ -21,6 +21,8 @@ may itself be a tuple) is dropped and ``y`` replaced by its value. As in TVM:
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from dataclasses import dataclass
 
 from ..ir.expr import (Constant, DataflowBlock, DataflowVar, Expr, Function, MatchCast, SeqExpr, Tuple,
@@ -68,6 +70,9 @@ class CanonicalizeBindings(FunctionPass):
     """
 
     name = "CanonicalizeBindings"
+    #: Whether an output aliasing a dataflow variable takes over its binding (TVM's pass does; the adjoints TVM's
+    #: Gradient documents keep ``x_adjoint = lv1_adjoint``: ``gradient.py`` cleans up without it).
+    promote_outputs: ClassVar[bool] = True
 
     def transform_function(self, func: Function, mod, ctx) -> Function:
         if not isinstance(func.body, SeqExpr):
@@ -97,7 +102,8 @@ class CanonicalizeBindings(FunctionPass):
                     remap[b.var] = target
                     changed = True
                     continue
-                if target is not None and isinstance(block, DataflowBlock) and _promote(kept, b.var, target):
+                if target is not None and self.promote_outputs and isinstance(block, DataflowBlock) \
+                        and _promote(kept, b.var, target):
                     remap[target] = b.var
                     consts.pop(target, None)  # later uses name the output, as TVM's do
                     local.discard(target)

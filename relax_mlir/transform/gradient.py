@@ -67,6 +67,13 @@ class GradientRuleError(RuntimeError):
     shows its traceback (what a report of the bug needs) instead of one line blaming the input."""
 
 
+class _AdjointCleanup(CanonicalizeBindings):
+    """CanonicalizeBindings as TVM's Gradient leaves its adjoints: each ``x_adjoint = lv_adjoint`` output alias
+    stays (its documented examples show them), not merged into the binding it names."""
+
+    promote_outputs = False
+
+
 @dataclass(frozen=True)
 class Gradient(Pass):
     """Reverse-mode AD: ``Gradient(func_name, require_grads=None, target_index=0)``.
@@ -383,7 +390,7 @@ class _Differentiator:
         # aliases such as TVM's documented `x_adjoint = lv1_adjoint` stay: a dataflow variable may not leave its
         # block.
         adjoint = _fold_transpose_pairs(bb.get()[f"{self.name}_adjoint"])
-        return remove_unused_bindings(CanonicalizeBindings().transform_function(adjoint, None, None))
+        return remove_unused_bindings(_AdjointCleanup().transform_function(adjoint, None, None))
 
     def _live_forward(self) -> set[Var]:
         """Forward bindings the return value needs (the rest would be dead in the adjoint), and the required variables
