@@ -269,8 +269,10 @@ class _Frame:
         if isinstance(callee, ExternFunc):
             return self._host_call(callee.global_symbol, get_global_func(callee.global_symbol), args)
         attrs = substitute_attrs(call.attrs, self.sizes)
-        if callee.name == "relax.arange":
-            self._arange_length(call, attrs)
+        if callee.check_sizes is not None:
+            refused = callee.check_sizes(call.struct_info, attrs, self.sizes)
+            if refused:
+                raise InterpreterError(f"{self.name}: binding '{self.binding}': {callee.name}: {refused}")
         try:
             return _as_value(callee.reference(*args, **attrs))
         except Exception as exc:  # name the op and the binding: a bare NumPy error says neither
@@ -283,19 +285,6 @@ class _Frame:
             where = f"{self.name}: binding '{self.binding}'" if self.binding else self.name
             raise kind(f"{where}: {callee.name} failed on "
                        f"{', '.join(_describe(a) for a in args)}: {exc}") from exc
-
-    def _arange_length(self, call: Call, attrs: dict) -> None:
-        """Between symbolic bounds ``arange``'s inferred length is TVM's, not clamped at 0 (NumPy's, which its
-        reference computes, is): a negative one is refused, as compiled code refuses it."""
-        sinfo = call.struct_info
-        length = sinfo.shape[0] if isinstance(sinfo, TensorStructInfo) and sinfo.shape else None
-        if not isinstance(length, SymDim) or not length.free_vars() <= self.sizes.keys():
-            return
-        n = sym.evaluate(length, self.sizes)
-        if n < 0:
-            raise InterpreterError(f"{self.name}: binding '{self.binding}': relax.arange: the length ceil((end - "
-                                   f"start) / {attrs['step']}) from start {attrs['start']} to end {attrs['end']} is "
-                                   f"{n}, a negative size (as TVM's, the inferred length is not clamped at 0)")
 
     def _host_call(self, name: str, fn, args: list) -> Value:
         try:

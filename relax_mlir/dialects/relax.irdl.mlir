@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 b1f058c8fc285feaba815d184a26cbfcf9a7e83dd86dbdb339d8401d92ca36ab
+// registry sha256 777f102016f12ec90b906e40f963e5d94f3f5672d38e900ab539216190e77525
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

@@ -361,6 +361,19 @@ def _arange_len(start, end, step):
     return max(0, math.ceil((end - start) / step))
 
 
+def _arange_run_length(sinfo, attrs: dict, sizes: dict) -> str | None:
+    """Between sizes the inferred length is TVM's, not clamped at 0 (the reference's, NumPy's, is): a negative one
+    at run time is refused, as the lowering refuses it."""
+    length = sinfo.shape[0] if isinstance(sinfo, _T) and sinfo.shape else None
+    if not isinstance(length, _Sym) or not length.free_vars() <= sizes.keys():
+        return None
+    n = sym.evaluate(length, sizes)
+    if n >= 0:
+        return None
+    return (f"the length ceil((end - start) / {attrs['step']}) from start {attrs['start']} to end {attrs['end']} is "
+            f"{n}, a negative size (as TVM's, the inferred length is not clamped at 0)")
+
+
 def _arange_ref(start, end, step, dtype):
     n = _arange_len(start, end, step)
     wide = np.int64 if is_int(dtype) else np.float64
@@ -398,6 +411,7 @@ arange = register(Op(
     attrs={"start": REQUIRED, "end": None, "step": 1, "dtype": None}, size_attrs=("start", "end"),
     infer=lambda args, attrs: _T((_arange_len(attrs["start"], attrs["end"], attrs["step"]),), attrs["dtype"]),
     canonicalize=_arange_canon, check_attrs=_arange_check, reference=_arange_ref, export_rewrite=_arange_exported,
+    check_sizes=_arange_run_length,
     samples=[Sample([], {"start": 5}), Sample([], {"start": 2, "end": 11, "step": 3}),
              Sample([], {"start": 10, "end": 0, "step": -4, "dtype": "int32"}),
              Sample([], {"start": 0.0, "end": 1.0, "step": 0.3}),

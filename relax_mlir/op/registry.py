@@ -97,6 +97,9 @@ class Op:
       expected; the record prefixes its name.
     * ``reference(*arrays, **attrs)``: NumPy semantics, returning arrays of exactly the inferred dtype. Its
       attributes hold no size variables: callers bind them first with :func:`substitute_attrs`.
+      ``check_sizes(result_sinfo, attrs, sizes) -> message | None``: what the lowering checks at run time that the
+      bound attributes alone do not tell the reference (``arange``'s length between sizes is not clamped at 0):
+      the interpreter asks it before ``reference``, with the call's inferred struct info and the sizes' values.
     * ``gradient(orig, call, grad) -> list``: the vector-Jacobian product. ``orig`` is the variable bound to the
       call's result and ``grad`` its adjoint (same struct info; a ``Tuple`` expression for a tuple result).
       It returns one entry per argument of the call: an expression with that argument's struct info (built
@@ -132,6 +135,7 @@ class Op:
     lowering: Any = None
     decompose: Any = None
     export_rewrite: Optional[Callable[[Any], Any]] = None
+    check_sizes: Optional[Callable[[StructInfo, dict, dict], Optional[str]]] = None
     pure: bool = True
     unsigned: Optional[str] = None
     index_inputs: tuple[str, ...] = ()
