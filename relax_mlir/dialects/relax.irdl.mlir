@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 777f102016f12ec90b906e40f963e5d94f3f5672d38e900ab539216190e77525
+// registry sha256 a14d0a0874647e49dfddf351d37496799f39f5485f9bcc29dfdeb91a435dc2a3
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

@@ -19,6 +19,7 @@ from typing import Callable, Iterable, NamedTuple, Optional, Sequence
 import numpy as np
 
 from ..ir import BlockBuilder, IRModule, TensorStructInfo, Var
+from ..ir.dtype import compute_dtype
 from ..ir.expr import Expr, Tuple, TupleGetItem, const
 from ..ir.sym import Dim, SymDim
 
@@ -158,9 +159,6 @@ def elu(x: Expr, alpha: float, scale: float = 1.0, input_scale: float = 1.0) -> 
 
 
 #: Half floats, whose composites are computed in float32 and rounded once.
-HALF_FLOATS = ("float16", "bfloat16")
-
-
 def in_float32(x: Expr, fn: Callable[[Expr], Expr]) -> Expr:
     """``fn(x)``, computed in float32 and rounded once to ``x``'s dtype if that is a half float (PyTorch's "opmath",
     and how ONNX's expected outputs are made); ``fn(x)`` otherwise. A composite rounded to bfloat16 at every step
@@ -168,7 +166,8 @@ def in_float32(x: Expr, fn: Callable[[Expr], Expr]) -> Expr:
     from .. import op
 
     dtype = dtype_of(x)
-    return op.astype(fn(op.astype(x, "float32")), dtype) if dtype in HALF_FLOATS else fn(x)
+    wide = compute_dtype(dtype)
+    return op.astype(fn(op.astype(x, wide)), dtype) if wide != dtype else fn(x)
 
 
 def expm1(z: Expr) -> Expr:

@@ -33,6 +33,16 @@ def check_dtype(dtype: str, where: str = "dtype") -> str:
     return dtype
 
 
+#: Floats of 8 or 11 significant bits: what they compute (norm statistics, optimizer updates, composite
+#: activations) is computed in float32 and rounded once, as PyTorch's "opmath".
+HALF_FLOATS = ("float16", "bfloat16")
+
+
+def compute_dtype(dtype: str) -> str:
+    """The dtype ``dtype`` values are computed in: float32 for a half float, else ``dtype`` itself."""
+    return "float32" if dtype in HALF_FLOATS else dtype
+
+
 def is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
 

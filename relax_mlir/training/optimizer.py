@@ -37,7 +37,7 @@ import numpy as np
 
 from .. import op
 from ..ir.block_builder import BlockBuilder
-from ..ir.dtype import is_float, to_numpy
+from ..ir.dtype import compute_dtype, is_float, to_numpy
 from ..ir.expr import Constant, Expr, Function, Tuple, TupleGetItem, Var, const
 from ..ir.struct_info import TensorStructInfo, TupleStructInfo
 from .lr_schedule import LRSchedule
@@ -45,15 +45,9 @@ from .trainer import NDArray
 
 __all__ = ["Optimizer", "SGD", "MomentumSGD", "Adam", "AdamW"]
 
-# float16/bfloat16 parameters are updated in float32 (PyTorch's "opmath" type); the short names name the casts.
-_HALF_DTYPES = ("float16", "bfloat16")
+# float16/bfloat16 parameters are updated in float32 (``ir.dtype.compute_dtype``: their 8 or 11 significant bits
+# round ``beta2 = 0.999`` to 1.0 or lose small steps); the short names name the casts.
 _SHORT_NAMES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
-
-
-def compute_dtype(dtype: str) -> str:
-    """The dtype an optimizer computes the update of ``dtype`` parameters in: float32 for float16/bfloat16 (whose
-    8 or 11 significant bits round ``beta2 = 0.999`` to 1.0 or lose small steps), else ``dtype`` itself."""
-    return "float32" if dtype in _HALF_DTYPES else dtype
 
 
 def _high_precision_subtract(lhs: Union[float, Decimal], rhs: Union[float, Decimal]) -> float:

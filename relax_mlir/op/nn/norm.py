@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ... import op
-from ...ir.dtype import from_numpy, is_float, to_numpy
+from ...ir.dtype import compute_dtype, from_numpy, is_float, to_numpy  # (half floats normalised in float32)
 from ...ir.expr import Call, Constant, Expr, Tuple, const
 from ...ir.struct_info import TensorStructInfo, TupleStructInfo
 from ..common import (check_bool, check_dims_match, check_number, fmt, is_int_value, normalize_axes, normalize_axis,
@@ -43,12 +43,6 @@ class ModalOp(Op):
     (see the module docstring) rewrites a call into either. Passes ask ``getattr(op, "with_mode", None)``."""
 
     with_mode: Any = None
-
-
-def compute_dtype(dtype: str) -> str:
-    # Half floats are normalised in float32 (the reference computes in float64): their 8 or 11 significand
-    # bits would lose the statistics.
-    return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
 def cast_dtype(e: Expr, dtype: str) -> Expr:

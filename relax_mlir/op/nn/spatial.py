@@ -9,7 +9,7 @@ import numpy as np
 
 from ... import op
 from ...ir import sym
-from ...ir.dtype import is_float
+from ...ir.dtype import compute_dtype, is_float
 from ...ir.expr import Call, Expr, const
 from ...ir.struct_info import TensorStructInfo
 from ..common import fmt, int_tuple, is_int_value, require_ndim
@@ -283,7 +283,7 @@ def _adaptive_decompose(call: Call) -> Expr:
     dtype = sinfo_of(x).dtype
     if not is_float(dtype):
         return _adaptive_exact(x, h, w, oh, ow, dtype)
-    wide = "float32" if dtype in ("float16", "bfloat16") else dtype
+    wide = compute_dtype(dtype)
     data = x if wide == dtype else op.astype(x, wide)
     if isinstance(h, int) and isinstance(w, int):
         out = op.einsum([_averaging(h, oh, wide), data, _averaging(w, ow, wide)], "ih,nchw,jw->ncij")
