@@ -22,18 +22,7 @@ from relax_mlir import transform  # noqa: E402
 from relax_mlir.frontend.torch import TorchImportError, from_exported_program  # noqa: E402
 from relax_mlir.testing import roundtrip  # noqa: E402
 
-
-class _Lambda(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
-
-
-def _gen(seed=0):
-    return torch.Generator().manual_seed(seed)
+from .test_torch_more_ops import _gen, _Lambda  # noqa: E402
 
 
 def _randn(*shape, seed=0):
