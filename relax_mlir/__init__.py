@@ -1,10 +1,22 @@
 """relax-mlir: TVM Relax's training workflow on MLIR, in Python."""
 
 from . import ir, op, transform
-from .interpreter import get_global_func, interpret, register_func
 from .ir import *  # noqa: F401,F403
 
 __version__ = "0.1.0"
+
+_INTERPRETER = ("get_global_func", "interpret", "register_func")
+
+
+def __getattr__(name: str):
+    """The reference interpreter's names, imported on first use (a warm ``relax-mlir train`` never runs it)."""
+    if name in _INTERPRETER:
+        from . import interpreter
+
+        value = getattr(interpreter, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # The MLIR backend is imported on first use: loading MLIR's bindings costs about 0.4 s.

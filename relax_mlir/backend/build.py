@@ -165,6 +165,9 @@ def load_compiler() -> float:
     for name in _COMPILER_MODULES:
         importlib.import_module(name)
     from . import legalize  # every op family's rules (each is imported when a module first uses one of its ops)
+    from .. import transform
+
+    transform.import_all_passes()  # (a pass's file is otherwise imported when the pass is first named)
 
     for info in pkgutil.iter_modules(legalize.__path__):
         importlib.import_module(f"{legalize.__name__}.{info.name}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import math
 import os
+import warnings
 import zlib
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Optional
@@ -64,8 +65,37 @@ def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
 
         digits = load_digits()
         return digits.images, digits.target
-    table = np.loadtxt(path, delimiter=",", dtype=np.float64)
+    table = _read_int_csv(path)
+    if table is None:  # not the layout the fast reader knows: NumPy's general reader
+        table = np.loadtxt(path, delimiter=",", dtype=np.float64)
     return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(np.int64)
+
+
+def _read_int_csv(path: str) -> Optional[np.ndarray]:
+    """A (gzipped) CSV of non-negative integers, rows of equal length each ending in a newline, as float64: the
+    array ``np.loadtxt(path, delimiter=",")`` gives, read with one ``np.fromstring`` (2 ms for the digits, where
+    ``np.loadtxt`` took 17 ms, the largest part of a warm ``relax-mlir train`` after the imports). None for any other
+    text (a sign, a point, a space, an empty field or line, a ragged row, a value past 2**53): the caller then reads
+    it with ``np.loadtxt``, so whatever the file holds, the values are the ones it would give."""
+    with open(path, "rb") as f:
+        text = f.read()
+    if text[:2] == b"\x1f\x8b":
+        text = gzip.decompress(text)
+    rows = text.split(b"\n")[:-1]  # (the text ends in a newline: checked below)
+    if not rows or not text.endswith(b"\n") or text.translate(None, b"0123456789,\n"):
+        return None
+    commas = rows[0].count(b",")
+    if any(row.count(b",") != commas for row in rows):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (NumPy before 2.3 warns on a field it cannot read, and stops there)
+        try:
+            values = np.fromstring(text.replace(b"\n", b","), dtype=np.int64, sep=",")
+        except (ValueError, DeprecationWarning):  # an empty field
+            return None
+    if values.size != len(rows) * (commas + 1) or values.max() > 2**53:  # (a longer number is clamped to 2**63 - 1)
+        return None
+    return values.reshape(len(rows), commas + 1).astype(np.float64)
 
 
 def load_digits_dataset(seed: int = SPLIT_SEED) -> Dataset:

@@ -1,61 +1,115 @@
 """Relax passes (TVM's ``relax.transform``), one per file, and the pass infrastructure.
 
-Each pass registers itself in ``PASSES`` (name -> class) when its class is defined; importing this package
-imports every pass file, so ``list_passes()`` sees them all. A test checks each has a before/after example.
+Each pass registers itself in ``PASSES`` (name -> class) when its class is defined. A pass's file is imported when
+one of its names is first used (``transform.Gradient``, ``from relax_mlir.transform import FuseOps``): a warm
+``relax-mlir train`` needs a few of the ~45 files, and importing them all was a fifth of ``import relax_mlir``.
+Whatever lists the passes imports every file first, so it sees them all: ``PASSES`` (read as a whole, or asked a
+name it lacks), ``list_passes()``, ``parse_pipeline``, ``dir(transform)``, ``from relax_mlir.transform import *``;
+``vars(transform)`` holds every name once one of those (or ``import_all_passes()``) has run. A test checks each
+pass has a before/after example.
 """
 
-from .append_loss import AppendLoss, AppendLossError
-from .attach_global_symbol import AttachGlobalSymbol
-from .bundle_model_params import BundleModelParams
-from .canonicalize_bindings import CanonicalizeBindings
-from .dead_code_elimination import DeadCodeElimination
-from .decompose_ops import DecomposeOps, DecomposeOpsForInference, DecomposeOpsForTraining
-from .gradient import Gradient, GradientError
-from .inline_functions import InlineFunctions
-from .inline_private_functions import InlinePrivateFunctions
-from .legalize_ops import LegalizeOps
-from .mutate_ops_for_training import MutateOpsForInference, MutateOpsForTraining
-from .pipeline_text import PipelineError, parse_pipeline
-from .bind_params import BindParams
-from .combine_parallel_matmul import CombineParallelMatmul
-from .bind_symbolic_vars import BindSymbolicVars
-from .convert_layout import ConvertLayout
-from .convert_to_dataflow import ConvertToDataflow
-from .eliminate_common_subexpr import EliminateCommonSubexpr
-from .expand_tuple_arguments import ExpandTupleArguments
-from .fast_math_transform import FastMathTransform
-from .fold_batchnorm_to_conv2d import FoldBatchnormToConv2D
-from .fold_constant import FoldConstant
-from .fuse_ops import FuseOps
-from .fuse_ops_by_pattern import FuseOpsByPattern, FusionPattern, PatternCheckContext
-from .fuse_transpose_matmul import FuseTransposeMatmul
-from .adjust_matmul_order import AdjustMatmulOrder
-from .expand_matmul_of_sum import ExpandMatmulOfSum
-from .lambda_lift import LambdaLift, LambdaLiftError
-from .lazy_get_input import LazyGetInput
-from .lazy_set_output import LazySetOutput
-from .lazy_transform_params import LazyTransformParams
-from .lift_transform_params import LiftTransformParams
-from .merge_composite_functions import MergeCompositeFunctions
-from .normalize import Normalize
-from .normalize_global_var import NormalizeGlobalVar
-from .remove_purity_checking import RemovePurityChecking
-from .remove_unused_outputs import RemoveUnusedOutputs
-from .remove_redundant_reshape import RemoveRedundantReshape
-from .remove_unused_parameters import RemoveUnusedParameters
-from .reorder_permute_dims_after_concat import ReorderPermuteDimsAfterConcat
-from .reorder_take_after_matmul import ReorderTakeAfterMatmul
-from .to_mixed_precision import ToMixedPrecision
-from .to_non_dataflow import ToNonDataflow
-from .topological_sort import TopologicalSort
-from .update_param_struct_info import UpdateParamStructInfo
+import importlib as _importlib
+
 from .pass_infra import (PASSES, DataflowBlockPass, FunctionPass, Pass, PassContext, PassInfo, PassInstrument,
                          PassTimingInstrument, PrintAfterAll, PrintBeforeAll, Sequential, dataflowblock_pass,
                          function_pass, module_pass)
 
+#: The names this package serves from each pass file (a test checks every registered pass is one of them).
+_FILES = {
+    "append_loss": ("AppendLoss", "AppendLossError"),
+    "attach_global_symbol": ("AttachGlobalSymbol",),
+    "bundle_model_params": ("BundleModelParams",),
+    "canonicalize_bindings": ("CanonicalizeBindings",),
+    "dead_code_elimination": ("DeadCodeElimination",),
+    "decompose_ops": ("DecomposeOps", "DecomposeOpsForInference", "DecomposeOpsForTraining"),
+    "gradient": ("Gradient", "GradientError"),
+    "inline_functions": ("InlineFunctions",),
+    "inline_private_functions": ("InlinePrivateFunctions",),
+    "legalize_ops": ("LegalizeOps",),
+    "mutate_ops_for_training": ("MutateOpsForInference", "MutateOpsForTraining"),
+    "pipeline_text": ("PipelineError", "parse_pipeline"),
+    "bind_params": ("BindParams",),
+    "combine_parallel_matmul": ("CombineParallelMatmul",),
+    "bind_symbolic_vars": ("BindSymbolicVars",),
+    "convert_layout": ("ConvertLayout",),
+    "convert_to_dataflow": ("ConvertToDataflow",),
+    "eliminate_common_subexpr": ("EliminateCommonSubexpr",),
+    "expand_tuple_arguments": ("ExpandTupleArguments",),
+    "fast_math_transform": ("FastMathTransform",),
+    "fold_batchnorm_to_conv2d": ("FoldBatchnormToConv2D",),
+    "fold_constant": ("FoldConstant",),
+    "fuse_ops": ("FuseOps",),
+    "fuse_ops_by_pattern": ("FuseOpsByPattern", "FusionPattern", "PatternCheckContext"),
+    "fuse_transpose_matmul": ("FuseTransposeMatmul",),
+    "adjust_matmul_order": ("AdjustMatmulOrder",),
+    "expand_matmul_of_sum": ("ExpandMatmulOfSum",),
+    "lambda_lift": ("LambdaLift", "LambdaLiftError"),
+    "lazy_get_input": ("LazyGetInput",),
+    "lazy_set_output": ("LazySetOutput",),
+    "lazy_transform_params": ("LazyTransformParams",),
+    "lift_transform_params": ("LiftTransformParams",),
+    "merge_composite_functions": ("MergeCompositeFunctions",),
+    "normalize": ("Normalize",),
+    "normalize_global_var": ("NormalizeGlobalVar",),
+    "remove_purity_checking": ("RemovePurityChecking",),
+    "remove_unused_outputs": ("RemoveUnusedOutputs",),
+    "remove_redundant_reshape": ("RemoveRedundantReshape",),
+    "remove_unused_parameters": ("RemoveUnusedParameters",),
+    "reorder_permute_dims_after_concat": ("ReorderPermuteDimsAfterConcat",),
+    "reorder_take_after_matmul": ("ReorderTakeAfterMatmul",),
+    "to_mixed_precision": ("ToMixedPrecision",),
+    "to_non_dataflow": ("ToNonDataflow",),
+    "topological_sort": ("TopologicalSort",),
+    "update_param_struct_info": ("UpdateParamStructInfo",),
+}
+_LAZY = {name: module for module, names in _FILES.items() for name in names}
+_all_imported = False
+
+
+def import_all_passes() -> None:
+    """Import every file of this package, so that ``PASSES`` holds every pass, and bind each name the files serve
+    here (``vars(transform)`` then holds them all, as when this package imported every file itself)."""
+    global _all_imported
+    if _all_imported:
+        return
+    import pkgutil
+
+    for info in pkgutil.iter_modules(__path__):  # every file, not only _FILES: a pass missing there is still listed
+        _importlib.import_module(f"{__name__}.{info.name}")
+    for name in _LAZY:
+        __getattr__(name)
+    _all_imported = True
+
+
+def __getattr__(name: str):
+    """A name of a pass file imports that file (once: the value is then bound here). Another name (a file of this
+    package as an attribute, ``transform.fuse_ops``; ``__all__``, which ``import *`` reads) imports every file."""
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
+    elif name == "__all__":  # every public name, as ``import *`` took before this package had a ``__all__``
+        import_all_passes()
+        value = sorted(key for key in globals() if not key.startswith("_"))
+    elif name.startswith("__"):  # (probed by tools: imports nothing)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    else:
+        import_all_passes()  # (binds every file of the package as an attribute)
+        value = globals().get(name, PASSES.loaded(name))
+        if value is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    import_all_passes()
+    return sorted(globals())
+
 
 def list_passes() -> list[type]:
     """Every registered Relax pass class, by name."""
+    import_all_passes()
     return [PASSES[name] for name in sorted(PASSES)]
 
 
@@ -70,4 +124,8 @@ def get_pipeline(name: str = "default") -> Sequential:
     same here (there is no TIR stage to tune)."""
     if name not in PIPELINES:
         raise ValueError(f"get_pipeline: unknown pipeline {name!r}; available: {', '.join(PIPELINES)}")
+    from .canonicalize_bindings import CanonicalizeBindings
+    from .dead_code_elimination import DeadCodeElimination
+    from .legalize_ops import LegalizeOps
+
     return Sequential([CanonicalizeBindings(), DeadCodeElimination(), LegalizeOps()], name=f"{name}_pipeline")

@@ -11,6 +11,7 @@ instruments (timing, printing the IR after each pass); by default the result of 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Iterable, Optional, Sequence, Union
 
@@ -103,8 +104,55 @@ class PassContext:
 _DEFAULT = PassContext()
 
 
+class PassRegistry(MutableMapping):
+    """The type of ``PASSES``: a mapping, name -> pass class, that imports every pass file before it answers a read
+    of the whole (iteration, ``len``, ``keys``, ``items``, ``==``...) or a name it does not hold. The package imports
+    a pass's file when one of the file's names is first used (``transform/__init__.py``), so until something lists
+    the passes only those in use are registered; read through this mapping, the registry is always complete."""
+
+    def __init__(self):
+        self._passes: dict[str, type["Pass"]] = {}
+
+    def loaded(self, name: str) -> Optional[type["Pass"]]:
+        """The pass registered as ``name`` so far, or None (imports nothing: for the registration itself)."""
+        return self._passes.get(name)
+
+    def _import_all(self) -> None:
+        from . import import_all_passes  # (the package's __init__ imports this module before it defines that)
+
+        import_all_passes()
+
+    def __getitem__(self, name: str) -> type["Pass"]:
+        if name not in self._passes:
+            self._import_all()
+        return self._passes[name]
+
+    def __contains__(self, name: object) -> bool:
+        if name not in self._passes:
+            self._import_all()
+        return name in self._passes
+
+    def __iter__(self) -> Iterator[str]:
+        self._import_all()
+        return iter(self._passes)
+
+    def __len__(self) -> int:
+        self._import_all()
+        return len(self._passes)
+
+    def __setitem__(self, name: str, cls: type["Pass"]) -> None:
+        self._passes[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        del self._passes[name]
+
+    def __repr__(self) -> str:
+        self._import_all()
+        return repr(self._passes)
+
+
 #: Every registered pass class by its name (TVM's spelling); filled as the classes are defined.
-PASSES: dict[str, type["Pass"]] = {}
+PASSES = PassRegistry()
 
 
 @dataclass(frozen=True)
@@ -132,7 +180,10 @@ class Pass:
         name = cls.__dict__.get("name")
         if not isinstance(name, str):
             return
-        known = PASSES.get(name)
+        # A class of this package's is checked against the passes registered so far (the files define distinct
+        # names; importing the other files from inside one being imported could meet it half-made). A user's is
+        # checked against every pass of the package, as when the package imported them all.
+        known = PASSES.loaded(name) if cls.__module__.startswith("relax_mlir.") else PASSES.get(name)
         if known is not None and known.__qualname__ != cls.__qualname__:
             raise ValueError(f"pass name {name!r} of {cls.__module__}.{cls.__qualname__} is already taken by "
                              f"{known.__module__}.{known.__qualname__}")
