@@ -5,7 +5,10 @@ not attached to the records: select them with ``LegalizeOps({"relax.nn.layer_nor
 
 * softmax: max-reduce, ``exp(x - max)``, sum-reduce, divide (computed in f32 for half floats);
 * conv2d: ``tensor.pad`` then ``linalg.conv_2d_nchw_fchw`` (``conv_2d_ngchw_gfchw`` on reshaped operands for
-  groups > 1);
+  groups > 1); a dilated one (static, float, stride 1 along the dilated axes: the weight gradients of strided
+  convolutions) as the undilated convolution of its input's phases stacked along the batch, which the schedules
+  take (``_dilated_by_phases``); a strided one as the sum of stride-1 convolutions of its input's phases
+  (``_strided_by_phases``);
 * max/avg pooling: ``tensor.pad`` (with -inf, or 0 for the sum) then ``linalg.pooling_nchw_max``/``_sum``; the
   average divides by the number of window positions on the input (and padding, with ``count_include_pad``),
   counted per output position in the dividing ``linalg.generic``;
@@ -16,14 +19,15 @@ not attached to the records: select them with ``LegalizeOps({"relax.nn.layer_nor
 
 from __future__ import annotations
 
-from typing import Sequence
+from math import gcd
+from typing import Callable, Sequence
 
 from mlir import ir
 from mlir.dialects import arith, linalg, math, scf, tensor
 
-from .core import (amap, as_index, cast_elements, compute_type, convert, dim, elem, emap, empty, filled, generic,
-                   identity, index, insert_strided, is_float, loop_index, lowest, map_elementwise, reduce, reshape,
-                   sadd, scalar, sceildiv, sfloordiv, Size, sizes_of, smax, smul, ssub, tensor_type)
+from .core import (DYN, amap, as_index, cast_elements, compute_type, convert, dim, elem, emap, empty, filled,
+                   generic, identity, index, insert_strided, is_float, loop_index, lowest, map_elementwise, reduce,
+                   reshape, sadd, scalar, sceildiv, sfloordiv, Size, sizes_of, smax, smul, ssub, tensor_type)
 from .reduce import mean_and_variance
 from .checks import guarded_extract, linear_position, report_if, where
 from ..error_slot import SHAPE_CHECK_PREFIX
@@ -246,8 +250,13 @@ def conv2d(lc, op):
     refuse_large_window(lc, w, pl + pr, kw, dilations[1], "width")
     oh = window_out(h, pt, pb, kh, strides[0], dilations[0], False)
     ow = window_out(w, pl, pr, kw, strides[1], dilations[1], False)
-    x = pad(data, [0, 0, pt, pl], [0, 0, pb, pr], 0.0)
-    if g == 1:
+    by_phases = _strided_by_phases(data, weight, a["padding"], strides, dilations, acc_t) if g == 1 else None
+    x = pad(data, [0, 0, pt, pl], [0, 0, pb, pr], 0.0) if by_phases is None else None
+    if by_phases is None and g == 1:
+        by_phases = _dilated_by_phases(x, weight, strides, dilations, acc_t)
+    if by_phases is not None:
+        res = by_phases
+    elif g == 1:
         res = linalg.conv_2d_nchw_fchw(x, weight, outs=[filled([n, o, oh, ow], acc_t, 0)],
                                        strides=strides, dilations=dilations)
     else:
@@ -260,6 +269,102 @@ def conv2d(lc, op):
     if acc_t != out_t:
         res = map_elementwise([res], tensor_type(sizes_of(res), out_t), lambda v: convert(v, out_t), sizes_of(res))
     return res
+
+
+def _dilated_by_phases(x: ir.Value, weight: ir.Value, strides: list[int], dilations: list[int],
+                       acc_t: ir.Type) -> ir.Value | None:
+    """A dilated convolution of the padded ``x`` (static, float, stride 1 along each dilated axis) as one undilated
+    convolution of the input's phases, or None for any other: TensorFlow's "space to batch". Output row
+    ``d * p + r`` reads padded rows ``d * (p + i) + r``, so the output's phase ``r`` is the ordinary convolution of
+    the input's phase ``r``; the ``dh * dw`` phases are stacked along the batch, convolved at once and interleaved
+    back. The zero rows that make every phase equally long reach only outputs past the end, which are cropped.
+
+    Why: the convolution schedules (``schedule/conv.py``) take undilated convolutions only, and a dilated one ran
+    as naive loops. The gradient rules make one of every strided convolution's weight gradient (and of
+    conv2d_transpose's, whose dilation is the forward stride): 64x8x28x28 conv2d_transpose, stride 2, ~55 ms
+    for that weight gradient, its forward ~5 ms."""
+    shapes = [ir.RankedTensorType(v.type).shape for v in (x, weight)]
+    if (dilations == [1, 1] or any(d != 1 and s != 1 for s, d in zip(strides, dilations)) or not is_float(elem(x))
+            or any(v == DYN or v == 0 for shape in shapes for v in shape)):
+        return None
+    (n, c, hp, wp), (f, _, kh, kw) = shapes
+    full, rows, cols = [], [], []  # per axis: the output's length, a phase's input and output lengths
+    for size, k, s, d in zip((hp, wp), (kh, kw), strides, dilations):
+        out = (size - d * (k - 1) - 1) // s + 1
+        full.append(out)
+        cols.append(-(-out // d))
+        rows.append(size if d == 1 else cols[-1] + k - 1)
+    (dh, dw), (qh, qw), (oh, ow) = dilations, rows, cols
+    x = pad(x, [0, 0, 0, 0], [0, 0, qh * dh - hp, qw * dw - wp], 0.0)
+    x = _permuted(reshape(x, [n, c, qh, dh, qw, dw]), [3, 5, 0, 1, 2, 4])
+    res = linalg.conv_2d_nchw_fchw(reshape(x, [dh * dw * n, c, qh, qw]), weight,
+                                   outs=[filled([dh * dw * n, f, oh, ow], acc_t, 0)], strides=strides,
+                                   dilations=[1, 1])
+    res = _permuted(reshape(res, [dh, dw, n, f, oh, ow]), [2, 3, 4, 0, 5, 1])
+    return extract_slice(reshape(res, [n, f, oh * dh, ow * dw]), [0] * 4, [n, f] + full, [1] * 4)
+
+
+def _strided_by_phases(data: ir.Value, weight: ir.Value, padding: Sequence[int], strides: list[int],
+                       dilations: list[int], acc_t: ir.Type) -> ir.Value | None:
+    """A strided convolution of ``data`` padded by ``padding`` (static, float, undilated along each strided axis)
+    as the sum of ``stride_h * stride_w`` stride-1 convolutions, one per phase of the padded input, or None for
+    any other. Output row ``y`` reads padded row ``s * y + i``: the taps ``i = s * a + r`` read row ``y + a`` of
+    the input's phase ``r`` (padded rows ``r, r + s, ...``), so phase ``r`` meets the kernel's rows ``r, r + s,
+    ...`` in an ordinary convolution. The products are those of the strided convolution (no zero tap is added: a
+    kernel shorter than the stride leaves phases out), summed in another order. Each phase is sliced from the
+    data and padded on its own (one copy, which the convolution schedule extends with its own rows).
+
+    Why: the schedules' direct forms take stride 1 only; a strided convolution went through im2col and the matmul
+    schedule (64x8x56x56, 3x3, stride 2, one thread: ~9 ms, PyTorch ~1 ms). It is conv2d_transpose's data
+    gradient too."""
+    shapes = [ir.RankedTensorType(v.type).shape for v in (data, weight)]
+    if (strides == [1, 1] or any(s != 1 and d != 1 for s, d in zip(strides, dilations)) or not is_float(elem(data))
+            or any(v == DYN or v == 0 for shape in shapes for v in shape)):
+        return None
+    (n, c, h, w), (f, _, kh, kw) = shapes
+    (pt, pl, pb, pr) = padding
+    out = [(size + before + after - d * (k - 1) - 1) // s + 1
+           for size, before, after, k, s, d in zip((h, w), (pt, pl), (pb, pr), (kh, kw), strides, dilations)]
+    parts = []
+    for rh in range(min(strides[0], kh)):
+        for rw in range(min(strides[1], kw)):
+            taps = [-(-(k - r) // s) for k, r, s in zip((kh, kw), (rh, rw), strides)]
+            rows = [o + (t - 1) * d for o, t, d in zip(out, taps, dilations)]
+            plans = [_phase_rows(r, rows_, size, before, s)
+                     for r, rows_, size, before, s in zip((rh, rw), rows, (h, w), (pt, pl), strides)]
+            if any(p is None for p in plans):
+                return None  # a phase of padding alone: left to the strided convolution
+            (lo_h, first_h, count_h), (lo_w, first_w, count_w) = plans
+            phase = extract_slice(data, [0, 0, first_h, first_w], [n, c, count_h, count_w], [1, 1] + strides)
+            phase = pad(phase, [0, 0, lo_h, lo_w], [0, 0, rows[0] - lo_h - count_h, rows[1] - lo_w - count_w], 0.0)
+            kernel = extract_slice(weight, [0, 0, rh, rw], [f, c] + taps, [1, 1] + strides)
+            res = _dilated_by_phases(phase, kernel, [1, 1], dilations, acc_t)
+            parts.append(res if res is not None else linalg.conv_2d_nchw_fchw(
+                phase, kernel, outs=[filled([n, f] + out, acc_t, 0)], strides=[1, 1], dilations=dilations))
+    if len(parts) == 1:
+        return parts[0]
+    return map_elementwise(parts, tensor_type([n, f] + out, acc_t), lambda *vs: _sum(vs), [n, f] + out)
+
+
+def _phase_rows(r: int, rows: int, size: int, before: int, stride: int) -> tuple[int, int, int] | None:
+    """Rows ``r, r + stride, ...`` (``rows`` of them) of the data padded by ``before`` (and zeros after): the
+    padding rows before the first data row, that data row, and how many data rows (None: none)."""
+    low = max(0, -(-(before - r) // stride))
+    first = stride * low + r - before
+    count = min(rows - low, -(-(size - first) // stride))
+    return None if count <= 0 else (low, first, count)
+
+
+def _sum(values: Sequence[ir.Value]) -> ir.Value:
+    total = values[0]
+    for v in values[1:]:
+        total = arith.addf(total, v)
+    return total
+
+
+def _permuted(x: ir.Value, perm: list[int]) -> ir.Value:
+    out = empty([sizes_of(x)[a] for a in perm], elem(x))
+    return linalg.transpose(x, outs=[out], permutation=perm).results[0]
 
 
 def _pool_geometry(lc, x: ir.Value, check: bool = False):
@@ -365,7 +470,8 @@ def avg_pool2d(lc, op):
     def fn(v):
         ch = _window_count(loop_index(2), h, pt, pb, kh, a["strides"][0], a["dilation"][0], include)
         cw = _window_count(loop_index(3), w, pl, pr, kw, a["strides"][1], a["dilation"][1], include)
-        return convert(arith.divf(v, convert(arith.muli(ch, cw), ct)), t)
+        # (a window wholly in the padding counts 0 positions: divided by 1, it gives 0, as TVM's)
+        return convert(arith.divf(v, convert(arith.maxsi(arith.muli(ch, cw), as_index(1)), ct)), t)
 
     return map_elementwise([total], lc.result_type, fn, sizes)
 
@@ -433,7 +539,8 @@ def fused_layer_norm(lc, op):
 # --- conv2d_transpose -----------------------------------------------------------------------------------------------
 def conv2d_transpose(lc, op):
     """The input dilated by the strides (``insert_slice`` with strides), padded by ``dilation * (k - 1) - pad``
-    (cropped where negative), convolved with the flipped, transposed kernel.
+    (cropped where negative), convolved with the flipped, transposed kernel; a strided one of static float operands
+    and one group as one convolution of the data per output phase instead (``_transposed_by_phases``).
 
     That convolution multiplies the kernel by the inserted and padded zeros, and ``0 * inf`` is NaN: an inf or NaN
     weight would spread NaN to outputs it does not reach (PyTorch's and ONNX's scatter forms, and the interpreter,
@@ -461,6 +568,9 @@ def conv2d_transpose(lc, op):
     def operands():
         """The dilated, padded input and the flipped kernel ``wt[g, o, c, i, j] = weight[g * C/g + c, o, kh-1-i,
         kw-1-j]``."""
+        return dilated_input(), flipped_kernel()
+
+    def dilated_input():
         # 1. dilate by the strides, 2. pad by dilation * (k - 1) - pad (crop where that is negative)
         dilated = filled([n, c, sadd(smul(ssub(h, 1), sh), 1), sadd(smul(ssub(w, 1), sw), 1)], elem(data), 0)
         x = insert_strided(data, dilated, [0, 0, 0, 0], [1, 1, sh, sw])
@@ -470,13 +580,15 @@ def conv2d_transpose(lc, op):
             start = [0, 0] + [max(-v, 0) for v in lo]
             size = [full[0], full[1]] + [ssub(ssub(full[2 + k], max(-lo[k], 0)), max(-hi[k], 0)) for k in range(2)]
             x = extract_slice(x, start, size, [1, 1, 1, 1])
-        # 3. the kernel flipped and transposed per group
+        return x
+
+    def flipped_kernel():
         w5 = reshape(weight, [groups, cg, og, kh, kw])
         d = [ir.AffineDimExpr.get(k) for k in range(5)]
         flip = emap(5, [0, 2, 1, ir.AffineConstantExpr.get(kh - 1) - d[3], ir.AffineConstantExpr.get(kw - 1) - d[4]])
         (wt,) = generic([w5], [empty([groups, og, cg, kh, kw], elem(weight))], [flip, identity(5)],
                         ["parallel"] * 5, lambda v, _o: v)
-        return x, wt
+        return wt
 
     def grouped(x: ir.Value) -> ir.Value:
         return reshape(x, [n, groups, cg] + sizes_of(x)[2:])
@@ -484,8 +596,10 @@ def conv2d_transpose(lc, op):
     def convolved():
         x, wt = operands()
         if groups == 1:
-            return linalg.conv_2d_nchw_fchw(x, reshape(wt, [og, cg, kh, kw]), outs=[filled(out_sizes, acc_t, 0)],
-                                            strides=[1, 1], dilations=[dh, dw])
+            wt = reshape(wt, [og, cg, kh, kw])
+            by_phases = _dilated_by_phases(x, wt, [1, 1], [dh, dw], acc_t)
+            return by_phases if by_phases is not None else linalg.conv_2d_nchw_fchw(
+                x, wt, outs=[filled(out_sizes, acc_t, 0)], strides=[1, 1], dilations=[dh, dw])
         res = linalg.conv_2d_ngchw_gfchw(grouped(x), wt, outs=[filled([n, groups, og, oh, ow], acc_t, 0)],
                                          strides=[1, 1], dilations=[dh, dw])
         return reshape(res, out_sizes)
@@ -496,13 +610,89 @@ def conv2d_transpose(lc, op):
                     pre=lambda v: arith.cmpf(arith.CmpFPredicate.OLT, math.absf(v), scalar(float("inf"), elem(weight))))
     choose = scf.IfOp(tensor.extract(finite, []), [tensor_type(out_sizes, acc_t)], has_else=True)
     with ir.InsertionPoint(choose.then_block):
-        scf.YieldOp([convolved()])
+        by_phases = (_transposed_by_phases(data, lambda: reshape(flipped_kernel(), [og, cg, kh, kw]), a, acc_t,
+                                           out_sizes) if groups == 1 else None)
+        scf.YieldOp([by_phases if by_phases is not None else convolved()])
     with ir.InsertionPoint(choose.else_block):
         x, wt = operands()
         taps = [((h, sh, dh), lo[0]), ((w, sw, dw), lo[1])]
         masked = _masked_conv(grouped(x), wt, [n, groups, og, oh, ow], acc_t, taps)
         scf.YieldOp([reshape(masked, out_sizes)])
     return cast_elements(choose.results[0], out_t)
+
+
+def _transposed_by_phases(data: ir.Value, flipped: Callable[[], ir.Value], a: dict, acc_t: ir.Type,
+                          out_sizes: Sequence[Size]) -> ir.Value | None:
+    """A strided conv2d_transpose of static float operands (one group) as ``stride_h * stride_w`` ordinary
+    convolutions of the data, one per phase of the output ("sub-pixel convolution"), each written to its rows and
+    columns of the output; None for any other. ``flipped()`` builds the flipped, transposed kernel (OIHW).
+
+    Output row ``y`` (of phase ``r = y % stride``) sums the taps ``i`` with ``(y + pad_top - i * dilation) %
+    stride == 0``: every ``stride / gcd`` th tap from the first such one, each reading data row ``(y + pad_top -
+    i * dilation) / stride``, so a phase is a convolution of the data (padded or cropped) with those taps, at
+    dilation ``dilation / gcd``. Why: the form of the other branch, the data dilated by the strides, multiplies
+    ``stride_h * stride_w - 1`` zeros out of every ``stride_h * stride_w`` products (64x8x28x28, stride 2: 4x the
+    work, plus the dilated copy). Only the data's own elements (and its zero padding) meet the kernel, as there, so
+    with finite weights (this branch) the sums are the same."""
+    shape = ir.RankedTensorType(data.type).shape
+    if (tuple(a["strides"]) == (1, 1) or not is_float(elem(data)) or not all(isinstance(v, int) for v in out_sizes)
+            or any(v == DYN or v == 0 for v in list(shape) + list(out_sizes))):
+        return None
+    wt = flipped()
+    shapes = [shape, ir.RankedTensorType(wt.type).shape]
+    (pt, pl, _, _), strides, dilations = a["padding"], a["strides"], a["dilation"]
+    axes = [[_phase_plan(r, size, k, st, d, before, out) for r in range(st)]
+            for size, k, st, d, before, out in zip(shapes[0][2:], shapes[1][2:], strides, dilations, (pt, pl),
+                                                  out_sizes[2:])]
+    phases = [(ph, pw) for ph in axes[0] for pw in axes[1] if ph is not None and pw is not None]
+    empty_phase = any(ph["taps"] == 0 or pw["taps"] == 0 for ph, pw in phases)
+    n, o = out_sizes[:2]
+    out = filled(out_sizes, acc_t, 0) if empty_phase else empty(out_sizes, acc_t)
+    for ph, pw in phases:
+        if ph["taps"] == 0 or pw["taps"] == 0:
+            continue  # no tap reaches these rows (a kernel shorter than the stride): they stay zero
+        x = _padded_or_cropped(data, (ph["low"], pw["low"]), (ph["high"], pw["high"]))
+        kernel = extract_slice(wt, [0, 0, ph["first"], pw["first"]], [o, shapes[1][1], ph["taps"], pw["taps"]],
+                               [1, 1, ph["step"], pw["step"]])
+        dil = [ph["dilation"], pw["dilation"]]
+        res = _dilated_by_phases(x, kernel, [1, 1], dil, acc_t)
+        if res is None:
+            res = linalg.conv_2d_nchw_fchw(x, kernel, outs=[filled([n, o, ph["rows"], pw["rows"]], acc_t, 0)],
+                                           strides=[1, 1], dilations=dil)
+        out = insert_strided(res, out, [0, 0, ph["phase"], pw["phase"]], [1, 1] + list(strides))
+    return out
+
+
+def _phase_plan(r: int, size: int, k: int, stride: int, dilation: int, before: int, out: int) -> dict | None:
+    """Along one axis, output phase ``r`` of a transposed convolution (see ``_transposed_by_phases``): its
+    ``rows``, the taps that reach it (``taps`` of them, from the flipped kernel's ``first`` every ``step``), the
+    data's padding (negative: cropping) ``low`` and ``high``, and the ``dilation`` of its convolution (``taps`` 0:
+    no data row reaches the phase); None when the output has no row of this phase."""
+    rows = -(-(out - r) // stride)
+    if rows <= 0:
+        return None
+    reaching = [i for i in range(k) if (r + before - i * dilation) % stride == 0]
+    if not reaching:
+        return {"phase": r, "rows": rows, "taps": 0}
+    g = gcd(stride, dilation)
+    step, spacing, m = stride // g, dilation // g, len(reaching)
+    last_row = (r + before - reaching[0] * dilation) // stride  # the data row the first output row's first tap reads
+    start = last_row - (m - 1) * spacing  # ... and its last tap: the first row of the phase's convolution
+    end = rows - 1 + last_row  # the last row it reads
+    if start >= size or end < 0:  # only padding (a large pad_top, or output_padding): zero, as finite weights give
+        return {"phase": r, "rows": rows, "taps": 0}
+    return {"phase": r, "rows": rows, "taps": m, "first": k - 1 - reaching[-1], "step": step, "dilation": spacing,
+            "low": -start, "high": end - (size - 1)}
+
+
+def _padded_or_cropped(x: ir.Value, low: Sequence[int], high: Sequence[int]) -> ir.Value:
+    """``x`` (static NCHW) with ``low``/``high`` zero rows and columns added before/after (removed where negative)."""
+    sizes = sizes_of(x)
+    crop = [max(-v, 0) for v in low], [max(-v, 0) for v in high]
+    if any(crop[0] + crop[1]):
+        x = extract_slice(x, [0, 0] + crop[0], sizes[:2] + [sizes[2 + k] - crop[0][k] - crop[1][k] for k in range(2)],
+                          [1] * 4)
+    return pad(x, [0, 0] + [max(v, 0) for v in low], [0, 0] + [max(v, 0) for v in high], 0.0)
 
 
 def _masked_conv(x: ir.Value, wt: ir.Value, sizes: Sequence[Size], acc_t: ir.Type, taps) -> ir.Value:

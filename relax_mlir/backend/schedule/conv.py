@@ -34,8 +34,11 @@ im2col copy 3.10 -> 2.47 ms (the 8x8 CNN: 0.63 -> 0.60 -> 0.53 ms). Alone, two t
 8x64x16x16 * 16x64x14x14 0.19 ms (150 GFLOP/s), 1x64x30x30 * 8x64x28x28 0.06 ms. Before (one thread, 2-core
 AMD EPYC): naive loops 7.6 ms for 64x8x16x16 * 16x8x3x3, im2col + contraction 1.13 ms, PyTorch 0.33 ms.
 
-Grouped convolutions (``conv_2d_ngchw_gfchw``), dilated or integer ones, and dynamic shapes keep the naive
-loops.
+Grouped convolutions (``conv_2d_ngchw_gfchw``), integer ones, dynamic shapes, and convolutions strided and dilated
+along the same axis keep the naive loops. The lowering (``legalize/nn.py``) hands these schedules a dilated stride-1
+convolution (the weight gradient of every strided convolution) as the undilated convolution of its input's phases
+stacked along the batch, a strided one as stride-1 convolutions of its input's phases, and a strided
+conv2d_transpose as one convolution per output phase, so im2col gets only what those leave.
 
 f16/bf16 convolutions (the lowering sums them in f32) are first given f32 copies of their operands
 (``widen_half_convs``), and so take the f32 forms above: left mixed they went to im2col, and LLVM aborted on some
