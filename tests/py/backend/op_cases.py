@@ -66,11 +66,13 @@ def make_case(op: Op, sample: Sample) -> Case:
     return Case(op, symbolic, static, list(arrays), bound)
 
 
-def assert_close(got: Any, want: Any, where: str) -> None:
+def assert_close(got: Any, want: Any, where: str, atol_floor: float = 0.0) -> None:
+    """Within the dtype's tolerances; ``atol_floor`` raises the absolute one (for sums whose terms are larger than
+    the result)."""
     if isinstance(want, tuple):
         assert isinstance(got, tuple) and len(got) == len(want), f"{where}: expected a tuple of {len(want)}"
         for i, (g, w) in enumerate(zip(got, want)):
-            assert_close(g, w, f"{where}[{i}]")
+            assert_close(g, w, f"{where}[{i}]", atol_floor)
         return
     assert isinstance(got, np.ndarray), f"{where}: expected an array, got {type(got).__name__}"
     assert got.shape == want.shape and got.dtype == want.dtype, \
@@ -78,6 +80,7 @@ def assert_close(got: Any, want: Any, where: str) -> None:
     name = str(want.dtype)
     if name in TOLERANCES:
         rtol, atol = TOLERANCES[name]
+        atol = max(atol, atol_floor)
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol,
                                    err_msg=where, equal_nan=True)
     else:

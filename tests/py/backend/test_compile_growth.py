@@ -95,14 +95,15 @@ def test_the_driver_grows_by_the_same_ops_per_pair():
     """100 pairs gave a driver of 20000 LLVM ops: 208 a pair (a kernel call passes each buffer as its descriptor's
     fields), the same for every pair (up to the copies of shared inits every 16 ops). Kernels equal but for their names are one: their number stays constant."""
     sizes, kernels = {}, {}
-    for k in (8, 16, 32):
+    for k in (16, 32, 48):
         text = relax_mlir.to_mlir(_softmax_pairs(k), "llvm")
         sizes[k] = _main_ops(text)
         kernels[k] = len(re.findall(r"llvm.func @relax_mlir_kernel", text))
-    # Linear: the second 16 pairs add what twice the 8 pairs before them add, up to one allocation per 16 ops that
-    # share an init (bound_shared_inits), a few ops in a thousand.
-    assert abs((sizes[32] - sizes[16]) - 2 * (sizes[16] - sizes[8])) <= 0.01 * (sizes[32] - sizes[16]), sizes
-    assert kernels[8] == kernels[16] == kernels[32], kernels
+    # Linear: the third 16 pairs add what the second 16 add, up to a few ops in a thousand. Whole blocks of 16 pairs:
+    # against 8 pairs, half a period of the shared inits' copies (bound_shared_inits), the step was 0.7% off with
+    # 512-bit vectors and 1.7% with 256 or 128 bits (other hosts), while every block of 16 adds the same ops.
+    assert abs((sizes[48] - sizes[32]) - (sizes[32] - sizes[16])) <= 0.01 * (sizes[48] - sizes[32]), sizes
+    assert kernels[16] == kernels[32] == kernels[48], kernels
 
 
 # --- one-shot bufferization: no init shared by more than MAX_SHARED ops -----------------------------------------

@@ -49,7 +49,8 @@ def fresh_builds(monkeypatch):
 @pytest.mark.parametrize("form", ["plain", "xt_g", "g_wt"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("m, k, n", [(256, 512, 512), (100, 512, 256)])
-def test_panels_give_the_row_major_packings_values_bit_for_bit(fresh_builds, monkeypatch, form, threads, m, k, n):
+def test_panels_give_the_row_major_packings_values_bit_for_bit(fresh_builds, pinned_host, monkeypatch, form, threads, m, k,
+                                                                n):
     """With panels, the scheduled IR reads B from ``[N/32][K][32]`` buffers (no row-major copy of a B block is
     left); without, it does not. The results are identical to the bit, and NumPy's within float32 sums of k
     products. (100 rows: a peeled remainder of the register tile reads the panels too.)"""

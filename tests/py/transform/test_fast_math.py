@@ -66,8 +66,9 @@ def test_compiled_fast_ops_match_the_interpreter():
     x = np.linspace(-6, 6, 101, dtype=np.float32)
     for fn in ("fast_tanh", "fast_erf"):
         mod, got = _run(_unary_module(fn, x.size), x)
-        # the reference computes the same rational function in float64: they differ by float32 rounding only
-        np.testing.assert_allclose(got, relax_mlir.interpret(mod, "main", x), rtol=0, atol=2e-7)
+        # the reference computes the same rational function in float64: they differ by float32 rounding only, the
+        # several roundings of the polynomials' steps (0.89 of the way to 2e-7 was measured): 4 ulps at 1
+        np.testing.assert_allclose(got, relax_mlir.interpret(mod, "main", x), rtol=0, atol=4 * 2.0 ** -23)
 
 
 def test_compiled_float32_tanh_and_erf_are_the_fast_functions():
