@@ -39,7 +39,7 @@ def _load(path: str):
         line = data[:start].count(b"\n") + 1
         raise ValueError(f"{path}:{line}: not UTF-8 text (byte {data[start]:#04x} at offset {start}); the "
                          "text format is UTF-8") from None
-    return from_source(text, path)
+    return from_source(text, path, check_well_formed=False)  # each command checks it, reporting every problem
 
 
 def cmd_print(args: argparse.Namespace) -> int:

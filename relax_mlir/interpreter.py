@@ -24,8 +24,8 @@ import numpy as np
 
 from .ir import sym
 from .ir.dtype import from_numpy
-from .ir.expr import (Call, Constant, Expr, ExternFunc, Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr,
-                      StringImm, Tuple, TupleGetItem, Var, VarBinding)
+from .ir.expr import (Call, Constant, Expr, ExternFunc, Function, GlobalVar, If, MatchCast, PrimValue, SeqExpr,
+                      ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
 from .ir.module import IRModule
 from .ir.printer import format_struct_info
 from .ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
@@ -227,11 +227,25 @@ class _Frame:
                 for b in block.bindings:
                     self.bind(b)
             return self.eval(e.body)
+        if isinstance(e, If):
+            return self.eval(e.true_branch if self.condition(e.cond) else e.false_branch)
         if isinstance(e, Function):
             return _Closure(e, dict(self.env), f"{self.name}.<lambda>")
         if isinstance(e, GlobalVar):
             return _Closure(self.interp.mod[e.name_hint], {}, e.name_hint)
         raise TypeError(f"interpret: unknown expression type {type(e).__name__}")
+
+    def condition(self, cond: Expr) -> bool:
+        """An If's condition: a 0-d bool array or a bool (an ``R.Prim("bool")``); anything else is refused, as the
+        struct info of a well-formed condition promises."""
+        value = self.eval(cond)
+        if isinstance(value, np.ndarray) and value.dtype == np.bool_ and value.ndim == 0:
+            return bool(value)
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        where = f"{self.name}: binding '{self.binding}'" if self.binding else self.name
+        raise InterpreterError(f"{where}: the condition of an R.If must be a 0-d bool tensor or a bool, got "
+                               f"{_describe(value)}")
 
     def size(self, d, where: str) -> int:
         """The value of the size ``d`` in this call; an ``InterpreterError`` naming a size variable nothing

@@ -16,7 +16,7 @@ Everything here is a re-export or a thin wrapper; the logic lives in the rest of
 * ``tvm.nd.array(a)`` is an :class:`~relax_mlir.training.trainer.NDArray`: a NumPy array with ``.numpy()``;
 * ``tvm.nd.empty(shape, dtype)``; ``tvm.runtime`` (``NDArray``, ``Device``, ``ndarray``, ``load_module``);
 * ``relax``: ``TensorStructInfo``, ``ShapeStructInfo``, ``TupleStructInfo``, ``Var``, ``DataflowVar``,
-  ``GlobalVar``, ``Call``, ``Tuple``, ``TupleGetItem``, ``ShapeExpr``, ``PrimValue``, ``SeqExpr``,
+  ``GlobalVar``, ``Call``, ``Tuple``, ``TupleGetItem``, ``ShapeExpr``, ``PrimValue``, ``SeqExpr``, ``If``,
   ``BlockBuilder``, ``Function``, ``IRModule``, ``const``, ``op``, ``transform``, ``analysis`` (``well_formed``,
   ``free_vars``, ``all_vars``, ``get_var2val``, ``estimate_memory_usage``), ``testing``, ``get_pipeline``,
   ``training`` (``utils``, ``loss``, ``optimizer``, ``setup_trainer``, ``trainer``), ``optimizer`` (the tutorial
@@ -36,7 +36,7 @@ from . import compile as _compile
 from . import op as _op
 from . import analysis, dpl, script, testing, training, transform
 from . import ir as _ir
-from .ir import (BlockBuilder, Call, DataflowVar, Function, GlobalVar, IRModule, PrimValue, SeqExpr, ShapeExpr,
+from .ir import (BlockBuilder, Call, DataflowVar, Function, GlobalVar, If, IRModule, PrimValue, SeqExpr, ShapeExpr,
                  ShapeStructInfo, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, const)
 # Importing the submodules makes them attributes of ``training`` (relax.training.utils, .loss, ...).
 from .training import loss as _loss, optimizer as _optimizer, setup_trainer as _st, trainer as _tr  # noqa: F401
@@ -281,7 +281,7 @@ relax.training, relax.optimizer = training, _optimizer
 relax.vm, relax.build, relax.VirtualMachine = _relax_vm, _build, VirtualMachine
 relax.Tuple, relax.TupleGetItem, relax.ShapeExpr, relax.PrimValue = Tuple, TupleGetItem, ShapeExpr, PrimValue
 relax.ShapeStructInfo, relax.TupleStructInfo, relax.DataflowVar = ShapeStructInfo, TupleStructInfo, DataflowVar
-relax.Call, relax.SeqExpr, relax.GlobalVar = Call, SeqExpr, GlobalVar
+relax.Call, relax.SeqExpr, relax.GlobalVar, relax.If = Call, SeqExpr, GlobalVar, If
 relax.analysis, relax.testing, relax.get_pipeline, relax.dpl = analysis, testing, transform.get_pipeline, dpl
 
 

@@ -48,6 +48,7 @@ from ..op.registry import REQUIRED, Op, get_op
 from .error_slot import CHECKS_OFF_ATTR, SHAPE_CHECK_PREFIX
 from .signature import ExportError, flatten_struct_info  # noqa: F401 - ExportError: re-exported
 from .unsigned import unsigned_attrs
+from ..transform.pass_infra import find_if
 from ..transform.utils import call_cycle, reachable, recursion_message
 from .legalize.checks import report_if
 from .legalize.size_checks import ARG_SIZES
@@ -543,6 +544,11 @@ class Exporter:
         cycle = call_cycle(self.mod, self.names)
         if cycle:
             raise ExportError(recursion_message(cycle))
+        branching = find_if(IRModule({n: self.mod[n] for n in self.names}))
+        if branching is not None:
+            raise ExportError(f"{branching[0]}: binding '{branching[1]}': R.If is not supported by the MLIR backend "
+                              "yet (compiled code runs straight-line functions); relax_mlir.interpret runs such "
+                              "modules")
         missing = unsupported_ops(self.mod, self.names, self.overrides)
         if missing:
             raise ExportError("not supported by the MLIR backend yet (no lowering or decomposition): "

@@ -346,29 +346,18 @@ def _pair(v, n: int) -> tuple[int, ...]:
 def _convolution(node, args, kwargs):
     x, w, bias, stride, padding, dilation, transposed, output_padding, groups = args[:9]
     nd = ndim_of(x) - 2
-    if nd not in (1, 2):
-        raise node_error(node, f"{nd}-D convolution; only 1-D and 2-D are supported")
+    if nd not in (1, 2, 3):
+        raise node_error(node, f"{nd}-D convolution; only 1-D, 2-D and 3-D are supported")
     pad = _pair(padding, nd)
     attrs = dict(strides=_pair(stride, nd), padding=pad + pad, dilation=_pair(dilation, nd), groups=groups)
-    if transposed and nd == 1:
-        y = _conv1d_transpose(x, w, _pair(output_padding, 1), **attrs)
-    elif transposed:
-        y = op.nn.conv2d_transpose(x, w, output_padding=_pair(output_padding, 2), **attrs)
+    if transposed:
+        conv = {1: op.nn.conv1d_transpose, 2: op.nn.conv2d_transpose, 3: op.nn.conv3d_transpose}[nd]
+        y = conv(x, w, output_padding=_pair(output_padding, nd), **attrs)
     else:
-        y = (op.nn.conv2d if nd == 2 else op.nn.conv1d)(x, w, **attrs)
+        y = {1: op.nn.conv1d, 2: op.nn.conv2d, 3: op.nn.conv3d}[nd](x, w, **attrs)
     if bias is None:
         return y
     return op.add(y, op.reshape(bias, (1, -1) + (1,) * nd))
-
-
-def _conv1d_transpose(x: Expr, w: Expr, output_padding, strides, padding, dilation, groups) -> Expr:
-    """``nn.ConvTranspose1d``: Relax has no 1-D transposed convolution, so the 2-D one on a height-1 view of the
-    input and the (in, out / groups, 1, k) view of the weight (a window of height 1, stride 1, no padding), and the
-    height dropped."""
-    y = op.nn.conv2d_transpose(op.expand_dims(x, 2), op.expand_dims(w, 2), strides=(1,) + strides,
-                               padding=(0, padding[0], 0, padding[1]), output_padding=(0,) + output_padding,
-                               dilation=(1,) + dilation, groups=groups)
-    return op.squeeze(y, axis=[2])
 
 
 def _batch_norm(training_arg: bool):
@@ -406,13 +395,37 @@ def _max_pool2d(node, args, kwargs):
 def _avg_pool2d(node, args, kwargs):
     x, kernel = args[0], _pair(args[1], 2)
     stride = _pair(args[2], 2) if len(args) > 2 and args[2] else kernel
-    padding = _pair(args[3], 2) if len(args) > 3 else (0, 0)
-    ceil_mode = bool(args[4]) if len(args) > 4 else False
-    count_include_pad = bool(args[5]) if len(args) > 5 else True
-    if len(args) > 6 and args[6] is not None:
-        raise node_error(node, "divisor_override is not supported")
-    return op.nn.avg_pool2d(x, pool_size=kernel, strides=stride, padding=padding + padding, ceil_mode=ceil_mode,
-                            count_include_pad=count_include_pad)
+    padding = _pair(_arg(args, kwargs, 3, "padding", 0), 2)
+    ceil_mode = bool(_arg(args, kwargs, 4, "ceil_mode", False))
+    count_include_pad = bool(_arg(args, kwargs, 5, "count_include_pad", True))
+    divisor = _arg(args, kwargs, 6, "divisor_override")
+    y = op.nn.avg_pool2d(x, pool_size=kernel, strides=stride, padding=padding + padding, ceil_mode=ceil_mode,
+                         count_include_pad=count_include_pad or divisor is not None)
+    return y if divisor is None else _override_divisor(node, y, x, kernel, stride, padding, ceil_mode, divisor)
+
+
+def _override_divisor(node, y: Expr, x: Expr, kernel, stride, padding, ceil_mode: bool, divisor: int) -> Expr:
+    """An average pool's ``divisor_override``: PyTorch divides each window's sum by ``divisor``. ``y`` is the pool
+    with ``count_include_pad``, each sum divided by its window's positions on the input and padding, so it is
+    multiplied by ``count / divisor``: per axis the count is ``k``, except a ceil-mode window hanging past the end
+    padding (PyTorch's ``min(start + k, size + pad) - start``), which needs the static sizes."""
+    spatial = len(kernel)
+    counts = []
+    for a in range(spatial):
+        if not ceil_mode:
+            counts.append(np.full(1, kernel[a]))
+            continue
+        size = static_dim(x.struct_info.shape[a - spatial], node,
+                          "a spatial size of a ceil-mode average pool with divisor_override")
+        n_out = y.struct_info.shape[a - spatial]  # static, as the input's sizes are
+        start = np.arange(n_out) * stride[a] - padding[a]
+        counts.append(np.minimum(start + kernel[a], size + padding[a]) - start)
+    factor = counts[0].astype(np.float64) / divisor
+    for c in counts[1:]:
+        factor = np.multiply.outer(factor, c)
+    if np.all(factor == factor.flat[0]):
+        return op.multiply(y, scalar_like(float(factor.flat[0]), y))
+    return op.multiply(y, const(factor.astype(to_numpy(dtype_of(y)))))
 
 
 def _layer_norm(node, args, kwargs):
@@ -1190,59 +1203,51 @@ def _rnn_weights(group: Sequence[Expr], has_biases: bool, projected: bool) -> rn
     return rnn.Weights(group[0], group[1], *biases, w_hr=group[-1] if projected else None)
 
 
-# -- layers composed from Relax ops: 3-D pools, adaptive max pools, bilinear forms, clamps, cosine, cumprod -----
+# -- layers composed from Relax ops: adaptive max pools, bilinear forms, clamps, cosine, cumprod ----------------------
 
-def _pool3d(x: Expr, pool2d: Callable, kernel, stride, padding, **options) -> Expr:
-    """A 3-D pool (Relax has none) as two 2-D ones: over (H, W) on the (N, C*D, H, W) view, then over D with a
-    (kD, 1) window on the (N, C, D, H'*W') view. Exact for max and mean alike: a box is the product of its axes'
-    windows (padding, dilation and ``ceil_mode`` are each axis' own), its max the max over depth of the maxes over
-    rows, and an average's divisor (with or without the padding) the product of the axes' counts. An unbatched
-    (C, D, H, W) input gets a batch of 1. ``options`` (dilation, ceil_mode, count_include_pad) go to both pools,
-    dilation per axis."""
-    unbatched = ndim_of(x) == 4
-    if unbatched:
-        x = op.expand_dims(x, 0)
-    n, c, d, h, w = x.struct_info.shape
-    dilation = options.pop("dilation", (1, 1, 1))
-    extra = dict(dilation=dilation[1:]) if pool2d is op.nn.max_pool2d else {}
-    if (tuple(kernel[1:]), tuple(stride[1:]), tuple(padding[1:])) != ((1, 1), (1, 1), (0, 0)):
-        y = pool2d(op.reshape(x, (n, c * d, h, w)), pool_size=kernel[1:], strides=stride[1:],
-                   padding=tuple(padding[1:]) * 2, **extra, **options)
-        h, w = y.struct_info.shape[2:]
-        x = op.reshape(y, (n, c, d, h, w))
-    if (kernel[0], stride[0], padding[0]) != (1, 1, 0):
-        extra = dict(dilation=(dilation[0], 1)) if pool2d is op.nn.max_pool2d else {}
-        y = pool2d(op.reshape(x, (n, c, d, h * w)), pool_size=(kernel[0], 1), strides=(stride[0], 1),
-                   padding=(padding[0], 0) * 2, **extra, **options)
-        x = op.reshape(y, (n, c, y.struct_info.shape[2], h, w))
-    return op.squeeze(x, axis=[0]) if unbatched else x
+def _batched(x: Expr, spatial: int, fn: Callable[[Expr], Expr]) -> Expr:
+    """``fn`` of ``x`` with a batch axis: an unbatched input (``spatial + 1`` dims, PyTorch's ``(C, D, H, W)``)
+    gets a batch of 1, dropped after."""
+    if ndim_of(x) == spatial + 2:
+        return fn(x)
+    return op.squeeze(fn(op.expand_dims(x, 0)), axis=[0])
 
 
 def _max_pool3d(node, args, kwargs):
-    """``max_pool3d_with_indices(x, kernel, stride, padding, dilation, ceil_mode)`` (``nn.MaxPool3d``): two 2-D max
-    pools (:func:`_pool3d`), over (H, W) first, so that a tie's gradient goes to the window's first maximum in
-    row-major order, as PyTorch's (each 2-D pool gives it to its window's first). The indices are not produced."""
+    """``max_pool3d_with_indices(x, kernel, stride, padding, dilation, ceil_mode)`` (``nn.MaxPool3d``):
+    ``R.nn.max_pool3d`` (a tie's gradient goes to the window's first maximum in row-major order, as PyTorch's).
+    The indices are not produced."""
     kernel = _pair(args[1], 3)
     stride = _pair(args[2], 3) if len(args) > 2 and args[2] else kernel
-    padding = _pair(args[3], 3) if len(args) > 3 else (0, 0, 0)
-    dilation = _pair(args[4], 3) if len(args) > 4 else (1, 1, 1)
-    ceil_mode = bool(args[5]) if len(args) > 5 else False
-    return [_pool3d(args[0], op.nn.max_pool2d, kernel, stride, padding, dilation=dilation,
-                    ceil_mode=ceil_mode), None]
+    padding = _pair(_arg(args, kwargs, 3, "padding", 0), 3)
+    dilation = _pair(_arg(args, kwargs, 4, "dilation", 1), 3)
+    ceil_mode = bool(_arg(args, kwargs, 5, "ceil_mode", False))
+    return [_batched(args[0], 3, lambda x: op.nn.max_pool3d(
+        x, pool_size=kernel, strides=stride, padding=padding, dilation=dilation, ceil_mode=ceil_mode)), None]
 
 
 def _avg_pool3d(node, args, kwargs):
     """``avg_pool3d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)`` (``nn.AvgPool3d``,
-    and ``nn.LocalResponseNorm``'s decomposition): two 2-D average pools (:func:`_pool3d`)."""
+    and ``nn.LocalResponseNorm``'s decomposition): ``R.nn.avg_pool3d``."""
     kernel = _pair(args[1], 3)
     stride = _pair(args[2], 3) if len(args) > 2 and args[2] else kernel
-    padding = _pair(args[3], 3) if len(args) > 3 else (0, 0, 0)
+    padding = _pair(_arg(args, kwargs, 3, "padding", 0), 3)
     ceil_mode = bool(_arg(args, kwargs, 4, "ceil_mode", False))
     count_include_pad = bool(_arg(args, kwargs, 5, "count_include_pad", True))
-    if _arg(args, kwargs, 6, "divisor_override") is not None:
-        raise node_error(node, "divisor_override is not supported")
-    return _pool3d(args[0], op.nn.avg_pool2d, kernel, stride, padding, ceil_mode=ceil_mode,
-                   count_include_pad=count_include_pad)
+    divisor = _arg(args, kwargs, 6, "divisor_override")
+
+    def pool(x: Expr) -> Expr:
+        y = op.nn.avg_pool3d(x, pool_size=kernel, strides=stride, padding=padding, ceil_mode=ceil_mode,
+                             count_include_pad=count_include_pad or divisor is not None)
+        return y if divisor is None else _override_divisor(node, y, x, kernel, stride, padding, ceil_mode, divisor)
+    return _batched(args[0], 3, pool)
+
+
+def _adaptive_avg_pool3d(node, args, kwargs):
+    """``_adaptive_avg_pool3d(x, output_size)`` (``nn.AdaptiveAvgPool3d``; an unbatched input gets a batch of 1)."""
+    size = list(_out_shape(node)[-3:])
+    sizes = [static_dim(d, node, "an adaptive average pool's output size") for d in size]
+    return _batched(args[0], 3, lambda x: op.nn.adaptive_avg_pool3d(x, output_size=sizes))
 
 
 def _adaptive_max_along(node, x: Expr, axis: int, n_out: int) -> Expr:
@@ -1449,6 +1454,7 @@ CONVERTERS: dict[str, Callable] = {
     "aten._native_batch_norm_legit.no_stats": _batch_norm_no_stats, "aten.index.Tensor": _index,
     "aten.upsample_bilinear2d.vec": _upsample_bilinear, "aten.upsample_bilinear2d.default": _upsample_bilinear,
     "aten.max_pool3d_with_indices.default": _max_pool3d, "aten.avg_pool3d.default": _avg_pool3d,
+    "aten._adaptive_avg_pool3d.default": _adaptive_avg_pool3d,
     "aten.adaptive_max_pool2d.default": _adaptive_max_pool, "aten.adaptive_max_pool3d.default": _adaptive_max_pool,
     "aten._trilinear.default": _trilinear,
     "aten.clamp.Tensor": _clamp_tensor, "aten.cumprod.default": _cumprod,

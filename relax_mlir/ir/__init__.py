@@ -3,7 +3,7 @@
 from .block_builder import BlockBuilder, BlockBuilderError
 from .dtype import DTYPES, FLOAT_DTYPES, INT_DTYPES
 from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc, Function,
-                   GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple, TupleGetItem, Var,
+                   GlobalVar, If, MatchCast, PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple, TupleGetItem, Var,
                    VarBinding, const)
 from .module import IRModule
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,

@@ -18,9 +18,10 @@ import contextlib
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 
-from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar,
+from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, If,
                    MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
 from .attrs import freeze_attr
+from .expr import if_condition_problem
 from .module import IRModule, check_function_name
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                           TensorStructInfo, TupleStructInfo, defined_size_vars, erase_to_well_defined, substitute)
@@ -217,6 +218,8 @@ class BlockBuilder:
             return expr if inner is expr.tuple_value else TupleGetItem(inner, expr.index, span=expr.span)
         if isinstance(expr, Call):
             return self._normalize_call(expr)
+        if isinstance(expr, If):
+            return self._normalize_if(expr)
         if isinstance(expr, (Function, SeqExpr)):
             return expr
         raise TypeError(f"BlockBuilder.normalize: unknown expression type {type(expr).__name__}")
@@ -242,6 +245,42 @@ class BlockBuilder:
         else:
             sinfo = call.op.infer_struct_info(args, call.attrs)
         return Call(call.op, args, call.attrs, sinfo, span=call.span)
+
+    def _normalize_if(self, if_: If) -> If:
+        """``relax.If(cond, a, b)`` made well formed, as TVM's normaliser makes it: a nested condition is bound
+        first (before the If), and a branch's result that is not a leaf (``R.add(x, y)``) is bound inside that branch.
+        An If may not be bound in a dataflow block (TVM's rule), and its condition must be a bool scalar."""
+        if self._dataflow:
+            raise BlockBuilderError("BlockBuilder: an R.If cannot be emitted inside a dataflow block (TVM's rule); "
+                                    "emit it after the block, outside `with bb.dataflow()`")
+        cond = self._normalize_arg(if_.cond)
+        problem = if_condition_problem(cond)
+        if problem is not None:
+            raise ValueError(f"BlockBuilder: {problem}")
+        branches = [self._normalize_branch(b) for b in (if_.true_branch, if_.false_branch)]
+        if cond is if_.cond and all(a is b for a, b in zip(branches, (if_.true_branch, if_.false_branch))):
+            return if_
+        return If(cond, *branches, span=if_.span)
+
+    def _normalize_branch(self, branch: SeqExpr) -> SeqExpr:
+        """``branch`` with its result bound to a variable of its own when it is not a leaf (a tuple of leaves is
+        one), its nested calls first; the bindings stay in the branch, and nothing bound for one branch is reused in
+        the other."""
+        body = branch.body
+        if isinstance(body, _LEAVES) or self._func is None or \
+                isinstance(body, Tuple) and all(isinstance(f, _LEAVES) for f in body.fields):
+            return branch
+        frame = self._func
+        saved = self._bindings, self._dataflow, frame.emitted
+        self._bindings, self._dataflow, frame.emitted = [], False, {}
+        try:
+            body = self.normalize(body)
+            if not isinstance(body, (_LEAVES, Tuple)):
+                body = self.emit(body)
+            tail = self._bindings
+        finally:
+            self._bindings, self._dataflow, frame.emitted = saved
+        return SeqExpr(list(branch.blocks) + [BindingBlock(tail)], body, span=branch.span)
 
     def infer_call_to_function(self, gvar: GlobalVar, args: Sequence[Expr]) -> StructInfo:
         """The return struct info of a call to a module function, its size variables bound by the args."""

@@ -13,7 +13,8 @@ import numpy as np
 
 from .dtype import check_dtype, from_numpy, is_floating, to_numpy
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
-                          TensorStructInfo, TupleStructInfo, check_prim_float, make_shape)
+                          TensorStructInfo, TupleStructInfo, check_prim_float, defined_size_vars,
+                          erase_to_well_defined, free_vars, make_shape, struct_info_lca)
 from .sym import Dim
 
 
@@ -242,14 +243,25 @@ def _narrow(arr: np.ndarray, dtype: str) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False, repr=False)
 class ShapeExpr(Expr):
-    """A shape value: ``R.shape([n, 4])``."""
+    """A shape value: ``R.shape([n, 4])``. As in TVM, it may hold reshape's placeholder ``-1`` ("infer this dim":
+    ``op.reshape(x, ShapeExpr([-1]))``, as ``R.reshape(x, R.shape([-1]))`` reads); such a value is no shape, so its
+    struct info gives only its length."""
 
     values: tuple[Dim, ...]
     struct_info: Optional[StructInfo] = None
     span: Optional[Span] = _span()
 
     def __post_init__(self):
-        object.__setattr__(self, "values", make_shape(self.values, "ShapeExpr"))
+        given = self.values
+        placeholders = [i for i, d in enumerate(given) if isinstance(d, (int, np.integer)) and not isinstance(d, bool)
+                        and d == -1] if isinstance(given, (list, tuple, np.ndarray)) else []
+        if placeholders:  # (the other dims are checked as any shape's)
+            checked = make_shape([0 if i in placeholders else d for i, d in enumerate(given)], "ShapeExpr")
+            values = tuple(-1 if i in placeholders else d for i, d in enumerate(checked))
+            object.__setattr__(self, "values", values)
+            object.__setattr__(self, "struct_info", ShapeStructInfo(ndim=len(values)))
+            return
+        object.__setattr__(self, "values", make_shape(given, "ShapeExpr"))
         object.__setattr__(self, "struct_info", ShapeStructInfo(self.values))
 
 
@@ -434,6 +446,79 @@ def _merge_plain_blocks(blocks) -> tuple:
         else:
             out.append(block)
     return tuple(out)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class If(Expr):
+    """``R.If``: the value of ``true_branch`` when ``cond`` (a 0-d bool tensor) holds, else of ``false_branch``; only
+    the chosen branch runs. The branches are ``SeqExpr``s whose bindings are their own (not visible after the If); a
+    branch given as another expression is made one (``If(c, x, y)``), as TVM's normaliser does. The struct info is
+    the least upper bound of the branches' (``struct_info_lca``), each first erased of the sizes its own
+    ``R.match_cast``s define, which mean nothing outside it. The text format writes an If bound to ``y`` as TVM's::
+
+        if cond:
+            ...
+            y = value_if_true
+        else:
+            ...
+            y = value_if_false
+    """
+
+    cond: Expr
+    true_branch: Expr
+    false_branch: Expr
+    struct_info: Optional[StructInfo] = None
+    span: Optional[Span] = _span()
+
+    def __post_init__(self):
+        for what in ("cond", "true_branch", "false_branch"):
+            if not isinstance(getattr(self, what), Expr):
+                raise TypeError(f"If: {what} must be an Expr, got {type(getattr(self, what)).__name__}")
+            if what != "cond" and not isinstance(getattr(self, what), SeqExpr):
+                object.__setattr__(self, what, SeqExpr([], getattr(self, what)))
+        if self.struct_info is None:
+            sides = [branch_struct_info(b) for b in (self.true_branch, self.false_branch)]
+            if all(s is not None for s in sides):
+                object.__setattr__(self, "struct_info", struct_info_lca(*sides))
+
+
+def if_condition_problem(cond: Expr) -> Optional[str]:
+    """Why ``cond`` cannot be an If's condition, or None. A 0-d bool tensor (``R.Tensor((), "bool")``, TVM's
+    spelling) or an ``R.Prim("bool")`` can; a value whose struct info leaves that open (``R.Object``, a bool tensor of
+    unknown rank) is checked when it runs. Integer conditions (which TVM's VM reads as ``!= 0``) are refused: say
+    ``R.not_equal(c, 0)``."""
+    sinfo = cond.struct_info
+    if sinfo is None or isinstance(sinfo, ObjectStructInfo):
+        return None
+    if isinstance(sinfo, TensorStructInfo) and sinfo.dtype == "bool" and sinfo.ndim in (0, -1):
+        return None
+    if isinstance(sinfo, PrimStructInfo) and sinfo.dtype == "bool":
+        return None
+    from .printer import format_struct_info  # local: the printer imports this module
+
+    return (f'the condition of an R.If must be a 0-d bool tensor (R.Tensor((), "bool")) or an R.Prim("bool"), got '
+            f"{format_struct_info(sinfo)}")
+
+
+def branch_struct_info(branch: "SeqExpr", sinfo: Optional[StructInfo] = None) -> Optional[StructInfo]:
+    """A branch's result struct info (``sinfo``, by default the branch's own) as seen after the If: the sizes the
+    branch's own match_casts define erased."""
+    sinfo = branch.struct_info if sinfo is None else sinfo
+    if sinfo is None:
+        return None
+    local = set().union(*(defined_size_vars(b.struct_info) for b in _bindings_within(branch)
+                          if isinstance(b, MatchCast)))
+    return erase_to_well_defined(sinfo, free_vars(sinfo) - local) if local else sinfo
+
+
+def _bindings_within(seq: "SeqExpr"):
+    """Every binding of ``seq``, those of the branches of Ifs in it included."""
+    for block in seq.blocks:
+        for b in block.bindings:
+            yield b
+            if isinstance(b.value, If):
+                yield from _bindings_within(b.value.true_branch)
+                yield from _bindings_within(b.value.false_branch)
 
 
 #: The attribute that marks a function ``@R.function(private=True)``: internal to its module (no

@@ -31,8 +31,8 @@ import numpy as np
 
 from .dtype import from_numpy
 from .expr import (PRIVATE_ATTR, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
-                   Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var,
-                   VarBinding)
+                   Function, GlobalVar, If, MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem,
+                   Var, VarBinding)
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                           TensorStructInfo, TupleStructInfo)
 from .attrs import REQUIRED
@@ -250,6 +250,8 @@ class _Printer:
         if isinstance(e, Function):
             raise TypeError("printer: a function is printed as a binding (a local @R.function), not inside an "
                             "expression")
+        if isinstance(e, If):
+            raise TypeError("printer: an R.If is printed as a binding (an `if` statement), not inside an expression")
         raise TypeError(f"printer: unknown expression type {type(e).__name__}")
 
     def call(self, c: Call) -> str:
@@ -276,6 +278,11 @@ class _Printer:
         if isinstance(b, VarBinding) and isinstance(b.value, Function):  # a local function: a nested def
             lines += self.function(b.value, self.namer.define(b.var), indent)
             return
+        if isinstance(b, VarBinding) and isinstance(b.value, If):
+            # (named before the branches, as TVM's printer does: a branch's own variable of the same hint is renamed)
+            target = f"{self.namer.define(b.var)}: {format_struct_info(b.var.struct_info)}"
+            self.if_statement(b.value, target, lines, indent)
+            return
         value = self.expr(b.value)
         if isinstance(b, MatchCast):
             name = self.namer.define(b.var)
@@ -283,6 +290,22 @@ class _Printer:
             return
         name = self.namer.define(b.var)
         lines.append(f"{indent}{name}: {format_struct_info(b.var.struct_info)} = {value}")
+
+    def if_statement(self, e: If, target: Optional[str], lines: list[str], indent: str) -> None:
+        """``if cond:`` and ``else:``, each branch's bindings followed by ``target = result`` (TVM's form: the
+        parser binds the If to that name), or by the bare result for an If printed on its own."""
+        lines.append(f"{indent}if {self.expr(e.cond)}:")
+        for i, branch in enumerate((e.true_branch, e.false_branch)):
+            if i:
+                lines.append(f"{indent}else:")
+            inner = indent + _INDENT
+            body = branch
+            if isinstance(branch, SeqExpr):
+                for block in branch.blocks:
+                    self.block(block, lines, inner)
+                body = branch.body
+            result = self.expr(body)
+            lines.append(f"{inner}{target} = {result}" if target else f"{inner}{result}")
 
     def block(self, block: BindingBlock, lines: list[str], indent: str) -> None:
         if isinstance(block, DataflowBlock):
@@ -368,5 +391,9 @@ def format_expr(e: Expr) -> str:
         for block in e.blocks:
             p.block(block, lines, "")
         return "\n".join(lines + [p.expr(e.body)])
+    if isinstance(e, If):
+        lines = []
+        _Printer().if_statement(e, None, lines, "")
+        return "\n".join(lines)
     return _Printer().expr(e)
 

@@ -324,3 +324,27 @@ def substitute(sinfo: StructInfo, mapping: dict[str, Dim]) -> StructInfo:
     if isinstance(sinfo, TupleStructInfo):
         return TupleStructInfo(substitute(f, mapping) for f in sinfo.fields)
     return sinfo
+
+
+def struct_info_lca(a: StructInfo, b: StructInfo) -> StructInfo:
+    """The least upper bound of ``a`` and ``b`` (TVM's ``StructInfoLCA``): the most precise struct info describing
+    every value either describes, which is an ``R.If``'s (its branches'). Equal parts are kept; tensors of one dtype
+    and rank but other dims keep the rank, of other ranks only the dtype; a shape (a Prim) likewise keeps its length
+    (its dtype); tuples of one length unify field by field. What has nothing in common is ``R.Object``: kinds that
+    differ, tuples of other lengths, and tensors of different dtypes (TVM's LCA has a tensor of unknown dtype there,
+    which this IR cannot write: every tensor has a dtype)."""
+    if a == b:
+        return a
+    if isinstance(a, TensorStructInfo) and isinstance(b, TensorStructInfo):
+        if a.dtype != b.dtype:
+            return ObjectStructInfo()
+        return TensorStructInfo(None, a.dtype, a.ndim if a.ndim == b.ndim else -1)
+    if isinstance(a, ShapeStructInfo) and isinstance(b, ShapeStructInfo):
+        return ShapeStructInfo(None, a.ndim if a.ndim == b.ndim else -1)
+    if isinstance(a, PrimStructInfo) and isinstance(b, PrimStructInfo):
+        return PrimStructInfo(a.dtype) if a.dtype == b.dtype else ObjectStructInfo()
+    if isinstance(a, TupleStructInfo) and isinstance(b, TupleStructInfo) and len(a.fields) == len(b.fields):
+        return TupleStructInfo(struct_info_lca(x, y) for x, y in zip(a.fields, b.fields))
+    if isinstance(a, FuncStructInfo) and isinstance(b, FuncStructInfo) and a.params == b.params:
+        return FuncStructInfo(a.params, struct_info_lca(a.ret, b.ret))
+    return ObjectStructInfo()

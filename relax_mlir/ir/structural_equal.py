@@ -24,7 +24,7 @@ from typing import Any, Iterator, Optional, Union
 import numpy as np
 
 from .dtype import is_floating
-from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, Expr, Function, GlobalVar,
+from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, Expr, Function, GlobalVar, If,
                    MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var)
 from .module import IRModule
 from .printer import format_expr, format_literal, format_struct_info
@@ -265,6 +265,11 @@ class _Tokens:
             yield from self.expr(e.body, _join(path, "body"))
         elif isinstance(e, Function):
             yield from self.function(e, path)
+        elif isinstance(e, If):
+            yield self._tok(path, ("if",), _Text("R.If"))
+            yield from self.expr(e.cond, _join(path, "cond"))
+            yield from self.expr(e.true_branch, _join(path, "true_branch"))
+            yield from self.expr(e.false_branch, _join(path, "false_branch"))
         else:
             raise TypeError(f"structural_equal: unknown expression type {type(e).__name__}")
 

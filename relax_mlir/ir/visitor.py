@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence
 
 from .block_builder import call_return_struct_info, function_result_struct_info
-from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar,
+from .expr import (Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, If,
                    MatchCast, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, VarBinding)
 from .module import IRModule
 from .struct_info import FuncStructInfo, ObjectStructInfo, StructInfo
@@ -33,6 +33,7 @@ _EXPR_HOOKS = {
     Constant: "visit_constant_", ShapeExpr: "visit_shape_expr_", PrimValue: "visit_prim_value_",
     StringImm: "visit_string_imm_", Call: "visit_call_", Tuple: "visit_tuple_",
     TupleGetItem: "visit_tuple_getitem_", SeqExpr: "visit_seq_expr_", Function: "visit_function_",
+    If: "visit_if_",
 }
 _BINDING_HOOKS = {VarBinding: "visit_var_binding_", MatchCast: "visit_match_cast_"}
 _BLOCK_HOOKS = {DataflowBlock: "visit_dataflow_block_", BindingBlock: "visit_binding_block_"}
@@ -115,6 +116,11 @@ class ExprVisitor:
         for p in func.params:
             self.visit_var_def(p)
         self.visit_expr(func.body)
+
+    def visit_if_(self, if_: If) -> None:
+        self.visit_expr(if_.cond)
+        self.visit_expr(if_.true_branch)
+        self.visit_expr(if_.false_branch)
 
     # -- bindings, blocks, definitions ---------------------------------------------------------------
     def visit_var_binding_(self, binding: VarBinding) -> None:
@@ -274,6 +280,24 @@ class ExprMutator:
         blocks = [b for b in blocks if b.bindings] + ([BindingBlock(tail)] if tail else [])
         return SeqExpr(blocks, body, span=seq.span)
 
+    def visit_if_(self, if_: If) -> Expr:
+        """Each branch is rewritten as a scope of its own: what a hook emits while rewriting it goes into that branch
+        (a rewritten result needing bindings gets them there), and a branch's rewritten bindings are not looked up
+        from the other branch or after the If."""
+        cond = self.visit_expr(if_.cond)
+        branches = [self._visit_branch(b) for b in (if_.true_branch, if_.false_branch)]
+        if cond is if_.cond and all(a is b for a, b in zip(branches, (if_.true_branch, if_.false_branch))):
+            return if_
+        return If(cond, *branches, span=if_.span)
+
+    def _visit_branch(self, branch: Expr) -> Expr:
+        saved_bound, saved_dataflow = dict(self._bound), self._dataflow
+        try:
+            self._dataflow = False
+            return self.visit_expr(branch)
+        finally:
+            self._bound, self._dataflow = saved_bound, saved_dataflow
+
     def visit_function_(self, func: Function) -> Expr:
         params = []
         for p in func.params:
@@ -386,6 +410,9 @@ class ExprMutator:
         if isinstance(expr, TupleGetItem):
             inner = self._normalize_arg(expr.tuple_value)
             return expr if inner is expr.tuple_value else TupleGetItem(inner, expr.index, span=expr.span)
+        if isinstance(expr, If):
+            cond = self._normalize_arg(expr.cond)
+            return expr if cond is expr.cond else If(cond, expr.true_branch, expr.false_branch, span=expr.span)
         return expr
 
     def _normalize_arg(self, expr: Expr) -> Expr:

@@ -9,7 +9,9 @@ It reports every problem at once, each naming the function and the binding or pa
   variable whose struct info does not describe what its value's re-inference gives (a base of it, such as
   ``R.Tensor(ndim=2)`` or ``R.Object``, does, as in TVM; a ``MatchCast`` variable's must be the cast's);
   a return struct info that does not describe the body's result; an op call its op refuses;
-* size variables used before a parameter or a ``MatchCast`` defines them; a tuple index out of range.
+* size variables used before a parameter or a ``MatchCast`` defines them; a tuple index out of range;
+* ``R.If``: inside a dataflow block (TVM's rule), a condition that is not a leaf or not a bool scalar, a branch's
+  variable (or size) used after the If.
 
     check_well_formed(mod)
     WellFormedError: module is not well formed (2 problems):
@@ -22,12 +24,13 @@ from __future__ import annotations
 from typing import Optional, Sequence, Union
 
 from .block_builder import call_return_struct_info
-from .expr import (BindingBlock, Call, DataflowBlock, DataflowVar, Expr, ExternFunc, Function, GlobalVar, MatchCast,
-                   PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, VarBinding)
+from .expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc, Function, GlobalVar,
+                   If, MatchCast, PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, VarBinding,
+                   branch_struct_info, if_condition_problem)
 from .module import IRModule
 from .printer import format_expr, format_struct_info
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
-                          TensorStructInfo, TupleStructInfo, defined_size_vars, is_base_of)
+                          TensorStructInfo, TupleStructInfo, defined_size_vars, is_base_of, struct_info_lca)
 from .sym import SymDim, free_vars as dim_free_vars
 from .visitor import ExprVisitor
 
@@ -121,6 +124,7 @@ class _Checker(ExprVisitor):
         self.block_vars: list[Var] = []
         self.inferred: dict[Call, Optional[StructInfo]] = {}
         self.binding_value: Optional[Expr] = None
+        self.branch_vars: set[Var] = set()  # variables of the branches of Ifs already closed
 
     def report(self, message: str) -> None:
         self.problems.append(f"{self.func_name}, {self.where}: {message}")
@@ -224,10 +228,34 @@ class _Checker(ExprVisitor):
             return
         if var in self.expired:
             self.report(f"DataflowVar '{var.name_hint}' is used outside its dataflow block")
+        elif var in self.branch_vars:
+            self.report(f"var '{var.name_hint}' is defined in a branch of an R.If and is not visible after it (the "
+                        "If's own binding is)")
         elif var in self.all_defs:
             self.report(f"var '{var.name_hint}' is used before its definition")
         else:
             self.report(f"var '{var.name_hint}' is not defined in this function")
+
+    def visit_if_(self, if_: If) -> None:
+        """Each branch sees what was visible before the If and defines its own variables and sizes, which go out of
+        scope with it (the If's binding is what is visible after it)."""
+        if self.in_dataflow:
+            self.report("an R.If cannot be inside a dataflow block (TVM's rule): bind it after the block")
+        if not isinstance(if_.cond, (Var, Constant, PrimValue)):
+            self.report(f"the condition of an R.If must be a variable or a constant, got {_short(if_.cond)}")
+        self.visit_expr(if_.cond)
+        problem = if_condition_problem(if_.cond) if self.check_sinfo else None
+        if problem is not None:
+            self.report(problem)
+        outer = set(self.scope), set(self.sizes), self.where, self.binding_value, self.in_dataflow
+        for branch in (if_.true_branch, if_.false_branch):
+            if not isinstance(branch, SeqExpr):  # (the constructor makes one; a frozen node can still be forced)
+                self.report(f"a branch of an R.If must be a SeqExpr, got {type(branch).__name__}")
+            self.in_dataflow = False
+            self.visit_expr(branch)
+            self.branch_vars |= self.scope - outer[0]
+            self.scope, self.sizes = set(outer[0]), set(outer[1])
+        _, _, self.where, self.binding_value, self.in_dataflow = outer
 
     def visit_global_var_(self, gvar: GlobalVar) -> None:
         if self.mod is not None and gvar.name_hint not in self.mod:
@@ -325,6 +353,9 @@ class _Checker(ExprVisitor):
             return None
         if isinstance(e, SeqExpr):
             return self.infer(e.body)
+        if isinstance(e, If):
+            sides = [branch_struct_info(b, self.infer(b)) for b in (e.true_branch, e.false_branch)]
+            return e.struct_info if any(s is None for s in sides) else struct_info_lca(*sides)
         return e.struct_info
 
     def sinfo_problem(self, message: str) -> None:

@@ -262,6 +262,18 @@ floor_mod = binary("floor_mod", _floor_mod, _floor_mod_scalar, low=0.5, high=3.0
                    doc="The remainder of the floor division (Python's ``%``; TVM's ``floor_mod``): the sign of "
                        "``x2``; integers by zero give 0.",
                    grad=lambda a, b, g, y: _mod_grad("floor", a, b, g))
+def _atan2_grad(y, x, g, out):
+    """``d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)``; 0 at the origin, where it has none, as PyTorch's."""
+    r2 = x * x + y * y
+    origin = equal(r2, _zero(r2))
+    scale = where(origin, _zero(g), g / where(origin, gu.scalar(1, r2), r2))
+    return scale * x, -(scale * y)
+
+
+atan2 = binary("atan2", np.arctan2, lambda b, y, x: b.atan2(y, x), kind="float", widen=True, grad=_atan2_grad,
+               doc="The angle of the point ``(x2, x1)``: ``atan2(x1, x2)`` in ``[-pi, pi]`` with the quadrant from "
+                   "both signs (TVM's ``atan2(x1, x2)``, NumPy's ``arctan2``; signed zeros and infinities as C's). "
+                   "Float only. Gradient: ``(x2, -x1) / (x1^2 + x2^2)``, 0 at the origin (PyTorch's).")
 equal = binary("equal", np.equal, lambda b, x, y: b.cmp("eq", x, y), kind="compare",
                unsigned="agnostic")
 not_equal = binary("not_equal", np.not_equal, lambda b, x, y: b.cmp("ne", x, y), kind="compare",

@@ -1,5 +1,5 @@
 """Tensor creation: zeros, ones, full (from a shape attribute, no tensor inputs), their ``*_like``
-variants, triu/tril, and arange.
+variants, triu/tril, and arange (``eye``/``eye_like`` are in :mod:`.diagonal`).
 
 TVM passes arange's bounds and triu/tril's ``k`` as ``PrimExpr``s: here each is a number or a size (a ``SymDim``:
 ``n``, ``n - 1``, what ``R.prim_value(n)`` or an ``R.Prim(value="n")`` parameter holds).
@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ir import sym
 from ..ir.dtype import check_dtype, is_bool, is_int, to_numpy
-from ..ir.expr import Call, Expr, PrimValue, const
+from ..ir.expr import Call, Constant, Expr, PrimValue, const
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
 from .common import canonical_dtype, fmt, is_int_value, shape_attr
@@ -85,8 +85,6 @@ def _scalar_fill(value):
     """(number, dtype) of a fill value given as a scalar expression, or None: a 0-d array (the parser's
     ``R.const(1.5, "float32")``), a 0-d ``Constant`` (``relax.const`` in the Python API) or a ``PrimValue``
     holding a number (``R.prim_value(2)``; a size variable is no attribute)."""
-    from ..ir.expr import Constant, PrimValue
-
     if isinstance(value, Constant):
         value = value.data
     if isinstance(value, (np.ndarray, np.generic)) and np.ndim(value) == 0:
@@ -106,6 +104,44 @@ def _fill_canon(attrs: dict, value_dtype: bool = True) -> dict:
         if value_dtype and attrs.get("dtype") is None:
             attrs["dtype"] = scalar[1]
     return attrs
+
+
+def _runtime_fill(value) -> bool:
+    """Whether ``value`` is a fill value known only at run time: a tensor expression no constant holds (a parameter,
+    a computed value), which no attribute can store."""
+    return (isinstance(value, Expr) and not isinstance(value, (Constant, PrimValue))
+            and isinstance(value.struct_info, TensorStructInfo))
+
+
+class _FillOp(Op):
+    """``full``/``full_like``, whose fill value TVM passes as an expression. A number or a constant is the record's
+    ``fill_value`` attribute; a 0-d tensor known only at run time makes the call ``broadcast_to(astype(v, dtype),
+    shape)``: the values TVM's op gives, and the form the parser writes for ``R.full(shape, v)``, so the Python API
+    and the text build the same module."""
+
+    def __call__(self, *args, **kwargs):
+        names = (*self.inputs, *self.attrs)
+        position = names.index("fill_value")
+        value = args[position] if len(args) > position else kwargs.get("fill_value")
+        if not _runtime_fill(value):
+            return super().__call__(*args, **kwargs)
+        args = tuple(0 if i == position else a for i, a in enumerate(args))
+        kwargs = dict(kwargs, fill_value=0) if "fill_value" in kwargs else kwargs
+        tensors, attrs = self.bind_arguments(args, kwargs)  # the other arguments checked and canonical
+        sinfo = value.struct_info
+        if sinfo.ndim != 0:
+            raise ValueError(f"{self.name}: fill_value must be a 0-d tensor (TVM's zero-rank fill value) or a number, "
+                             f"got {sinfo}")
+        if self.inputs:  # full_like: the shape of x, and its dtype unless one is given
+            x = tensors[0].struct_info if isinstance(tensors[0], Expr) else None
+            if not isinstance(x, TensorStructInfo) or x.shape is None:
+                raise ValueError(f"{self.name}: a fill value known only at run time needs the shape of x, got {x}")
+            shape, dtype = x.shape, attrs["dtype"] or x.dtype
+        else:
+            shape, dtype = attrs["shape"], attrs["dtype"] or sinfo.dtype
+        if dtype != sinfo.dtype:
+            value = get_op("relax.astype")(value, dtype)
+        return get_op("relax.broadcast_to")(value, shape)
 
 
 def _zeros_ones_canon(name: str):
@@ -169,7 +205,7 @@ ones = register(Op(
     bad_samples=_constant_bad({}) + [_NO_DTYPE],
     doc="A tensor of ones: ``R.ones((), \"float32\")``; the shape may name size variables."))
 
-full = register(Op(
+full = register(_FillOp(
     name="relax.full", unsigned="agnostic", lowering="shape:full",
     inputs=(), gradient=_no_inputs, attrs={"shape": REQUIRED, "fill_value": REQUIRED, "dtype": None},
     infer=_from_shape_infer, canonicalize=_from_shape_canon, check_attrs=_check_fill,
@@ -184,9 +220,10 @@ full = register(Op(
                  r"fill_value 300 is not representable in int8 \(expected -128 <= value <= 127\)"),
        BadSample([], {"shape": (2,), "fill_value": float("nan"), "dtype": "int32"}, r"fill_value nan is not repr"),
        BadSample([], {"shape": (2,), "fill_value": 1e5, "dtype": "float16"}, r"100000.0 overflows float16")],
-    doc="A tensor filled with ``fill_value``; ``dtype`` defaults to the fill value's (bool, int64 or "
+    doc="A tensor filled with ``fill_value``; ``dtype`` defaults to the fill value's (bool, int32 or "
         "float32, as ``R.const``). A value the dtype cannot hold is refused; a fraction made an integer is "
-        "truncated toward zero."))
+        "truncated toward zero. A 0-d tensor known only at run time (TVM's fill value is an expression) makes the "
+        "call ``broadcast_to(astype(v, dtype), shape)``, as the parser writes ``R.full(shape, v)``."))
 
 
 # -- zeros_like, ones_like, full_like -------------------------------------------------------------------
@@ -227,7 +264,7 @@ ones_like = register(Op(
     samples=_like_samples({}), bad_samples=_like_bad({}),
     doc="Ones with the shape of ``x`` and its dtype unless ``dtype`` is given."))
 
-full_like = register(Op(
+full_like = register(_FillOp(
     name="relax.full_like", unsigned="agnostic", lowering="shape:full_like",
     inputs=("x",), gradient=_value_independent, attrs={"fill_value": REQUIRED, "dtype": None},
     infer=_like_infer, canonicalize=lambda attrs: _fill_canon(canonical_dtype(attrs), False), check_attrs=_check_fill,
@@ -239,7 +276,8 @@ full_like = register(Op(
        BadSample([_T((2,), "uint8")], {"fill_value": -1}, r"fill_value -1 is not representable in uint8"),
        BadSample([_T((2,), "float32")], {"fill_value": float("inf"), "dtype": "int64"}, r"inf is not repr")],
     doc="``fill_value`` everywhere, with the shape of ``x`` and its dtype unless ``dtype`` is given "
-        "(as TVM, the dtype of ``x``, not of the fill value)."))
+        "(as TVM, the dtype of ``x``, not of the fill value). A 0-d tensor known only at run time makes the call "
+        "``broadcast_to(astype(v, dtype), x's shape)``."))
 
 
 # -- triu, tril -----------------------------------------------------------------------------------------

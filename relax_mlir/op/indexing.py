@@ -11,7 +11,8 @@ from ..ir import sym
 from ..ir.struct_info import TensorStructInfo
 from ..ir.sym import Dim, SymDim
 from . import grad_utils as gu
-from .common import index_tuple, int_tuple, normalize_axes, normalize_axis, require_int
+from .common import (check_dims_match, index_tuple, int_tuple, is_int_value, normalize_axes, normalize_axis,
+                     require_int)
 from .registry import REQUIRED, BadSample, Op, Sample, fail, get_op, register
 
 _T = TensorStructInfo
@@ -256,3 +257,219 @@ strided_slice = register(Op(
         "elements: a call on a longer axis, where NumPy's slice has another length, raises ``ValueError`` "
         "(use +-(2**63 - 1) there). ``assume_inbound=False`` (TVM's default) assumes nothing: where an axis or a "
         "bound is symbolic the result's shape is unknown (its rank kept) and computed at run time, NumPy's."))
+
+
+# -- dynamic_strided_slice ----------------------------------------------------------------------------------
+
+def _dyn_slice_infer(args, attrs):
+    """TVM's: ``begin``, ``end`` and ``strides`` are 1-D int64 tensors with one entry per axis of ``x`` (a static
+    length); the result has ``x``'s rank and dtype, its shape known only at run time."""
+    from .common import fmt
+
+    x, *bounds = args
+    for name, b in zip(("begin", "end", "strides"), bounds):
+        if b.dtype != "int64":
+            fail(f"{name} must have dtype int64 (as TVM's), got {b.dtype}")
+        if b.ndim not in (-1, 1):
+            fail(f"{name} must be a 1-D tensor (one entry per axis), got rank {b.ndim} (shape {fmt(b.shape)})")
+        if x.ndim == -1:
+            continue
+        if b.shape is None or not isinstance(b.shape[0], int):
+            fail(f"{name} must have a static length (the rank of x, {x.ndim}), got shape {fmt(b.shape)}")
+        if b.shape[0] != x.ndim:
+            fail(f"{name} has {b.shape[0]} entries, expected one per axis of x ({x.ndim})")
+    return _T(() if x.ndim == 0 else None, x.dtype, x.ndim)  # (a 0-d x has nothing to slice)
+
+
+def _dyn_slice_ref(x, begin, end, strides):
+    """NumPy's slice ``x[b0:e0:s0, b1:e1:s1, ...]`` (Python's clamping of out-of-range bounds, negative ones counted
+    from the end); a zero stride raises ``ValueError`` naming the axis."""
+    zero = np.flatnonzero(np.asarray(strides) == 0)
+    if zero.size:
+        raise ValueError(f"stride 0 on axis {int(zero[0])}: strides must be non-zero")
+    return x[tuple(slice(int(b), int(e), int(s)) for b, e, s in zip(begin, end, strides))].copy()
+
+
+def _dyn_slice_grad(x, g, call):
+    """The adjoint put back where the slice read: the same slice of the flat positions of ``x`` says where each
+    element of ``g`` came from (distinct positions), and a scatter-add into zeros puts it there."""
+    from . import arange, flatten, reshape, scatter_elements, zeros
+
+    shape = gu.shape_of(x, "relax.dynamic_strided_slice gradient")
+    count = sym.product(shape)
+    flat = len(shape) == 1  # a 1-D x is its own flat form
+    positions = arange(0, count, 1, "int64")
+    read = dynamic_strided_slice(positions if flat else reshape(positions, shape), *call.args[1:])
+    summed = scatter_elements(zeros((count,), x.struct_info.dtype), read if flat else flatten(read),
+                              g if flat else flatten(g), 0, "add")
+    return summed if flat else reshape(summed, shape)
+
+
+def _dyn_slice_make(bounds):
+    def make(rng, sinfos, attrs):
+        x = sinfos[0]
+        return [rng.uniform(-2, 2, x.shape).astype(x.dtype)] + [np.array(b, np.int64) for b in bounds]
+    return make
+
+
+#: (x's shape, dtype, (begin, end, strides)) of slices the tests run: clamping, negative bounds and strides, empty.
+DYNAMIC_SLICE_CASES = [((5, 6), "float32", ((1, 0), (4, 6), (1, 2))),
+                       ((5, 6), "int32", ((-1, -2), (-100, 100), (-2, 1))),
+                       ((7,), "float64", ((9,), (-9,), (-3,))),
+                       ((4, 3), "float32", ((3, 0), (1, 3), (1, 1))),
+                       (("n", 3), "float32", ((0, 2), (2**62, -4), (2, -1))),
+                       ((2, 3, 4), "float64", ((-2**63, 1, 3), (2**63 - 1, -1, 0), (1, 1, -2)))]
+
+
+def _dyn_args(shape, dtype="float32", rank=None, bound_dtype="int64"):
+    n = len(shape) if rank is None else rank
+    return [_T(shape, dtype)] + [_T((n,), bound_dtype)] * 3
+
+
+dynamic_strided_slice = register(Op(
+    name="relax.dynamic_strided_slice", lowering="shape:dynamic_strided_slice", unsigned="agnostic",
+    inputs=("x", "begin", "end", "strides"), infer=_dyn_slice_infer, reference=_dyn_slice_ref,
+    gradient=gu.tensor_rule(_dyn_slice_grad), no_grad_inputs=("begin", "end", "strides"),
+    # The sweeps build each sample's call alone and need its result's shape, which only a 0-d x gives; the slices
+    # themselves are DYNAMIC_SLICE_CASES, which tests/py/op/test_tvm_ops_s19.py runs (compiled behind a reduction).
+    samples=[Sample(_dyn_args(()), make=_dyn_slice_make([(), (), ()])),
+             Sample(_dyn_args((), "int32"), make=_dyn_slice_make([(), (), ()]))],
+    bad_samples=[BadSample(_dyn_args((5, 6), bound_dtype="int32"), {}, r"begin must have dtype int64"),
+                 BadSample(_dyn_args((5, 6), rank=3), {}, r"begin has 3 entries, expected one per axis of x \(2\)"),
+                 BadSample([_T((5,), "float32"), _T(("k",), "int64"), _T((1,), "int64"), _T((1,), "int64")], {},
+                           r"begin must have a static length"),
+                 BadSample([_T((5,), "float32"), _T((1, 1), "int64"), _T((1,), "int64"), _T((1,), "int64")], {},
+                           r"begin must be a 1-D tensor")],
+    doc="NumPy's slice ``x[b0:e0:s0, ...]`` with the bounds and strides given as 1-D int64 tensors, one entry per "
+        "axis, known only at run time (TVM's ``dynamic_strided_slice``): bounds out of range clamped as Python's, "
+        "negative ones counted from the end, negative strides reversing; a zero stride raises ``ValueError``. The "
+        "result has ``x``'s rank and an unknown shape. Gradient: the adjoint scattered back where the slice read."))
+
+
+# -- gather_nd ------------------------------------------------------------------------------------------------------
+
+def _gather_nd_check(attrs: dict) -> None:
+    if not (is_int_value(attrs["batch_dims"]) and attrs["batch_dims"] >= 0):
+        fail(f"batch_dims must be a non-negative int, got {attrs['batch_dims']!r}")
+
+
+def _gather_nd_infer(args, attrs):
+    data, indices = args
+    require_int(indices, "indices")
+    b = attrs["batch_dims"]
+    if data.ndim == -1 or indices.ndim == -1:
+        return _T(None, data.dtype, -1)
+    if b > data.ndim or b > indices.ndim - 1:
+        fail(f"batch_dims {b} must be at most data's rank ({data.ndim}) and indices' rank - 1 ({indices.ndim - 1})")
+    if indices.shape is None or not isinstance(indices.shape[-1], int):
+        return _T(None, data.dtype, -1)  # (as TVM: the rank depends on how many axes an index names)
+    depth = indices.shape[-1]
+    if depth > data.ndim - b:
+        fail(f"the last dim of indices ({depth}: the axes each index names) must be at most data's rank minus "
+             f"batch_dims ({data.ndim} - {b}), got indices {indices.shape} for data {data.shape or data.ndim}")
+    if data.shape is None:
+        return _T(None, data.dtype, indices.ndim - 1 + data.ndim - depth - b)
+    for i in range(b):
+        check_dims_match(indices.shape[i], data.shape[i], f"batch dim {i} of indices ({indices.shape[i]}) differs "
+                                                          f"from data's ({data.shape[i]})")
+    return _T(tuple(indices.shape[:-1]) + tuple(data.shape[b + depth:]), data.dtype)
+
+
+def _gather_nd_ref(data, indices, batch_dims):
+    """Each index (the last axis of ``indices``) picks ``data[batch..., i0, ..., ik-1]``; negatives count from the
+    end, anything else out of range raises ``IndexError`` (``take_indices``'s ``fast`` mode, per axis)."""
+    b, depth = batch_dims, indices.shape[-1]
+    batches = int(np.prod(data.shape[:b], dtype=np.int64))
+    flat = data.reshape((batches,) + data.shape[b:])
+    rows = indices.astype(np.int64).reshape((batches, int(np.prod(indices.shape[b:-1], dtype=np.int64)), depth))
+    cols = [take_indices(rows[..., j], data.shape[b + j], "fast") for j in range(depth)]
+    picked = flat[(np.broadcast_to(np.arange(batches)[:, None], rows.shape[:2]),) + tuple(cols)]
+    return np.ascontiguousarray(picked).reshape(indices.shape[:-1] + data.shape[b + depth:])  # (0-d stays 0-d)
+
+
+def _size_tensor(d: Dim):
+    """A size as an int64 tensor: a 0-d constant, or ``arange(d, d + 1)`` (one element) for a symbolic one."""
+    from ..ir.expr import const
+
+    return const(d, "int64") if isinstance(d, int) else get_op("relax.arange")(d, d + 1, dtype="int64")
+
+
+def _gather_nd_decompose(call):
+    """``take`` of ``data`` with its batch and indexed axes merged into one, at the row-major position of each index;
+    each indexed axis' entries are first read from that axis' positions (:func:`_axis_positions`), which counts
+    negatives from the end and refuses one out of range in the user's terms."""
+    op = get_op
+    data, indices = call.args
+    b = call.attrs["batch_dims"]
+    shape, ishape = gu.shape_of(data, call.op.name), gu.shape_of(indices, call.op.name)
+    depth = ishape[-1]
+    idx = indices if gu.sinfo_of(indices).dtype == "int64" else op("relax.astype")(indices, "int64")
+    flat = None
+    for j in range(depth):
+        c = _axis_positions(op("relax.take")(idx, _size_tensor(j), axis=-1), shape, b + j, tuple(ishape[:-1]))
+        stride = sym.product(shape[b + j + 1:b + depth])
+        term = c if stride == 1 else op("relax.multiply")(c, _size_tensor(stride))
+        flat = term if flat is None else op("relax.add")(flat, term)
+    batches, block = sym.product(shape[:b]), sym.product(shape[b:b + depth])
+    if b:
+        offsets = op("relax.multiply")(op("relax.arange")(0, batches, dtype="int64"), _size_tensor(block))
+        if b > 1 or len(ishape) - 1 > b:  # (one batch axis and no index axes: already in place)
+            offsets = op("relax.reshape")(offsets, tuple(shape[:b]) + (1,) * (len(ishape) - 1 - b))
+        flat = offsets if flat is None else op("relax.add")(flat, offsets)
+    if flat is None:  # no batch dims, no axes named: every index picks all of data
+        flat = op("relax.zeros")(tuple(ishape[:-1]), "int64")
+    rows = op("relax.reshape")(data, (batches * block,) + tuple(shape[b + depth:]))
+    return op("relax.take")(rows, flat, axis=0)
+
+
+def _axis_positions(c, shape, axis: int, cshape: tuple):
+    """``c`` (entries for ``data``'s axis ``axis``) as positions in ``[0, size)``, read with ``take`` from the axis'
+    positions laid along that same axis (``arange(size)`` shaped ``(1, ..., size, ..., 1)``), so that compiled
+    code refuses an entry out of range as the user wrote it: its value, its position and ``data``'s axis and size."""
+    op = get_op
+    rank = len(shape)
+    positions = op("relax.arange")(0, shape[axis], dtype="int64")
+    if rank == 1:
+        return op("relax.take")(positions, c, axis=0)
+    laid = op("relax.reshape")(positions, (1,) * axis + (shape[axis],) + (1,) * (rank - axis - 1))
+    return op("relax.reshape")(op("relax.take")(laid, c, axis=axis), cshape)
+
+
+def _gather_nd_make(rng, sinfos, attrs):
+    """Indices in ``[-size, size)`` of each axis they name, negatives included."""
+    data, ind = sinfos
+    b, depth = attrs["batch_dims"], ind.shape[-1]
+    cols = [rng.integers(-n, n, size=ind.shape[:-1]) for n in data.shape[b:b + depth]]
+    idx = np.stack(cols, axis=-1) if cols else np.zeros(ind.shape, np.int64)
+    return [rng.uniform(-2, 2, size=data.shape).astype(data.dtype), idx.astype(ind.dtype)]
+
+
+gather_nd = register(Op(
+    name="relax.gather_nd", inputs=("data", "indices"), attrs={"batch_dims": 0}, infer=_gather_nd_infer,
+    check_attrs=_gather_nd_check, reference=_gather_nd_ref, decompose=_gather_nd_decompose,
+    gradient=gu.through_decomposition, no_grad_inputs=("indices",),
+    samples=[Sample([_T((2, 2), "float32"), _T((2, 2), "int64")], make=_gather_nd_make),
+             Sample([_T((2, 2, 2), "float32"), _T((2, 1), "int64")], {"batch_dims": 1}, make=_gather_nd_make),
+             Sample([_T((3, 4, 5), "float64"), _T((2, 3, 2), "int32")], make=_gather_nd_make),
+             Sample([_T((2, 3, 4, 5), "float32"), _T((2, 3, 6, 1), "int64")], {"batch_dims": 2},
+                    make=_gather_nd_make),
+             Sample([_T(("n", 4, 3), "float32"), _T(("n", 5, 2), "int64")], {"batch_dims": 1}, make=_gather_nd_make),
+             Sample([_T((3, 4), "int32"), _T((5, 1), "int64")], make=_gather_nd_make),
+             Sample([_T((3, 4), "float32"), _T((2, 0), "int64")], make=_gather_nd_make)],
+    bad_samples=[BadSample([_T((3, 4), "float32"), _T((2, 3), "int64")], {},
+                           r"the last dim of indices \(3: the axes each index names\) must be at most data's rank "
+                           r"minus batch_dims \(2 - 0\)"),
+                 BadSample([_T((3, 4), "float32"), _T((2, 1), "float32")], {}, r"indices must have an integer dtype"),
+                 BadSample([_T((3, 4), "float32"), _T((3, 1), "int64")], {"batch_dims": 2},
+                           r"batch_dims 2 must be at most data's rank \(2\) and indices' rank - 1 \(1\)"),
+                 BadSample([_T((3, 4), "float32"), _T((2, 1), "int64")], {"batch_dims": 1},
+                           r"batch dim 0 of indices \(2\) differs from data's \(3\)"),
+                 BadSample([_T((3, 4), "float32"), _T((2, 1), "int64")], {"batch_dims": -1},
+                           r"batch_dims must be a non-negative int")],
+    doc="ONNX's GatherND, TVM's ``gather_nd(data, indices, batch_dims=0)``: the last axis of ``indices`` holds "
+        "``k`` positions into the ``k`` axes of ``data`` after its ``batch_dims`` leading ones (which ``indices`` "
+        "shares), and each picks what lies there: the result is ``indices.shape[:-1] + data.shape[batch_dims + "
+        "k:]``. A negative position counts from the end; one out of range raises ``IndexError`` (compiled: by a "
+        "``take`` along the axis it indexes, which names it, its position and the axis). Any integer indices (TVM "
+        "takes int64 only). Composite: a ``take`` of ``data`` with those axes merged; its gradient scatters the "
+        "adjoint back (``take``'s rule)."))

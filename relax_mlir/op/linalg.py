@@ -13,7 +13,7 @@ from ..ir.dtype import is_bool, is_float, to_numpy
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
 from .common import broadcast_shapes, canonical_dtype, check_dims_match, fmt, require_same_dtype
-from .registry import BadSample, InferError, Op, Sample, fail, register
+from .registry import BadSample, InferError, Op, Sample, fail, get_op, register
 
 _T = TensorStructInfo
 
@@ -113,3 +113,47 @@ matmul = register(Op(
         "1-D ``x2`` a column whose added dim is dropped. ``out_dtype`` names the result's dtype (then the "
         "operands may differ), else both operands' dtype. ``R.matmul(x: (n, 784), w: (784, 128))`` is "
         "``(n, 128)``."))
+
+
+# -- linear: TVM's sugar for matmul(data, permute_dims(weight)) + bias -----------------------------------------
+
+def _transposed(w: TensorStructInfo) -> TensorStructInfo:
+    """``permute_dims(w)``'s struct info: every axis reversed (a 1-D weight is itself)."""
+    return w if w.shape is None else _T(tuple(reversed(w.shape)), w.dtype)
+
+
+def _linear_infer(args, attrs):
+    data, weight, *bias = args
+    out = _matmul_infer([data, _transposed(weight)], attrs)
+    return out if not bias else get_op("relax.add").infer([out, bias[0]], {})
+
+
+def _linear_ref(data, weight, bias=None, out_dtype=None):
+    out = _matmul_ref(data, weight.T, out_dtype)
+    return out if bias is None else np.asarray(out + bias).astype(out.dtype)
+
+
+def _linear_decompose(call):
+    data, weight, *bias = call.args
+    w = weight if gu.sinfo_of(weight).ndim == 1 else get_op("relax.permute_dims")(weight)
+    out = matmul(data, w, call.attrs["out_dtype"])
+    return out if not bias else get_op("relax.add")(out, bias[0])
+
+
+linear = register(Op(
+    name="relax.linear", inputs=("data", "weight", "bias"), num_optional=1, attrs={"out_dtype": None},
+    infer=_linear_infer, canonicalize=lambda attrs: canonical_dtype(attrs, "out_dtype"), reference=_linear_ref,
+    decompose=_linear_decompose, gradient=gu.through_decomposition,
+    samples=[Sample([_T((2, 3, 4), "float32"), _T((5, 4), "float32"), _T((5,), "float32")]),
+             Sample([_T((2, 3, 4), "float32"), _T((5, 4), "float32"), _T((), "float32")]),
+             Sample([_T((2, 3, 4), "float64"), _T((4,), "float64"), _T((), "float64")]),
+             Sample([_T(("n", 4), "float32"), _T((3, 4), "float32")]),
+             Sample([_T((2, 4), "float16"), _T((3, 4), "float16")], {"out_dtype": "float32"})],
+    bad_samples=[BadSample([_T((2, 3, 4), "float32"), _T((4,), "float32"), _T((5,), "float32")], {},
+                           r"relax.linear: cannot broadcast shapes \(2, 3\) and \(5,\)"),
+                 BadSample([_T((2, 4), "float32"), _T((3, 5), "float32")], {},
+                           r"reduction dims differ: x1 \(2, 4\) has 4, x2 \(5, 3\) has 5")],
+    doc="``data @ weight^T + bias`` (TVM's ``linear(data, weight, bias=None, out_dtype=None)``, PyTorch's "
+        "``nn.functional.linear``): ``permute_dims(weight)`` reverses its axes, so a 1-D weight is a vector; the "
+        "bias broadcasts against the product. Composite (TVM writes these ops in its place): ``matmul`` of the "
+        "transposed weight, then ``add``; its gradient is theirs."))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.dtype import is_bool, is_float, is_int
+from ..ir.dtype import is_bool, is_int
 from ..ir.struct_info import TensorStructInfo
 from .common import broadcast_shapes, require_float, require_same_dtype
 from .registry import NOT_DIFFERENTIABLE, BadSample, Elementwise, Op, Sample, fail, register

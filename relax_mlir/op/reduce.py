@@ -377,3 +377,31 @@ collapse_sum_to = register(Op(
                  BadSample([_T((3,), "float32")], {"shape": (1, 3)}, r"cannot collapse \(3,\) to the longer")],
     doc="Sum ``x`` down to ``shape``, which must broadcast to ``x``'s shape: the adjoint of broadcasting, "
         "used by gradients of broadcasting ops. Its own gradient broadcasts back."))
+
+
+def _collapse_like_infer(args, attrs):
+    x, target = args
+    if target.shape is None:
+        return _T(None, x.dtype, target.ndim)
+    return _collapse_infer([x], {"shape": tuple(target.shape)})
+
+
+def _collapse_like_decompose(call):
+    data, target = call.args
+    return collapse_sum_to(data, gu.shape_of(target, call.op.name))
+
+
+collapse_sum_like = register(Op(
+    name="relax.collapse_sum_like", inputs=("data", "collapse_target"), infer=_collapse_like_infer,
+    reference=lambda x, target: _collapse_ref(x, target.shape), decompose=_collapse_like_decompose,
+    gradient=lambda orig, call, grad: [gu.only_float(orig, gu.broadcast_like(grad, call.args[0])), None],
+    no_grad_inputs=("collapse_target",),
+    samples=[Sample([_T((2, 3, 4), "float32"), _T((3, 1), "float32")]),
+             Sample([_T(("n", 5), "float64"), _T((5,), "float64")]),
+             Sample([_T((2, 3), "int32"), _T((), "float32")]),
+             Sample([_T(("n", 4), "float32"), _T(("n", 1), "int64")])],
+    bad_samples=[BadSample([_T((2, 3), "float32"), _T((4,), "float32")], {}, r"\(4,\) does not broadcast to"),
+                 BadSample([_T((3,), "float32"), _T((1, 3), "float32")], {}, r"cannot collapse \(3,\) to the longer")],
+    doc="``collapse_sum_to(data, collapse_target's shape)`` (TVM's ``collapse_sum_like``): the sum of ``data`` down "
+        "to the shape of ``collapse_target``, whose values are not read; the result has ``data``'s dtype. Composite; "
+        "its gradient broadcasts back to ``data``."))

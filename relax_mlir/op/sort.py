@@ -122,9 +122,7 @@ def _topk_infer(args, attrs):
     values, indices = _T(None, x.dtype, x.ndim), _T(None, attrs["dtype"], x.ndim)
     if x.shape is not None:
         axis = normalize_axis(attrs["axis"], x.ndim)
-        k = attrs["k"] if attrs["k"] >= 1 else x.shape[axis]
-        if isinstance(x.shape[axis], int) and k > x.shape[axis]:
-            fail(f"k ({k}) is larger than axis {axis} of data {x.shape} ({x.shape[axis]})")
+        k = _taken(attrs["k"], x.shape[axis])
         shape = tuple(k if i == axis else d for i, d in enumerate(x.shape))
         values, indices = _T(shape, x.dtype), _T(shape, attrs["dtype"])
     elif x.ndim != -1:
@@ -132,9 +130,17 @@ def _topk_infer(args, attrs):
     return {"both": TupleStructInfo([values, indices]), "values": values, "indices": indices}[attrs["ret_type"]]
 
 
+def _taken(k: int, size):
+    """How many elements topk takes from an axis of ``size``: ``k``, the whole axis for ``k < 1`` or, as TVM clamps
+    it, for a ``k`` beyond a static size; a symbolic size is assumed to hold ``k`` (checked at run time)."""
+    if k < 1 or isinstance(size, int) and k > size:
+        return size
+    return k
+
+
 def _topk_ref(data, k, axis, ret_type, largest, dtype):
     idx = order(data, axis, largest)
-    idx = np.take(idx, np.arange(k if k >= 1 else data.shape[axis]), axis=axis)
+    idx = np.take(idx, np.arange(_taken(k, data.shape[axis])), axis=axis)
     values, indices = np.take_along_axis(data, idx, axis), idx.astype(to_numpy(dtype))
     return {"both": (values, indices), "values": values, "indices": indices}[ret_type]
 
@@ -146,7 +152,9 @@ def _topk_decompose(call):
 
     x, a = call.args[0], call.attrs
     axis = normalize_axis(a["axis"], gu.rank_of(x, "relax.topk decomposition"))
-    end = a["k"] if a["k"] >= 1 else gu.SLICE_END
+    shape = gu.sinfo_of(x).shape
+    size = shape[axis] if shape is not None else None  # (an unknown size: k is assumed to fit, as a symbolic one)
+    end = gu.SLICE_END if _taken(a["k"], size) == size else a["k"]
     first = strided_slice(argsort(x, axis, a["largest"], "int64"), (axis,), (0,), (end,))
     values, indices = gather_elements(x, first, axis), astype(first, a["dtype"])
     return {"both": Tuple([values, indices]), "values": values, "indices": indices}[a["ret_type"]]
@@ -162,12 +170,14 @@ topk = register(Op(
              Sample([_T((2, 6), "float64")], {"k": 2, "largest": False, "ret_type": "values"}),
              Sample([_T(("n", 6), "float32")], {"k": 4, "dtype": "int64"}),
              Sample([_T((2, 7), "int32")], {"k": 3, "ret_type": "indices"}, low=-3, high=3),
-             Sample([_T((3, 4), "float32")], {"k": 0, "ret_type": "values"})],
-    bad_samples=[BadSample([_T((3, 5), "float32")], {"k": 6}, r"k \(6\) is larger than axis 1"),
-                 BadSample([_T((3, 5), "float32")], {"ret_type": "all"}, r"ret_type must be 'both'"),
+             Sample([_T((3, 4), "float32")], {"k": 0, "ret_type": "values"}),
+             Sample([_T((2, 10, 4), "float32")], {"k": 6}),  # k beyond the axis: all of it, as TVM clamps k
+             Sample([_T((3, 5), "float32")], {"k": -2, "largest": False})],
+    bad_samples=[BadSample([_T((3, 5), "float32")], {"ret_type": "all"}, r"ret_type must be 'both'"),
                  BadSample([_T((3, 5), "float32")], {"dtype": "float32"}, r"dtype must be an integer"),
                  BadSample([_T((3, 5), "float32")], {"axis": 2}, r"axis 2 is out of range")],
     doc="The ``k`` largest (``largest=False``: smallest) elements along ``axis`` in order, and their indices "
-        "(TVM's ``topk(data, k=1, axis=-1, ret_type='both', largest=True, dtype='int32')``; ``k < 1`` takes all; "
+        "(TVM's ``topk(data, k=1, axis=-1, ret_type='both', largest=True, dtype='int32')``; ``k < 1``, or a ``k`` "
+        "larger than a static axis (TVM clamps it), takes all; "
         "``ret_type`` 'values' or 'indices' returns one of them). Ties: the lower position first. Composite: the "
         "first ``k`` of ``argsort``, gathered; the values' gradient scatters the adjoint back to their positions."))

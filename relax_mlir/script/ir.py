@@ -6,14 +6,24 @@ from . import _vdevice
 from ._source import caller_env, caller_line, source_of
 
 
-def ir_module(cls):
-    """Class decorator: parse an ``@I.ir_module`` class of ``@R.function``s into an ``IRModule``."""
+def ir_module(cls=None, *, check_well_formed: bool = True, s_tir: bool = False):
+    """Class decorator: parse an ``@I.ir_module`` class of ``@R.function``s into an ``IRModule``. As in TVM,
+    ``@I.ir_module(check_well_formed=False)`` leaves the result unchecked; ``s_tir`` (TVM's TIR semantics for the
+    module's ``T.prim_func``s, of which there are none here) is accepted and dropped. The parser reads both from
+    the decorator's text."""
+    if cls is None:  # @I.ir_module(...): Python applies the decorator this returns, from the class's scope
+        return _parse_class
+    return _parse_class(cls)
+
+
+def _parse_class(cls):
     from .parser import Parser
 
     if not isinstance(cls, type):
         raise TypeError(f"@I.ir_module decorates a class, got {type(cls).__name__}")
-    text, filename, offset, margin = source_of(cls, caller_line(depth=2))
-    return Parser(text, filename, offset, caller_env(depth=2), evaluate=True, col_offset=margin).parse()
+    # depth 3: _parse_class, called by ir_module or by Python applying it, called from the class's scope
+    text, filename, offset, margin = source_of(cls, caller_line(depth=3))
+    return Parser(text, filename, offset, caller_env(depth=3), evaluate=True, col_offset=margin).parse()
 
 
 def module_attrs(attrs: dict) -> None:

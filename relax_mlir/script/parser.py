@@ -22,11 +22,12 @@ from ..ir import sym
 from ..ir.block_builder import call_return_struct_info, function_result_struct_info
 from ..ir.dtype import DTYPES, check_dtype, to_numpy
 from ..ir.expr import (PRIVATE_ATTR, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
-                       Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple,
-                       TupleGetItem, Var, VarBinding, check_prim_float, const)
+                       Function, GlobalVar, If, MatchCast, PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple,
+                       TupleGetItem, Var, VarBinding, check_prim_float, const, if_condition_problem)
 from ..ir.module import IRModule
+from ..ir.well_formed import find_problems
 from ..ir.struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
-                              TensorStructInfo, TupleStructInfo, is_base_of)
+                              TensorStructInfo, TupleStructInfo, defined_size_vars, is_base_of)
 from ..op.registry import Elementwise, Op, get_op
 from . import _vdevice
 
@@ -47,14 +48,22 @@ class _Scope:
         #: Dataflow variables of finished blocks that R.output did not name, with their block's line: they are
         #: not visible after the block (TVM's rule; a use after it is a ParseError saying so).
         self.block_locals: dict[str, int] = {}
+        #: Sizes defined so far (by a parameter or an R.match_cast), which a local function's parameters may use.
+        self.sizes: set[str] = set()
+        #: Names the body bound to an op (``op = R.exp``), by the op's spelling (``R.exp``): ``op(x)`` calls it.
+        self.aliases: dict[str, str] = {}
 
 
 class Parser:
     """Parses one module or function. ``env`` resolves free Python names (``batch_size``)."""
 
     def __init__(self, source: str, filename: str = "<string>", line_offset: int = 0,
-                 env: Optional[Mapping[str, Any]] = None, evaluate: bool = False, col_offset: int = 0):
+                 env: Optional[Mapping[str, Any]] = None, evaluate: bool = False, col_offset: int = 0,
+                 check_well_formed: bool = True):
         self.source = source
+        #: Whether the result is checked as TVM's parser checks it (``check_well_formed=False`` there and here;
+        #: a decorator's ``check_well_formed=False`` in the text turns it off too).
+        self.check_well_formed = check_well_formed
         self.filename = filename
         self.line_offset, self.col_offset = line_offset, col_offset  # where ``source`` starts in the file
         self.env = dict(env or {})
@@ -155,12 +164,60 @@ class Parser:
             for dec in node.decorator_list:
                 if _decorator_name(dec) not in _MODULE_DECORATORS:
                     raise self.error(dec, f"class {node.name}: expected the decorator @I.ir_module")
+                self.module_options(dec)
+        self.check_well_formed = self.check_well_formed and not self.unchecked(node)
         try:
-            if isinstance(node, ast.ClassDef):
-                return self.parse_module(node)
-            return self.parse_standalone(node)
+            result = self.parse_module(node) if isinstance(node, ast.ClassDef) else self.parse_standalone(node)
         except RecursionError:  # an expression nested deeper than the parser's recursion (e.g. t[0][0]...[0])
             raise self.error(node, "the definition nests too deeply to read (Python's recursion limit)") from None
+        self.check_result(node, result)
+        return result
+
+    def module_options(self, dec: ast.AST) -> None:
+        """TVM's options of the module decorator: ``@I.ir_module(check_well_formed=False)`` (read by
+        :meth:`unchecked`) and ``s_tir=True`` (TIR semantics for its ``T.prim_func``s: there are none here, so it is
+        checked and dropped)."""
+        if not isinstance(dec, ast.Call):
+            return
+        if dec.args:
+            raise self.error(dec.args[0], "@I.ir_module takes its options by keyword (check_well_formed=, s_tir=)")
+        for kw in dec.keywords:
+            if kw.arg not in ("check_well_formed", "s_tir"):
+                raise self.error(kw, f"@I.ir_module: unknown option {kw.arg!r} (expected check_well_formed or "
+                                     "s_tir)")
+            self.bool_option(kw, "@I.ir_module")
+
+    def bool_option(self, kw: ast.keyword, where: str) -> bool:
+        """A decorator's option ``kw``, which must be True or False."""
+        value = self.literal(kw.value)
+        if not isinstance(value, bool):
+            raise self.error(kw.value, f"{where}: {kw.arg} must be True or False, got {value!r}")
+        return value
+
+    def unchecked(self, node: "ast.ClassDef | ast.FunctionDef") -> bool:
+        """Whether the definition's decorator says ``check_well_formed=False`` (a member function's does not count:
+        the module's decorator decides, as in TVM)."""
+        return any(kw.arg == "check_well_formed" and self.bool_option(kw, f"@{_decorator_name(dec)}") is False
+                   for dec in node.decorator_list if isinstance(dec, ast.Call) for kw in dec.keywords)
+
+    def check_result(self, node: "ast.ClassDef | ast.FunctionDef", result: "IRModule | Function") -> None:
+        """Refuse a result that is not well formed, as TVM's parser does unless told ``check_well_formed=False``.
+        What the parser reads is mostly refused where it is written (with a line); this is the net under it (a
+        size a binding's annotation or an ``R.shape`` names that nothing defines, for one). The struct info checks
+        are left out: the parser infers every call as it reads it, and a binding annotated narrower than its value
+        is taken and checked at run time here, which ``well_formed`` reports. It costs a walk of the result, at most
+        about a tenth of the parse (3-10% measured, 200 to 4000 calls)."""
+        if not self.check_well_formed:
+            return
+        # (a function in a module of its own, so that the problems name it)
+        problems = find_problems(result if isinstance(result, IRModule) else IRModule({node.name: result}),
+                                 check_struct_info=False)
+        if problems:
+            what = "module" if isinstance(node, ast.ClassDef) else "function"
+            listed = "\n".join(f"  - {p}" for p in problems)
+            raise self.error(node, f"{what} {node.name} is not well formed ({len(problems)} "
+                                   f"problem{'s' * (len(problems) > 1)}):\n{listed}\n(check_well_formed=False in "
+                                   "its decorator, or from_source's, parses it unchecked, as TVM's option does)")
 
     def parse_module(self, node: ast.ClassDef) -> IRModule:
         self.in_module, self.module_name = True, node.name
@@ -265,6 +322,7 @@ class Parser:
         it, which later statements call (``inner(x)``); it may read the enclosing function's variables."""
         inner = _Scope()
         inner.vars = dict(scope.vars)  # a closure: the enclosing variables, then its own parameters
+        inner.sizes, inner.aliases = set(scope.sizes), dict(scope.aliases)
         saved = self.hoisted, self.in_dataflow
         try:
             func = self.build_function(node, node.name, inner)
@@ -291,6 +349,7 @@ class Parser:
             var = Var(arg.arg, self.struct_info(arg.annotation, sizes), span=self.span(arg))
             scope.vars[arg.arg] = var
             params.append(var)
+        self.check_parameter_sizes(node, name, params, scope)
         attrs, blocks, result = self.body(node, scope, sizes)
         ret = self.return_struct_info(node, name, params, result, sizes)
         if private:
@@ -299,6 +358,25 @@ class Parser:
                                        "private=True and the global_symbol attribute)")
             attrs[PRIVATE_ATTR] = True
         return Function(params, SeqExpr(blocks, result), ret, attrs, pure, span=self.span(node))
+
+    def check_parameter_sizes(self, node: ast.FunctionDef, name: str, params: list, scope: _Scope) -> None:
+        """Refuse a parameter whose annotation uses a size no parameter defines (``R.Tensor(("m + 1", "m * 2"))``
+        with no ``"m"`` alone anywhere), as TVM's parser does: a size is defined where it stands alone as a dimension
+        (or an ``R.Prim`` value) of some parameter, and ``m + 1`` is never solved for ``m``. Accepted, nothing would
+        bind ``m``: the interpreter ran such a function on any shape, (3, 5) included. A local function's parameters
+        may also use the sizes the enclosing function defined before it. ``check_well_formed=False`` reads it as
+        written (the well-formedness check reports such a size; TVM's parser refuses it either way)."""
+        scope.sizes |= set().union(*(defined_size_vars(p.struct_info) for p in params))
+        for arg, param in zip(node.args.args, params) if self.check_well_formed else ():
+            missing = sorted(_size_uses(param.struct_info) - scope.sizes)
+            if missing:
+                names = ", ".join(missing)
+                raise self.error(arg.annotation, f"function {name}: parameter {param.name_hint!r} "
+                                                 f"({_fmt(param.struct_info)}) uses the size{'s' * (len(missing) > 1)} "
+                                                 f"{names}, which no parameter defines: a size is defined where a "
+                                                 f"parameter's annotation has it alone as a dimension "
+                                                 f"(R.Tensor((\"{missing[0]}\", ...))) or as an R.Prim value; an "
+                                                 f"expression of it ({missing[0]} + 1) is not solved for it")
 
     def return_struct_info(self, node: ast.FunctionDef, name: str, params: list, result: Expr,
                            sizes: "_Sizes") -> StructInfo:
@@ -326,12 +404,12 @@ class Parser:
                 if dec.args:
                     raise self.error(dec.args[0], "@R.function takes its options by keyword (pure=, private=)")
                 for kw in dec.keywords:
-                    if kw.arg not in ("pure", "private"):
-                        raise self.error(kw, f"@R.function: unknown option {kw.arg!r} (expected pure or private)")
-                    value = self.literal(kw.value)
-                    if not isinstance(value, bool):
-                        raise self.error(kw.value, f"@R.function: {kw.arg} must be True or False, got {value!r}")
-                    pure, private = (value, private) if kw.arg == "pure" else (pure, value)
+                    if kw.arg not in ("pure", "private", "check_well_formed"):
+                        raise self.error(kw, f"@R.function: unknown option {kw.arg!r} (expected pure, private or "
+                                             "check_well_formed)")
+                    value = self.bool_option(kw, "@R.function")  # (check_well_formed: read by check_result)
+                    if kw.arg != "check_well_formed":
+                        pure, private = (value, private) if kw.arg == "pure" else (pure, value)
         return pure, private
 
     def body(self, node: ast.FunctionDef, scope: _Scope, sizes: "_Sizes"):
@@ -353,13 +431,15 @@ class Parser:
                 pending += self.assignment(stmt, scope, sizes, dataflow=False, outputs=set())
             elif isinstance(stmt, ast.FunctionDef):
                 pending.append(self.local_function(stmt, scope, dataflow=False, outputs=set()))
+            elif isinstance(stmt, ast.If):
+                pending += self.if_statement(stmt, scope, sizes)
             elif isinstance(stmt, ast.Return):
                 if i != len(stmts) - 1:
                     raise self.error(stmts[i + 1], "statements after return")
                 if stmt.value is None:
                     raise self.error(stmt, "a Relax function must return a value")
                 self.hoisted, self.in_dataflow = [], False
-                result = self.expr(stmt.value, scope, sizes)
+                result = self.returned_number(node, stmt.value, sizes) or self.expr(stmt.value, scope, sizes)
                 pending += self.hoisted
                 self.hoisted = []
                 if isinstance(result, (Call, TupleGetItem)):
@@ -373,8 +453,19 @@ class Parser:
                 continue
             else:
                 raise self.error(stmt, f"unsupported statement in a Relax function: {_kind(stmt)}; expected an "
-                                       "assignment, `with R.dataflow():`, a local `@R.function` or `return`")
+                                       "assignment, `with R.dataflow():`, `if`/`else`, a local `@R.function` or "
+                                       "`return`")
         raise self.error(node, f"function {node.name} has no return statement")
+
+    def returned_number(self, node: ast.FunctionDef, value: ast.AST, sizes: "_Sizes") -> Optional[PrimValue]:
+        """``return 1`` in a function annotated ``-> T.int64`` (or ``-> R.Prim("int64")``): the number as a Prim of
+        that dtype, as TVM's printer writes an ``R.prim_value`` returned (a number elsewhere is ``R.const``'s)."""
+        number = _number(value)
+        if number is None or node.returns is None or not (_tir_dtype(node.returns) or
+                                                           _is_call_expr(node.returns, "R.Prim")):
+            return None
+        ret = self.struct_info(node.returns, sizes)
+        return self.guard(value, lambda: PrimValue(number, ret.dtype, span=self.span(value)))
 
     def func_attrs(self, call: ast.Call) -> dict:
         """``R.func_attr({...})``. A ``global_symbol`` is the name the function is exported by, so a str: another
@@ -413,6 +504,9 @@ class Parser:
         for s in body[:-1]:
             if isinstance(s, ast.FunctionDef):
                 new = [self.local_function(s, scope, dataflow=True, outputs=outputs)]
+            elif isinstance(s, ast.If):
+                raise self.error(s, "an `if` cannot be inside a dataflow block (TVM's rule): end the block with "
+                                    "R.output(...) before it, and start another after it")
             elif not isinstance(s, (ast.Assign, ast.AnnAssign)):
                 raise self.error(s, f"unsupported statement in a dataflow block: {_kind(s)}; expected an assignment")
             else:
@@ -427,6 +521,78 @@ class Parser:
                 del scope.vars[b.var.name_hint]
                 scope.block_locals[b.var.name_hint] = stmt.lineno
         return DataflowBlock(bindings)
+
+    def if_statement(self, stmt: ast.If, scope: _Scope, sizes: "_Sizes") -> list:
+        """``if cond: ... else: ...``: an ``R.If`` bound to the name both branches assign last (TVM's form). The
+        condition (a call is bound first) must be a bool scalar; each branch is a scope of its own, whose variables
+        and sizes are not visible after the ``if``; the result's struct info is the least upper bound of the
+        branches' (or their annotation of the name, which must agree)."""
+        if not stmt.orelse:
+            raise self.error(stmt, "an `if` in a Relax function needs an `else` (TVM's rule): both branches assign "
+                                   "the name the `if` binds")
+        self.hoisted, self.in_dataflow = [], False
+        cond = self.leaf(stmt.test, scope, sizes)
+        hoisted, self.hoisted = self.hoisted, []
+        problem = if_condition_problem(cond)
+        if problem is not None:
+            raise self.error(stmt.test, problem)
+        (then, name, then_ann), (other, other_name, other_ann) = \
+            self.branch(stmt.body, "if", scope, sizes), self.branch(stmt.orelse, "else", scope, sizes)
+        if name != other_name:
+            raise self.error(stmt.orelse[-1], f"the branches of an `if` must assign the same name last (TVM's rule): "
+                                              f"the `if` branch assigns {name!r}, the `else` branch {other_name!r}")
+        if then_ann is not None and other_ann is not None and then_ann != other_ann:
+            raise self.error(stmt.orelse[-1], f"the branches annotate {name!r} differently: {_fmt(then_ann)} and "
+                                              f"{_fmt(other_ann)}")
+        value = self.guard(stmt, lambda: If(cond, then, other, span=self.span(stmt)))
+        annotated = stmt.body[-1] if then_ann is not None else stmt.orelse[-1]
+        sinfo = self.check_annotation(annotated, then_ann or other_ann, value.struct_info)
+        var = Var(name, sinfo, span=self.span(stmt))
+        scope.vars[name] = var
+        return hoisted + [VarBinding(var, value, span=self.span(stmt))]
+
+    def branch(self, stmts: list, which: str, scope: _Scope, sizes: "_Sizes"):
+        """One branch of an ``if``: ``(SeqExpr, the name it assigns last, that assignment's annotation)``. Its
+        statements are read in a copy of the enclosing scope; the last assigns the ``if``'s name, and its value is the
+        branch's result (a call stays bound to a variable of the branch's own, as Relax's normal form has it)."""
+        last = stmts[-1]
+        target = last.targets[0] if isinstance(last, ast.Assign) and len(last.targets) == 1 else \
+            last.target if isinstance(last, ast.AnnAssign) else None
+        if not isinstance(last, ast.If) and not isinstance(target, ast.Name):
+            raise self.error(last, f"the `{which}` branch must end by assigning the name the `if` binds "
+                                   f"(`y = ...`), got {_kind(last)}")
+        inner = _Scope()
+        inner.vars, inner.block_locals = dict(scope.vars), dict(scope.block_locals)
+        inner.sizes, inner.aliases = set(scope.sizes), dict(scope.aliases)
+        blocks: list[BindingBlock] = []
+        pending: list = []
+        for stmt in stmts:
+            if isinstance(stmt, ast.With):
+                blocks += [BindingBlock(pending), self.dataflow(stmt, inner, sizes)]
+                pending = []
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                pending += self.assignment(stmt, inner, sizes, dataflow=False, outputs=set())
+            elif isinstance(stmt, ast.FunctionDef):
+                pending.append(self.local_function(stmt, inner, dataflow=False, outputs=set()))
+            elif isinstance(stmt, ast.If):
+                pending += self.if_statement(stmt, inner, sizes)
+            elif not (isinstance(stmt, ast.Pass) or _is_docstring(stmt)):
+                raise self.error(stmt, f"unsupported statement in an `{which}` branch: {_kind(stmt)}; expected an "
+                                       "assignment, `with R.dataflow():`, `if`/`else` or a local `@R.function` (the "
+                                       "branch's last assignment gives the `if`'s value)")
+        name = last.targets[0].id if isinstance(last, ast.Assign) else last.target.id if target is not None \
+            else pending[-1].var.name_hint if pending else None
+        if not pending or pending[-1].var.name_hint != name:
+            raise self.error(last, f"the `{which}` branch must end by assigning a Relax value to a name, got "
+                                   f"{_kind(last)}")
+        final = pending[-1]
+        annotation = self.struct_info(last.annotation, sizes) if isinstance(last, ast.AnnAssign) else None
+        if isinstance(final, VarBinding) and not isinstance(final.value, (Call, TupleGetItem, If, Function)):
+            pending.pop()  # ``y = x``: the branch's result is ``x`` itself
+            result = final.value
+        else:
+            result = final.var
+        return SeqExpr(blocks + [BindingBlock(pending)], result, span=self.span(stmts[0])), name, annotation
 
     def assignment(self, stmt, scope: _Scope, sizes: "_Sizes", dataflow: bool, outputs: set) -> list:
         self.hoisted, self.in_dataflow = [], dataflow
@@ -443,8 +609,14 @@ class Parser:
         if isinstance(stmt, ast.AnnAssign) and stmt.value is None:
             raise self.error(stmt, "an annotated name needs a value")
 
-        if _is_size_declaration(stmt.value):
+        if _is_size_declaration(stmt.value) or _declares_sizes(stmt.value):
             return self.declare_size(stmt, target, annotation, sizes)
+        spelled = self.op_named(stmt.value, scope)
+        if spelled is not None and isinstance(target, ast.Name) and annotation is None:
+            # ``op = R.exp``: a Python name for the op, as in TVM (it binds no Relax value); ``op(x)`` calls it
+            scope.aliases[target.id] = spelled
+            scope.vars.pop(target.id, None)
+            return []
 
         def make_var(name: str, sinfo, node) -> Var:
             cls = DataflowVar if dataflow and name not in outputs else Var
@@ -460,6 +632,7 @@ class Parser:
             sinfo = self.struct_info(args[1], sizes, define=True)
             var = make_var(target.id, sinfo, target)
             scope.vars[target.id] = var
+            scope.sizes |= defined_size_vars(sinfo)
             return [MatchCast(var, value, sinfo, span=self.span(stmt))]
         value = self.expr(stmt.value, scope, sizes)
         if isinstance(target, ast.Name):
@@ -490,15 +663,20 @@ class Parser:
 
     def declare_size(self, stmt, target: ast.AST, annotation, sizes: "_Sizes") -> list:
         """``n = T.int64()``: TVM's declaration of a symbolic size in a function's body (its printer writes one
-        per size). It binds nothing: ``n`` names the size wherever a dimension is read from then on."""
-        call = stmt.value
-        if call.args or any(kw.arg != "is_size_var" for kw in call.keywords):
-            raise self.error(call, f"{_dotted(call.func)}() declares a symbolic size and takes no value here; "
-                                   "a constant dimension is written as a number")
-        if annotation is not None or not isinstance(target, ast.Name):
-            raise self.error(target, f"{_dotted(call.func)}() declares one symbolic size: write `n = "
-                                     f"{_dotted(call.func)}()`")
-        sizes.declared.add(target.id)
+        per size), or of several, ``n, m = T.int64(), T.int64()`` (TVM's tests write that). It binds nothing: ``n``
+        names the size wherever a dimension is read from then on."""
+        several = isinstance(stmt.value, ast.Tuple)
+        calls = stmt.value.elts if several else [stmt.value]
+        for call in calls:
+            if call.args or any(kw.arg != "is_size_var" for kw in call.keywords):
+                raise self.error(call, f"{_dotted(call.func)}() declares a symbolic size and takes no value here; "
+                                       "a constant dimension is written as a number")
+        names = target.elts if several and isinstance(target, ast.Tuple) else [target]
+        if annotation is not None or len(names) != len(calls) or not all(isinstance(n, ast.Name) for n in names):
+            spelled = _dotted(calls[0].func)
+            raise self.error(target, f"{spelled}() declares one symbolic size: write `n = {spelled}()`, or several "
+                                     f"at once, one per name: `n, m = {spelled}(), {spelled}()`")
+        sizes.declared.update(n.id for n in names)
         return []
 
     def check_annotation(self, stmt, annotation: Optional[StructInfo], inferred: Optional[StructInfo]):
@@ -555,9 +733,32 @@ class Parser:
         method ``x.astype(dtype)`` on a Relax value (a NumPy array's ``W.astype`` is Python's)."""
         if _is_relax_call(node) or isinstance(node.func, ast.Name) and node.func.id in scope.vars:
             return True
+        if self.op_named(node.func, scope) is not None:
+            return True
         if self.module_function(node.func) is not None:
             return True
         return _is_method_call(node) and self.names_relax(node.func.value, scope)
+
+    def op_named(self, node: ast.AST, scope: _Scope) -> Optional[str]:
+        """The spelling (``R.exp``) of the op or ``R.`` construct ``node`` names, when it names one other than by
+        that spelling: a name the body bound to one (``op = R.exp``), or a Python name of the defining scope (or
+        from_source's ``env``) whose value is one (``op = R.exp`` in Python, a test's parameter ``op``), which TVM's
+        parser evaluates; for ``op = R.exp`` itself, its spelling. None for anything else: a Relax variable's name
+        is the variable."""
+        if isinstance(node, ast.Name):
+            if node.id in scope.vars or node.id in scope.block_locals:
+                return None
+            return scope.aliases.get(node.id) or _spelling(self.env.get(node.id))
+        name = _dotted(node)
+        if name is None or not name.startswith(("R.", "relax.")):
+            return None
+        short = name.split(".", 1)[1]
+        if short in _ALIASABLE:
+            return f"R.{short}"
+        try:
+            return f"R.{get_op(short).short_name}"
+        except (KeyError, ValueError, TypeError):
+            return None
 
     def module_function(self, func: ast.AST) -> Optional[str]:
         """The function ``func`` names by the module class's name (``Module.f``, TVM's other spelling of
@@ -661,6 +862,10 @@ class Parser:
     def call(self, node: ast.Call, scope: _Scope, sizes: "_Sizes") -> Expr:
         if isinstance(node.func, ast.Name) and node.func.id in scope.vars:
             return self.call_local(node, scope.vars[node.func.id], scope, sizes)
+        if isinstance(node.func, ast.Name):
+            spelled = self.op_named(node.func, scope)
+            if spelled is not None:  # ``op(x)`` with ``op = R.exp``: read as ``R.exp(x)``
+                node = _respelled(node, spelled)
         name = _dotted(node.func)
         if name is not None and name.startswith("cls."):
             return self.call_function(node, name[4:], scope, sizes)
@@ -760,15 +965,18 @@ class Parser:
     def struct_info(self, node: ast.AST, sizes: "_Sizes", define: bool = True) -> StructInfo:
         name = _dotted(node.func if isinstance(node, ast.Call) else node)
         short = name.split(".", 1)[1] if name and name.startswith(("R.", "relax.")) else None
-        if short == "Object":
+        if short in ("Object", "Any"):  # (R.Any: TVM's newer spelling of R.Object)
             return ObjectStructInfo()
+        dtype = _tir_dtype(node)
+        if dtype is not None:  # ``-> T.int64``: TVM's printer writes an R.Prim("int64") so
+            return self.guard(node, lambda: PrimStructInfo(dtype))
         if short == "Shape" and not isinstance(node, ast.Call):
             return ShapeStructInfo()  # a bare R.Shape, as TVM reads it: a shape of any length
         if short == "Tensor" and not isinstance(node, ast.Call):
             return TensorStructInfo(None, DEFAULT_DTYPE, -1)  # a bare R.Tensor: any shape, the default dtype
         if not isinstance(node, ast.Call) or short not in _SINFO:
             raise self.error(node, "expected struct info: R.Tensor(shape, dtype), R.Tuple(...), R.Shape(...), "
-                                   "R.Prim(dtype) or R.Object")
+                                   "R.Prim(dtype) (or T.int64, ...), R.Object or R.Any")
         return _SINFO[short](self, node, sizes)
 
     def sinfo_tensor(self, node: ast.Call, sizes: "_Sizes") -> TensorStructInfo:
@@ -893,11 +1101,14 @@ class Parser:
             name = _dotted(node.func)
             if name == "float" and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant):
                 return self.guard(node, lambda: float(node.args[0].value))
+            number = _tir_number(self, node, name, sizes)
+            if number is not None:  # TVM's printer writes a typed number so: roi=[T.float32(0.0), ...]
+                return number
             if name in ("R.const", "relax.const"):
                 return _const_array(self, node).data
-            if name and name.split(".", 1)[-1] in _SINFO or name in ("R.Object",):
+            if name and name.split(".", 1)[-1] in _SINFO or name in ("R.Object", "R.Any"):
                 return self.struct_info(node, sizes or _Sizes())
-        if isinstance(node, ast.Attribute) and _dotted(node) == "R.Object":
+        if isinstance(node, ast.Attribute) and _dotted(node) in ("R.Object", "R.Any"):
             return ObjectStructInfo()
         if _is_call_expr(node, "R.shape") and len(node.args) == 1 and not node.keywords:
             return self.shape(node.args[0], sizes or _Sizes())  # R.shape([3, 5]) where an op takes a shape
@@ -941,6 +1152,20 @@ def _bind_args(p: Parser, node: ast.Call, names: list[str]) -> dict[str, ast.AST
             raise p.error(kw, f"{_dotted(node.func)}: argument {kw.arg!r} given twice")
         bound[kw.arg] = kw.value
     return bound
+
+
+def _tir_number(p: Parser, node: ast.Call, name: Optional[str], sizes) -> "int | float | None":
+    """``T.float32(0.5)``, ``T.int64(3)``: a number of a TIR dtype, as TVM's printer writes a FloatImm or IntImm
+    attribute (``resize2d``'s ``roi``): the number itself (the attribute's type is the op's to decide); ``None`` for
+    another call."""
+    prefix, _, dtype = (name or "").rpartition(".")
+    if prefix not in ("T", "tir") or not dtype.startswith(("float", "int", "uint")) or len(node.args) != 1 \
+            or node.keywords:
+        return None
+    value = p.literal(node.args[0], sizes)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise p.error(node, f"{name} takes a number, got {value!r}")
+    return float(value) if dtype.startswith("float") else int(value)
 
 
 def _const_array(p: Parser, node: ast.Call) -> Constant:
@@ -1075,6 +1300,29 @@ def _sp_misplaced(what: str):
     return handler
 
 
+#: The ``R.`` constructs other than ops that a Python name may stand for (``c = R.const``).
+_ALIASABLE = ("const", "shape", "prim_value", "str", "tuple")
+
+
+def _spelling(value: Any) -> Optional[str]:
+    """``R.exp`` for the op ``exp`` (``relax_mlir.op.exp``, ``R.exp``), ``R.const`` for ``R.const``, ...; None for a
+    value that is neither."""
+    if isinstance(value, Op):
+        return f"R.{value.short_name}"
+    from . import relax as namespace  # (local: the namespace's decorators import this module)
+
+    return next((f"R.{name}" for name in _ALIASABLE if value is getattr(namespace, name)), None) \
+        if callable(value) else None
+
+
+def _respelled(node: ast.Call, spelled: str) -> ast.Call:
+    """``node`` with its callee written ``spelled`` (``R.exp``), at the callee's place (errors point there)."""
+    func = ast.parse(spelled, mode="eval").body
+    for part in ast.walk(func):
+        ast.copy_location(part, node.func)
+    return ast.copy_location(ast.Call(func=func, args=node.args, keywords=node.keywords), node)
+
+
 def _decorator_name(dec: ast.AST) -> Optional[str]:
     """``R.function`` for ``@R.function`` and ``@R.function(private=True)`` alike."""
     return _dotted(dec.func if isinstance(dec, ast.Call) else dec)
@@ -1130,6 +1378,19 @@ _SIZE_DECLARATIONS = ("T.int64", "T.int32", "tir.int64", "tir.int32")
 
 def _is_size_declaration(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and _dotted(node.func) in _SIZE_DECLARATIONS
+
+
+def _declares_sizes(node: ast.AST) -> bool:
+    """``T.int64(), T.int64()``: the value of TVM's declaration of several sizes at once."""
+    return isinstance(node, ast.Tuple) and bool(node.elts) and all(map(_is_size_declaration, node.elts))
+
+
+def _tir_dtype(node: ast.AST) -> Optional[str]:
+    """The dtype of ``T.int64`` (``T.float32``, ...) written as an annotation, TVM's spelling of an ``R.Prim``; else
+    None."""
+    name = _dotted(node) if isinstance(node, ast.Attribute) else None
+    prefix, _, dtype = (name or "").rpartition(".")
+    return dtype if prefix in ("T", "tir") and dtype in DTYPES else None
 
 
 def _is_relax_call(node: ast.Call) -> bool:
@@ -1248,6 +1509,19 @@ def _prim_operands(op: Op, args: list) -> list:
     return out
 
 
+def _size_uses(sinfo: Optional[StructInfo]) -> set[str]:
+    """The sizes ``sinfo`` names, alone or in an expression (a callee's signature names its own, not these)."""
+    if isinstance(sinfo, TensorStructInfo):
+        return sinfo.free_vars()
+    if isinstance(sinfo, ShapeStructInfo):
+        return set().union(*(sym.free_vars(d) for d in sinfo.values or ()))
+    if isinstance(sinfo, PrimStructInfo):
+        return sym.free_vars(sinfo.value) if isinstance(sinfo.value, sym.SymDim) else set()
+    if isinstance(sinfo, TupleStructInfo):
+        return set().union(*(_size_uses(f) for f in sinfo.fields))
+    return set()
+
+
 def _const_like(number: float, partner: Expr) -> Expr:
     """``number`` as a constant of ``partner``'s dtype (a tensor's), else of its own (``R.const``'s default)."""
     sinfo = partner.struct_info
@@ -1263,10 +1537,12 @@ def _to_expr(value, name: str) -> Expr:
     raise TypeError(f"Python name {name!r} is a {type(value).__name__}, not a Relax value")
 
 
-def from_source(text: str, filename: str = "<string>", env: Optional[Mapping[str, Any]] = None):
+def from_source(text: str, filename: str = "<string>", env: Optional[Mapping[str, Any]] = None,
+                check_well_formed: bool = True):
     """Parse a module (``@I.ir_module class ...``) or a function (``@R.function def ...``) from text.
 
     Unlike the decorators, this never evaluates Python: ``env`` may name values (sizes, arrays) the text refers
     to by name, and any other expression that is not the text format (``np.ones(...)``, ``W * 2``) is a
-    ParseError. A text from elsewhere cannot run code."""
-    return Parser(text, filename, env=env).parse()
+    ParseError. A text from elsewhere cannot run code. The result is checked as TVM's ``from_source`` checks it
+    (``well_formed``, struct info aside: see ``Parser.check_result``) unless ``check_well_formed=False``."""
+    return Parser(text, filename, env=env, check_well_formed=check_well_formed).parse()

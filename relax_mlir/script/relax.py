@@ -9,7 +9,8 @@ directly, as ``relax_mlir.op`` does.
 from __future__ import annotations
 
 import builtins
-from typing import Any, Optional, Sequence
+import typing
+from typing import Optional, Sequence
 
 from .. import op as _op
 from ..ir.expr import PrimValue, ShapeExpr, StringImm, Tuple as _TupleExpr, const
@@ -20,12 +21,14 @@ from ._source import caller_env, in_class_body, source_of
 
 nn = _op.nn
 grad = _op.grad
+image = _op.image
 Object = ObjectStructInfo()
+Any = Object  # TVM's newer spelling of R.Object (typing's Any is typing.Any here)
 
 
 #: ``R.Tensor``'s dtype when none is given (TVM's "any dtype" has no counterpart here; see the parser's).
 _DEFAULT_DTYPE = "float32"
-_UNSET: Any = object()  # (an explicit dtype=None is refused, as the parser refuses it, not read as the default)
+_UNSET: typing.Any = object()  # (an explicit dtype=None is refused, as the parser refuses it, not read as the default)
 
 
 def Tensor(shape: Optional[Sequence] = None, dtype: str = _UNSET, vdevice: Optional[str] = None,
@@ -64,7 +67,7 @@ def Shape(values: Optional[Sequence] = None, ndim: int = -1) -> ShapeStructInfo:
     return ShapeStructInfo(values, ndim)
 
 
-def Prim(dtype: str = "int64", value: Any = None) -> PrimStructInfo:  # noqa: N802
+def Prim(dtype: str = "int64", value: typing.Any = None) -> PrimStructInfo:  # noqa: N802
     return PrimStructInfo(dtype, value)
 
 
@@ -72,8 +75,10 @@ def Callable(params: Sequence[StructInfo], ret: StructInfo) -> FuncStructInfo:  
     return FuncStructInfo(params, ret)
 
 
-def function(fn=None, *, pure: bool = True, private: bool = False):
-    """Decorator: parse a Python function written in the text format into a Relax ``Function``."""
+def function(fn=None, *, pure: bool = True, private: bool = False, check_well_formed: bool = True):
+    """Decorator: parse a Python function written in the text format into a Relax ``Function``. The options are
+    read from the decorator's text by the parser (``check_well_formed=False``: the result is not checked, TVM's
+    option)."""
     # Frames between ``in_class_body``/``caller_env`` and the decorated code: ``wrap`` only when used as
     # ``@R.function(...)`` (Python calls ``wrap`` from the class body), ``wrap`` and ``function`` when bare.
     depth = 2 if fn is None else 3
@@ -132,5 +137,5 @@ def __getattr__(name: str):
         raise AttributeError(f"R.{name}: no such op or script construct") from None
 
 
-__all__ = ["Tensor", "Tuple", "Shape", "Prim", "Object", "Callable", "function", "dataflow", "output",
-           "func_attr", "const", "shape", "prim_value", "str", "tuple", "match_cast", "nn", "grad"]
+__all__ = ["Tensor", "Tuple", "Shape", "Prim", "Object", "Any", "Callable", "function", "dataflow", "output",
+           "func_attr", "const", "shape", "prim_value", "str", "tuple", "match_cast", "nn", "grad", "image"]

@@ -25,7 +25,7 @@ from typing import ClassVar
 
 from dataclasses import dataclass
 
-from ..ir.expr import (Constant, DataflowBlock, DataflowVar, Expr, Function, MatchCast, SeqExpr, Tuple,
+from ..ir.expr import (Constant, DataflowBlock, DataflowVar, Expr, Function, If, MatchCast, SeqExpr, Tuple,
                        TupleGetItem, Var, VarBinding)
 from ..ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from ..ir.sym import SymDim
@@ -70,6 +70,7 @@ class CanonicalizeBindings(FunctionPass):
     """
 
     name = "CanonicalizeBindings"
+    supports_if = True
     #: Whether an output aliasing a dataflow variable takes over its binding (TVM's pass does; the adjoints TVM's
     #: Gradient documents keep ``x_adjoint = lv1_adjoint``: ``gradient.py`` cleans up without it).
     promote_outputs: ClassVar[bool] = True
@@ -84,18 +85,21 @@ class CanonicalizeBindings(FunctionPass):
             return func
         return with_body(func, SeqExpr([b for b in blocks if b.bindings], body))
 
-    def _fold(self, seq: SeqExpr):
+    def _fold(self, seq: SeqExpr, remap=None, consts=None, tuples=None):
         """One pass over the bindings: aliases dropped (``remap``), constants recorded for their uses
-        (``consts``), outputs that alias a dataflow variable moved to its binding."""
-        remap: dict[Var, Expr] = {}
-        consts: dict[Var, Constant] = {}
-        tuples: dict[Var, Tuple] = {}
+        (``consts``), outputs that alias a dataflow variable moved to its binding. An ``R.If``'s branches are
+        folded the same way, each starting from what is known before the If (their own findings stay in them)."""
+        remap: dict[Var, Expr] = dict(remap or {})
+        consts: dict[Var, Constant] = dict(consts or {})
+        tuples: dict[Var, Tuple] = dict(tuples or {})
         blocks, changed = [], False
         for block in seq.blocks:
             kept = []
             local: set[Var] = set()  # the dataflow variables of this block: the only ones it may refer to
             for b in block.bindings:
                 aliased = substitute(b.value, remap)
+                if isinstance(aliased, If):
+                    aliased = self._fold_if(aliased, remap, consts, tuples)
                 value = self._resolve_field(aliased, tuples, local)
                 target = self._trivial(b, value)
                 if target is not None and self._may_replace(b.var, target, block, local):
@@ -124,6 +128,17 @@ class CanonicalizeBindings(FunctionPass):
             blocks.append(type(block)(kept))
         body = substitute(substitute(seq.body, remap), consts)
         return blocks, body, changed or body is not seq.body, consts
+
+    def _fold_if(self, if_: If, remap: dict, consts: dict, tuples: dict) -> If:
+        branches = []
+        for branch in (if_.true_branch, if_.false_branch):
+            blocks, body, changed, found = self._fold(branch, remap, consts, tuples)
+            blocks, demoted = _demote_unused_outputs(blocks, body, set(found))
+            branches.append(SeqExpr([b for b in blocks if b.bindings], body, span=branch.span)
+                            if changed or demoted else branch)
+        if all(a is b for a, b in zip(branches, (if_.true_branch, if_.false_branch))):
+            return if_
+        return If(if_.cond, *branches, span=if_.span)
 
     @staticmethod
     def _trivial(b, value: Expr):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar,
+from ..ir.expr import (BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, GlobalVar, If,
                        MatchCast, SeqExpr, Tuple, TupleGetItem, Var)
 from ..op.registry import Op
 from .pass_infra import FunctionPass
@@ -52,6 +52,7 @@ class ConvertToDataflow(FunctionPass):
 
     min_size: int = 2
     name = "ConvertToDataflow"
+    supports_if = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.min_size, int) or isinstance(self.min_size, bool) or self.min_size < 1:
@@ -61,15 +62,18 @@ class ConvertToDataflow(FunctionPass):
     def transform_function(self, func: Function, mod, ctx) -> Function:
         if not isinstance(func.body, SeqExpr):
             return func
-        local_funcs: dict[Var, Function] = {}
-        blocks = self._streaks(self._with_local_functions_converted(func.body.blocks, mod, local_funcs), mod,
-                               local_funcs)
-        if len(blocks) == len(func.body.blocks) and all(a is b for a, b in zip(blocks, func.body.blocks)):
-            return func
-        return _with_dataflow_vars(func, blocks, set(map(id, func.body.blocks)))
+        body = self._convert(func.body, mod, {})
+        return func if body is func.body else with_body(func, body)
 
-    def _with_local_functions_converted(self, blocks, mod, local_funcs: dict) -> list[BindingBlock]:
-        """The blocks with each local function's body converted too (as TVM does), keeping unchanged blocks."""
+    def _convert(self, seq: SeqExpr, mod, local_funcs: dict) -> SeqExpr:
+        blocks = self._streaks(self._with_nested_converted(seq.blocks, mod, local_funcs), mod, local_funcs)
+        if len(blocks) == len(seq.blocks) and all(a is b for a, b in zip(blocks, seq.blocks)):
+            return seq
+        return _with_dataflow_vars(seq, blocks, set(map(id, seq.blocks)))
+
+    def _with_nested_converted(self, blocks, mod, local_funcs: dict) -> list[BindingBlock]:
+        """The blocks with each local function's body, and each ``R.If``'s branches, converted too (as TVM does;
+        the If itself stays in a plain block: a dataflow block may not hold one), keeping unchanged blocks."""
         out = []
         for block in blocks:
             bindings = []
@@ -77,6 +81,11 @@ class ConvertToDataflow(FunctionPass):
                 if isinstance(b.value, Function):
                     b = rebind(b, self.transform_function(b.value, mod, None))
                     local_funcs[b.var] = b.value
+                elif isinstance(b.value, If):
+                    branches = [self._convert(x, mod, local_funcs) for x in (b.value.true_branch,
+                                                                              b.value.false_branch)]
+                    if any(a is not x for a, x in zip(branches, (b.value.true_branch, b.value.false_branch))):
+                        b = rebind(b, If(b.value.cond, *branches, span=b.value.span))
                 bindings.append(b)
             same = all(a is b for a, b in zip(bindings, block.bindings))
             out.append(block if same else type(block)(bindings))
@@ -137,11 +146,12 @@ def _pure(b, mod, local_funcs: dict) -> bool:
     return False
 
 
-def _with_dataflow_vars(func: Function, blocks: list[BindingBlock], kept: set) -> Function:
-    """Variables of the new (or merged) dataflow blocks that nothing after their block uses become dataflow
-    variables; ``kept``: the ids of the blocks that are the function's own, left as they are."""
+def _with_dataflow_vars(seq: SeqExpr, blocks: list[BindingBlock], kept: set) -> SeqExpr:
+    """``seq`` with ``blocks``, in which variables of the new (or merged) dataflow blocks that nothing after their
+    block uses become dataflow variables; ``kept``: the ids of the blocks that are ``seq``'s own, left as they
+    are."""
     used_after: list[set] = []
-    later: set = set(free_vars(func.body.body))
+    later: set = set(free_vars(seq.body))
     for block in reversed(blocks):
         used_after.append(set(later))
         for b in block.bindings:
@@ -161,5 +171,4 @@ def _with_dataflow_vars(func: Function, blocks: list[BindingBlock], kept: set) -
                 remap[b.var] = var
             bindings.append(rebind(b, value, var))
         out.append(type(block)(bindings))
-    body = SeqExpr(out, substitute(func.body.body, remap))
-    return with_body(func, body)
+    return SeqExpr(out, substitute(seq.body, remap), span=seq.span)

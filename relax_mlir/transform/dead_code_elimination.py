@@ -19,12 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from ..ir.expr import Call, Expr, ExternFunc, Function, GlobalVar, MatchCast, SeqExpr, Tuple, TupleGetItem, Var
+from ..ir.expr import Call, Expr, ExternFunc, Function, GlobalVar, If, MatchCast, SeqExpr, Tuple, TupleGetItem, Var
 from ..ir.module import IRModule
 from ..ir.struct_info import PrimStructInfo, StructInfo, TupleStructInfo, free_vars as struct_free_vars
 from ..ir.sym import free_vars as dim_free_vars
 from .pass_infra import Pass, PassContext
-from .utils import callees, free_vars, name_list_option, with_body
+from .utils import callees, free_vars, name_list_option, rebind, with_body
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class DeadCodeElimination(Pass):
     """
 
     name = "DeadCodeElimination"
+    supports_if = True
 
     entry_functions: Optional[Sequence[str]] = None
 
@@ -85,25 +86,46 @@ class DeadCodeElimination(Pass):
 
 def size_defining_casts(func: Function) -> set:
     """The ``match_cast`` bindings that define a size variable (one no parameter defines): later struct info
-    may mention it, so they stay even when their variable is unused."""
-    known = set().union(*(sinfo_size_names(p.struct_info) for p in func.params))
-    out = set()
-    for block in func.blocks:
+    may mention it, so they stay even when their variable is unused. A size an ``R.If`` branch defines is that
+    branch's own (the other branch may define it again)."""
+    out: set = set()
+    if isinstance(func.body, SeqExpr):
+        _size_defining(func.body, set().union(*(sinfo_size_names(p.struct_info) for p in func.params)), out)
+    return out
+
+
+def _size_defining(seq: SeqExpr, known: set, out: set) -> None:
+    for block in seq.blocks:
         for b in block.bindings:
             if isinstance(b, MatchCast):
                 new = sinfo_size_names(b.struct_info) - known
                 if new:
                     out.add(b.var)
                     known |= new
+            elif isinstance(b.value, If):
+                for branch in (b.value.true_branch, b.value.false_branch):
+                    _size_defining(branch, set(known), out)
+
+
+def bindings_within(seq: Expr) -> list:
+    """Every binding of ``seq`` in order, those of the branches of its ``R.If``s included (after the If's own)."""
+    out = []
+    for block in seq.blocks if isinstance(seq, SeqExpr) else ():
+        for b in block.bindings:
+            out.append(b)
+            if isinstance(b.value, If):
+                out += bindings_within(b.value.true_branch) + bindings_within(b.value.false_branch)
     return out
 
 
 def impure_bindings(func: Function, mod: Optional[IRModule] = None) -> set:
     """The variables of ``func``'s bindings whose values have an effect beyond their result (see the module
     docstring), so that running them matters even when nothing reads them. ``mod`` says whether a called module
-    function is pure; without it (or for a name it lacks) such a call counts as impure, which only keeps more."""
-    local = {b.var: b.value for block in func.blocks for b in block.bindings if isinstance(b.value, Function)}
-    return {b.var for block in func.blocks for b in block.bindings if has_effect(b.value, mod, local)}
+    function is pure; without it (or for a name it lacks) such a call counts as impure, which only keeps more.
+    Bindings in ``R.If`` branches count, and so does the If of a branch that has one."""
+    bindings = bindings_within(func.body)
+    local = {b.var: b.value for b in bindings if isinstance(b.value, Function)}
+    return {b.var for b in bindings if has_effect(b.value, mod, local)}
 
 
 def has_effect(value: Expr, mod: Optional[IRModule], local: dict) -> bool:
@@ -114,6 +136,9 @@ def has_effect(value: Expr, mod: Optional[IRModule], local: dict) -> bool:
         return any(has_effect(f, mod, local) for f in value.fields)
     if isinstance(value, TupleGetItem):
         return has_effect(value.tuple_value, mod, local)
+    if isinstance(value, If):
+        return any(has_effect(b.value, mod, local) for branch in (value.true_branch, value.false_branch)
+                   for b in bindings_within(branch))
     if not isinstance(value, Call):
         return False
     if any(has_effect(a, mod, local) for a in value.args):
@@ -144,23 +169,33 @@ def remove_unused_bindings(func: Function, mod: Optional[IRModule] = None) -> Fu
     effect stay, with what they read (``mod`` tells the purity of called module functions)."""
     if not isinstance(func.body, SeqExpr):
         return func
-    keep_anyway = impure_bindings(func, mod) | size_defining_casts(func)
-    used = set(free_vars(func.body.body))
+    body = _prune(func.body, impure_bindings(func, mod) | size_defining_casts(func))
+    return func if body is func.body else with_body(func, body)
+
+
+def _prune(seq: SeqExpr, keep_anyway: set) -> SeqExpr:
+    """``seq`` without the bindings nothing after them uses (nor ``keep_anyway``), the branches of the ``R.If``s
+    it keeps pruned too, as TVM's pass does (each branch's result is what it uses)."""
+    used = set(free_vars(seq.body))
     keep_blocks = []
     changed = False
-    for block in reversed(func.body.blocks):
+    for block in reversed(seq.blocks):
         kept = []
         for b in reversed(block.bindings):
             if b.var in used or b.var in keep_anyway:
+                if isinstance(b.value, If):
+                    branches = [_prune(x, keep_anyway) for x in (b.value.true_branch, b.value.false_branch)]
+                    if any(a is not x for a, x in zip(branches, (b.value.true_branch, b.value.false_branch))):
+                        b = rebind(b, If(b.value.cond, *branches, span=b.value.span))
+                        changed = True
                 kept.append(b)
                 used.update(free_vars(b.value))
             else:
                 changed = True
         keep_blocks.append(type(block)(list(reversed(kept))))
     if not changed:
-        return func
-    body = SeqExpr([b for b in reversed(keep_blocks) if b.bindings], func.body.body)
-    return with_body(func, body)
+        return seq
+    return SeqExpr([b for b in reversed(keep_blocks) if b.bindings], seq.body, span=seq.span)
 
 
 def _reachable(mod: IRModule, entries: Sequence[str]) -> set[str]:

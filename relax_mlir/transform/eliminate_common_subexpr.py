@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..ir.expr import Call, DataflowVar, Expr, Function, SeqExpr, Tuple, TupleGetItem, Var, VarBinding
+from ..ir.expr import Call, DataflowVar, Expr, Function, If, SeqExpr, Tuple, TupleGetItem, Var, VarBinding
 from ..ir.struct_info import is_base_of
 from ..ir.structural_equal import structural_equal, structural_hash
 from ..ir.visitor import post_order_visit
-from .dead_code_elimination import has_effect
+from .dead_code_elimination import bindings_within, has_effect
 from .pass_infra import Pass
 from .utils import rebind, substitute, with_body
 
@@ -66,6 +66,7 @@ class EliminateCommonSubexpr(Pass):
 
     call_only: bool = False
     name = "EliminateCommonSubexpr"
+    supports_if = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.call_only, bool):
@@ -91,12 +92,19 @@ class EliminateCommonSubexpr(Pass):
         the local functions of enclosing scopes. A local function is searched with tables of its own."""
         if not isinstance(func.body, SeqExpr):
             return func
-        inner = {b.var: b.value for block in func.blocks for b in block.bindings if isinstance(b.value, Function)}
+        inner = {b.var: b.value for b in bindings_within(func.body) if isinstance(b.value, Function)}
         functions = {**(functions or {}), **inner}
-        remap: dict[Var, Expr] = {}
-        seen = _Table()  # values bound to plain variables: visible from then on
+        body = self._share(func.body, mod, functions, {}, _Table())
+        return func if body is func.body else with_body(func, body)
+
+    def _share(self, seq: SeqExpr, mod, functions: dict, remap: dict, seen: "_Table") -> SeqExpr:
+        """``seq`` with repeated values shared, starting from what is known before it: ``remap`` (replaced
+        variables) and ``seen`` (values bound to plain variables), which it does not change. The branches of an
+        ``R.If`` start from what is known before the If and keep their own findings, as TVM's pass does: a value
+        of one branch is not reused in the other, nor after the If."""
+        remap, seen = dict(remap), seen.copy()
         blocks, changed = [], False
-        for block in func.body.blocks:
+        for block in seq.blocks:
             local = _Table()  # values bound to this block's dataflow variables
             in_block = dict(remap)  # remap, plus outputs read as the block's dataflow variable inside it
             kept = []
@@ -104,6 +112,11 @@ class EliminateCommonSubexpr(Pass):
                 value = substitute(b.value, in_block)
                 if isinstance(value, Function):
                     value = self.transform_function(value, mod, functions)
+                if isinstance(value, If):
+                    branches = [self._share(x, mod, functions, in_block, seen)
+                                for x in (value.true_branch, value.false_branch)]
+                    if any(a is not x for a, x in zip(branches, (value.true_branch, value.false_branch))):
+                        value = If(value.cond, *branches, span=value.span)
                 if isinstance(b, VarBinding) and self.candidate(value, mod, functions):
                     prior = local.find(value) or seen.find(value)
                     if prior is not None and _describes(b.var, prior):
@@ -127,10 +140,10 @@ class EliminateCommonSubexpr(Pass):
                     b = rebind(b, value)
                 kept.append(b)
             blocks.append(type(block)(kept))
-        if not changed:
-            return func
-        body = SeqExpr([b for b in blocks if b.bindings], substitute(func.body.body, remap))
-        return with_body(func, body)
+        body = substitute(seq.body, remap)
+        if not changed and body is seq.body:
+            return seq
+        return SeqExpr([b for b in blocks if b.bindings], body, span=seq.span)
 
 
 def _describes(var: Var, prior: Var) -> bool:
@@ -163,3 +176,8 @@ class _Table:
 
     def add(self, value: Expr, var: Var) -> None:
         self.entries.setdefault(self._key(value), []).append((value, var))
+
+    def copy(self) -> "_Table":
+        out = _Table()
+        out.entries = {key: list(found) for key, found in self.entries.items()}
+        return out

@@ -41,6 +41,7 @@ class Normalize(Pass):
     """
 
     name = "Normalize"
+    supports_if = True
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         return ExprMutator(mod).mutate_module(mod)

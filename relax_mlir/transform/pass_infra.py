@@ -174,6 +174,10 @@ class Pass:
 
     name: ClassVar[str]
     opt_level: ClassVar[int] = 0
+    #: Whether the pass handles ``R.If`` (its branches included). A pass of this package that does not say so is
+    #: refused a module with one, naming itself and where the If is (``refuse_if``), rather than mishandling it; a
+    #: pass of the user's is trusted (it is theirs to check).
+    supports_if: ClassVar[Optional[bool]] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -184,7 +188,9 @@ class Pass:
         # names; importing the other files from inside one being imported could meet it half-made). A user's is
         # checked against every pass of the package, as when the package imported them all.
         known = PASSES.loaded(name) if cls.__module__.startswith("relax_mlir.") else PASSES.get(name)
-        if known is not None and known.__qualname__ != cls.__qualname__:
+        # Only the same class defined again (its module reloaded) replaces itself: a user's class named as a
+        # built-in (``class Normalize(Pass)``) is refused, not put in the built-in's place.
+        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
             raise ValueError(f"pass name {name!r} of {cls.__module__}.{cls.__qualname__} is already taken by "
                              f"{known.__module__}.{known.__qualname__}")
         PASSES[name] = cls
@@ -214,6 +220,8 @@ class Pass:
             return mod
         for inst in ctx.instruments:
             inst.run_before_pass(mod, info)
+        if not self.handles_if():
+            refuse_if(mod, info.name)
         out = self.transform_module(mod, ctx)
         if ctx.check_well_formed and not isinstance(self, Sequential):
             from ..ir.well_formed import check_well_formed
@@ -222,6 +230,45 @@ class Pass:
         for inst in ctx.instruments:
             inst.run_after_pass(out, info)
         return out
+
+    def handles_if(self) -> bool:
+        """Whether the pass may run on a module holding an ``R.If`` (see ``supports_if``)."""
+        flag = type(self).supports_if
+        return flag if flag is not None else not type(self).__module__.startswith("relax_mlir.")
+
+
+def find_if(mod: IRModule) -> Optional[tuple[str, str]]:
+    """``(function, binding)`` of the first ``R.If`` of ``mod`` (local functions searched too), or None. An If is
+    always a binding's value (the normal form), so this reads bindings only: it runs before every pass."""
+    from ..ir.expr import Function, If, SeqExpr
+
+    def first_if(body) -> Optional[str]:
+        if not isinstance(body, SeqExpr):
+            return None
+        for block in body.blocks:
+            for binding in block.bindings:
+                value = getattr(binding, "value", None)
+                if isinstance(value, If):
+                    return binding.var.name_hint
+                if isinstance(value, Function) and (found := first_if(value.body)) is not None:
+                    return found
+        return None
+
+    for name, func in mod.items():
+        found = first_if(getattr(func, "body", None))
+        if found is not None:
+            return name, found
+    return None
+
+
+def refuse_if(mod: IRModule, pass_name: str) -> None:
+    """Refuse, naming ``pass_name`` and where, a module holding an ``R.If``: for a pass written for straight-line
+    code, which would mishandle the branches (or fail inside)."""
+    found = find_if(mod)
+    if found is not None:
+        handled = ", ".join(sorted(n for n, cls in PASSES.items() if cls.supports_if))
+        raise ValueError(f"{pass_name}: does not support R.If (function {found[0]!r}, binding {found[1]!r}); "
+                         f"the passes that do: {handled}")
 
 
 class FunctionPass(Pass):
@@ -262,6 +309,8 @@ class DataflowBlockPass(FunctionPass):
 class Sequential(Pass):
     """Runs passes in order (TVM's ``tvm.transform.Sequential``)."""
 
+    supports_if = True  # (each of its passes says for itself)
+
     def __init__(self, passes: Optional[Iterable[Pass]] = None, opt_level: int = 0, name: str = "sequential"):
         self.passes = list(passes or ())  # None: no passes, as TVM's default
         for p in self.passes:
@@ -298,12 +347,12 @@ def _wrapped_pass(base: type, method: str, f, name: str, opt_level: int):
             return getattr(self._inner, method)(*args)
 
         return type(f.__name__, (base,), {"__init__": __init__, method: run, "info": property(info),
-                                          "__doc__": f.__doc__, "__module__": f.__module__})
+                                          "__doc__": f.__doc__, "__module__": f.__module__, "supports_if": True})
 
     if not callable(f):
         raise TypeError(f"a pass decorator expects a function or a class, got {type(f).__name__}")
     cls = type(f"{base.__name__}({name})", (base,), {method: lambda self, *args: f(*args), "info": property(info),
-                                                     "__doc__": f.__doc__})
+                                                     "__doc__": f.__doc__, "supports_if": True})
     return cls()
 
 

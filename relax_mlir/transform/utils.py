@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional
 
-from ..ir.expr import Call, Expr, Function, Tuple, TupleGetItem, Var
+from ..ir.expr import Call, Expr, Function, If, Tuple, TupleGetItem, Var
 
 
 def substitute_with(e: Expr, fn: Callable[[Var], Expr]) -> Expr:
@@ -27,6 +27,11 @@ def substitute_with(e: Expr, fn: Callable[[Var], Expr]) -> Expr:
     if isinstance(e, Function):  # a local function: the outer variables its body captures
         body = _substitute_in_seq(e.body, fn)
         return e if body is e.body else with_body(e, body)
+    if isinstance(e, If):  # the condition, and what the branches read
+        parts = [substitute_with(e.cond, fn), _substitute_in_seq(e.true_branch, fn),
+                 _substitute_in_seq(e.false_branch, fn)]
+        return e if all(a is b for a, b in zip(parts, (e.cond, e.true_branch, e.false_branch))) else \
+            If(*parts, span=e.span)
     return e
 
 

@@ -108,6 +108,7 @@ class ScalarBuilder:
     def asin(self, x): return self._math("asin", x)  # noqa: E704
     def acos(self, x): return self._math("acos", x)  # noqa: E704
     def atan(self, x): return self._math("atan", x)  # noqa: E704
+    def atan2(self, y, x): return self._by_type("atan2", math.atan2, None, y, x)  # noqa: E704 - libm's atan2
     def sinh(self, x): return self._math("sinh", x)  # noqa: E704
     def cosh(self, x): return self._math("cosh", x)  # noqa: E704
     def asinh(self, x): return self._math("asinh", x)  # noqa: E704

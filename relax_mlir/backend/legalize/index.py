@@ -105,3 +105,63 @@ def scatter_elements(lc, op):
         for a in range(rank)])
     return unless_sizes(mismatch, data.type, sizes_of(data), lambda: loops(0, [], data))
 
+
+
+def scatter_nd(lc, op):
+    """A copy of ``data`` updated at each index tuple in turn: ``scf.for`` loops over the tuples' positions (row-major:
+    later writes win, as the reference's) carrying the tensor; each tuple's entries are checked as they are read (a
+    bad one is reported and its tuple writes nothing), then loops over the trailing axes of ``data`` write the
+    update's slice."""
+    data, ind, upd = lc.inputs
+    k = ind.type.shape[-1]
+    outer = sizes_of(ind)[:-1]
+    rest = sizes_of(data)[k:]
+    b = ScalarBuilder(lc.fail)
+    combine = {"add": b.add, "mul": b.mul, "min": b.min, "max": b.max}.get(lc.attrs["reduction"])
+    messages = [index_message(op, "relax.scatter_nd", sizes_of(ind), a, dim(data, a)) for a in range(k)]
+
+    def write(pos: list, target: list, acc: ir.Value, depth: int = 0) -> ir.Value:
+        if depth == len(rest):
+            value = tensor.extract(upd, pos + target[k:])
+            if combine is not None:
+                value = combine(tensor.extract(acc, target), value)
+            return tensor.insert(value, acc, target)
+        loop = scf.ForOp(index(0), as_index(rest[depth]), index(1), [acc])
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp([write(pos, target + [loop.induction_variable], loop.inner_iter_args[0], depth + 1)])
+        return loop.results[0]
+
+    def innermost(pos: list, acc: ir.Value) -> ir.Value:
+        target, any_bad = [], None
+        for a in range(k):
+            coords = pos + [index(a)]
+            raw = tensor.extract(ind, coords)
+            extent = as_index(dim(data, a))
+            i, bad = take_index(convert(raw, ir.IndexType.get()), extent, "fast")
+            report_if(op, bad, raw, flat_position(coords, sizes_of(ind)), messages[a], extent)
+            target.append(i)
+            any_bad = bad if any_bad is None else arith.ori(any_bad, bad)
+        if any_bad is None:  # K = 0: every tuple names all of data
+            return write(pos, target, acc)
+        choose = scf.IfOp(any_bad, [acc.type], has_else=True)
+        with ir.InsertionPoint(choose.then_block):
+            scf.YieldOp([acc])
+        with ir.InsertionPoint(choose.else_block):
+            scf.YieldOp([write(pos, target, acc)])
+        return choose.results[0]
+
+    def loops(depth: int, pos: list, acc: ir.Value) -> ir.Value:
+        if depth == len(outer):
+            return innermost(pos, acc)
+        loop = scf.ForOp(index(0), as_index(outer[depth]), index(1), [acc])
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp([loops(depth + 1, pos + [loop.induction_variable], loop.inner_iter_args[0])])
+        return loop.results[0]
+
+    # The loops take their bounds from the indices and data and read the updates there: the updates' sizes, which
+    # inference assumed equal, are checked first (smaller updates would be read past their buffer).
+    expected = outer + rest
+    mismatch = assumed_equal(op, [
+        (dim(upd, a), expected[a], a, f"{where(op)}: relax.scatter_nd: dimension {{position}} of the updates is "
+         "{value}, where indices.shape[:-1] + data.shape[K:] has {extent}") for a in range(upd.type.rank)])
+    return unless_sizes(mismatch, data.type, sizes_of(data), lambda: loops(0, [], data))

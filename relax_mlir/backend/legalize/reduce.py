@@ -208,3 +208,30 @@ def collapse_sum_to(lc, op):
     if acc_t != elem(x):
         compact = map_elementwise([compact], tensor_type(sizes, elem(x)), lambda v: convert(v, elem(x)), sizes)
     return reshape(compact, lc.result_sizes())
+
+
+def cumprod(lc, op):
+    """``cumsum``'s scan with a product: each output multiplies the elements at or before its position (before it
+    only, ``exclusive``), the rest counting as 1; quadratic in the axis' length, as cumsum's."""
+    x = lc.inputs[0]
+    axis = lc.attrs["axis"]
+    if axis is None:
+        x, axis = reshape(x, [sprod(sizes_of(x))]), 0
+    axis %= x.type.rank
+    out_elt = elem(lc.result_type)
+    acc_t = compute_type(out_elt)
+    rank = x.type.rank
+    x_map = amap(rank + 1, [rank if a == axis else a for a in range(rank)])
+    pred = arith.CmpIPredicate.ult if lc.attrs["exclusive"] else arith.CmpIPredicate.ule
+    mul = arith.mulf if is_float(acc_t) else arith.muli
+
+    def body(v, a):
+        take = arith.cmpi(pred, loop_index(rank), loop_index(axis))
+        v = convert(convert(v, out_elt), acc_t)  # as cumsum: cast to dtype first, then multiply
+        return mul(arith.select(take, v, scalar(1, acc_t)), a)
+
+    (total,) = generic([x], [filled(sizes_of(x), acc_t, 1)], [x_map, amap(rank + 1, list(range(rank)))],
+                       ["parallel"] * rank + ["reduction"], body)
+    if acc_t == out_elt:
+        return total
+    return map_elementwise([total], lc.result_type, lambda v: convert(v, out_elt), sizes_of(x))

@@ -445,3 +445,35 @@ def arange(lc, op):
         return convert(value, t)
 
     return generic([], [empty(sizes, t)], [identity(1)], ["parallel"], body)[0]
+
+
+def dynamic_strided_slice(lc, op):
+    """Python's slice of each axis with its bounds and stride read from the operand tensors at run time: the start
+    and length of :func:`_slice_bounds`, computed for both signs of the stride and selected by it, then the gathering
+    ``linalg.generic`` of a negative-stride slice. A zero stride is reported (``ValueError``) and read as 1."""
+    x, *bounds = lc.inputs
+    idx_t = ir.IndexType.get()
+    zero, one = as_index(0), as_index(1)
+    offsets, strides, sizes = [], [], []
+    for a in range(x.type.rank):
+        raw_b, raw_e, raw_s = (tensor.extract(t, [as_index(a)]) for t in bounds)
+        b, e, s = (arith.index_cast(idx_t, v) for v in (raw_b, raw_e, raw_s))
+        is_zero = arith.cmpi(arith.CmpIPredicate.eq, s, zero)
+        report_if(op, is_zero, raw_s, as_index(a), f"{SHAPE_CHECK_PREFIX}{where(op)}: relax.dynamic_strided_slice: "
+                  "stride {value} on axis {position}: strides must be non-zero")
+        s = arith.select(is_zero, one, s)
+        d = as_index(dim(x, a))
+        forward = arith.cmpi(arith.CmpIPredicate.sgt, s, zero)
+
+        def clamp(i: ir.Value, low: ir.Value, high: ir.Value) -> ir.Value:
+            counted = arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, zero), arith.addi(i, d), i)
+            return arith.minsi(arith.maxsi(counted, low), high)
+
+        low = arith.select(forward, zero, as_index(-1))
+        high = arith.select(forward, d, arith.subi(d, one))
+        start, stop = clamp(b, low, high), clamp(e, low, high)
+        up = arith.ceildivsi(arith.subi(stop, start), s)  # (stop - start) / s rounded up, for either sign
+        offsets.append(start)
+        strides.append(s)
+        sizes.append(arith.maxsi(up, zero))
+    return _gather(x, offsets, strides, sizes)

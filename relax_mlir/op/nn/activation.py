@@ -1,5 +1,5 @@
 """Activations (``relax.nn.relu`` ... ``leakyrelu``, ``softplus``, one line each through :func:`unary`), ``prelu``
-(a composite) and softmax.
+and ``relu6`` (composites) and softmax.
 
 Gradient rules sit next to each record (``unary``'s ``grad=``, float inputs only); they take ``x`` from the call
 and, where it saves recomputation, the result ``y``: silu' = sigmoid(x) * (1 + x - y), softmax' uses y and
@@ -13,11 +13,12 @@ import math
 import numpy as np
 
 from ... import op
+from ...ir.dtype import is_bool
 from ...ir.struct_info import TensorStructInfo
 from ..common import (check_dims_match, check_number, fmt, normalize_axis, np_erf, require_float, require_ndim,
                       require_same_dtype)
-from ..grad_utils import scalar, through_decomposition
-from ..registry import BadSample, Op, Sample, register
+from ..grad_utils import scalar, sinfo_of, through_decomposition
+from ..registry import BadSample, Op, Sample, fail, register
 from ..unary import sigmoid_scalar, unary
 from .grad_helpers import along, known_shape
 
@@ -69,6 +70,24 @@ def _gelu_tanh_scalar(b, x):
 relu = unary("nn.relu", lambda x: np.maximum(x, 0).astype(x.dtype), float_only=False, input_name="data",
              grad=_relu_grad, scalar=lambda b, x: b.max(x, 0),
              doc="``max(x, 0)`` elementwise; integers allowed. Its gradient is ``where(x < 0, 0, g)`` (relu'(0) = 1).")
+def _relu6_infer(args, attrs):
+    (x,) = args
+    if is_bool(x.dtype):
+        fail("data must be numeric, got bool")
+    return x
+
+
+relu6 = register(Op(
+    name="relax.nn.relu6", inputs=("data",), infer=_relu6_infer,
+    reference=lambda x: np.clip(x, 0, 6).astype(x.dtype), decompose=lambda call: op.clip(call.args[0], 0, 6),
+    gradient=through_decomposition,
+    samples=[Sample([_T((3, 4), "float32")], low=-3.0, high=9.0), Sample([_T(("n", 5), "float64")], low=-3.0, high=9.0),
+             Sample([_T((2, 6), "int32")], low=-9, high=12), Sample([_T((4,), "float16")], low=-3.0, high=9.0)],
+    bad_samples=[BadSample([_T((3,), "bool")], {}, r"data must be numeric, got bool")],
+    doc="``min(max(x, 0), 6)`` elementwise (TVM's ``nn.relu6``, which is ``clip(x, 0, 6)``); integers allowed. "
+        "Composite: decomposed into ``clip``, whose gradient passes where ``0 <= x <= 6``."))
+
+
 def _silu_ref(x):
     """``x * sigmoid(x)`` from ``exp(-|x|)``, which neither overflows nor cancels (``x / 2 * (1 + tanh(x / 2))``
     lost every digit below x = -35: 0 where PyTorch and the compiled code give -1e-20)."""
@@ -142,9 +161,9 @@ def _prelu_infer(args, attrs):
     if x.ndim == -1:
         return x
     axis = normalize_axis(attrs["axis"], x.ndim)
-    if x.shape is not None and alpha.shape is not None:
+    if x.shape is not None and alpha.shape is not None and alpha.shape[0] != 1:
         check_dims_match(alpha.shape[0], x.shape[axis], f"alpha must have shape ({x.shape[axis]},) (data's axis "
-                                                        f"{axis}), got {fmt(alpha.shape)}")
+                                                        f"{axis}) or (1,), got {fmt(alpha.shape)}")
     return x
 
 
@@ -156,9 +175,12 @@ def _prelu_ref(data, alpha, axis):
 
 
 def _prelu_decompose(call):
-    """``where(x > 0, x, x * alpha)``, alpha reshaped to broadcast along ``axis``."""
+    """``where(x > 0, x, x * alpha)``, alpha reshaped to broadcast along ``axis``; a one-element alpha (PyTorch's
+    default ``nn.PReLU()``, one slope for every channel) is broadcast over all of ``x``."""
     x, alpha = call.args
     shape = known_shape(x, call.op.name)
+    if sinfo_of(alpha).shape is not None and sinfo_of(alpha).shape[0] == 1:
+        shape = (1,) * len(shape)
     slope = along(alpha, normalize_axis(call.attrs["axis"], len(shape)), shape)
     return op.where(op.greater(x, scalar(0, x)), x, x * slope)
 
@@ -168,13 +190,17 @@ prelu = register(Op(
     gradient=through_decomposition, decompose=_prelu_decompose,
     samples=[Sample([_T((2, 3, 4), "float32"), _T((3,), "float32")]),
              Sample([_T(("n", 5), "float64"), _T((5,), "float64")], {"axis": -1}),
-             Sample([_T((4, 2), "float16"), _T((4,), "float16")], {"axis": 0})],
-    bad_samples=[BadSample([_T((2, 3), "float32"), _T((2,), "float32")], {}, r"alpha must have shape \(3,\)"),
+             Sample([_T((4, 2), "float16"), _T((4,), "float16")], {"axis": 0}),
+             Sample([_T((2, 3, 4), "float32"), _T((1,), "float32")]),  # one slope shared by every channel
+             Sample([_T(("n", "c", 3), "float32"), _T((1,), "float32")])],
+    bad_samples=[BadSample([_T((2, 3), "float32"), _T((2,), "float32")], {},
+                           r"alpha must have shape \(3,\) \(data's axis 1\) or \(1,\), got \(2,\)"),
                  BadSample([_T((2, 3), "float32"), _T((3, 1), "float32")], {}, r"alpha must have rank 1"),
                  BadSample([_T((2, 3), "int32"), _T((3,), "int32")], {}, r"data must have a float dtype"),
                  BadSample([_T((2, 3), "float32"), _T((3,), "float32")], {"axis": 2}, r"axis 2 is out of range")],
     doc="Parametric ReLU (TVM's ``prelu(data, alpha, axis=1)``): ``x if x > 0 else alpha[c] * x`` with ``c`` the "
-        "index along ``axis``. Composite: decomposed into ``where``; its gradient is the decomposition's."))
+        "index along ``axis``; a one-element ``alpha`` is one slope for every element, as TVM broadcasts it. "
+        "Composite: decomposed into ``where``; its gradient is the decomposition's."))
 
 
 # -- Softmax ----------------------------------------------------------------------------------------------------------

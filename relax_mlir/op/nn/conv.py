@@ -1,7 +1,7 @@
 """conv2d and 2-D pooling (``relax.nn.conv2d``, ``max_pool2d``, ``avg_pool2d``), NCHW or NHWC.
 
-Window attributes are stored canonically, as TVM does (``padding=1`` is kept as ``(1, 1, 1, 1)``); pooling
-follows PyTorch for padding and ``ceil_mode``. References compute in float64 (int64 for integer convolution).
+Window attributes are stored canonically, as TVM does (``padding=1`` is kept as ``(1, 1, 1, 1)``); pooling takes
+any padding, as TVM, and follows PyTorch for ``ceil_mode``. References compute in float64 (int64 for integers).
 Gradients: conv2d's data gradient is a ``conv2d_transpose``, its weight gradient a conv2d with the batch as
 the reduced axis (:func:`conv2d_weight_grad`); pooling's are ``relax.grad.*_pool2d_backward`` (``relax_mlir.op.grad``).
 """
@@ -23,6 +23,7 @@ from ..common import (canonical_dtype, check_bool, check_dims_match, is_int_valu
 from ..grad_utils import expression_vjp, sinfo_of
 from ..registry import BadSample, Op, Sample, fail, register
 from .grad_helpers import known_shape
+from .groups import never_divisible
 
 _T = TensorStructInfo
 _F64 = np.float64
@@ -180,7 +181,7 @@ def _conv2d_infer_nchw(data: TensorStructInfo, weight_shape: tuple, attrs: dict,
     (n, c, _, _), (o, i, kh, kw), g = data.shape, weight_shape, attrs["groups"]
     check_dims_match(c, i * g, f"data has {c} channels but weight expects {i} per group x {g} group(s) = {i * g} "
                                "(data channels must equal weight.shape[1] * groups)")
-    if isinstance(o, int) and o % g:
+    if never_divisible(o, g):  # (a symbolic count too, when no value of its sizes makes it divisible: 6 * k + 4)
         fail(f"the {o} output channels (weight.shape[0]) must be divisible by groups {g}")
     hw = _spatial_out(data, (kh, kw), attrs, ceil=False)
     return _T(None, out_dtype, 4) if hw is None else _T((n, o) + hw, out_dtype)
@@ -331,23 +332,23 @@ conv2d = register(Op(
 
 # pooling ---------------------------------------------------------------------------------------------------
 
-def _pool_canon(attrs: dict) -> dict:
+def _pool_canon(attrs: dict) -> dict:  # (any padding, as TVM: padding=1 on the default 1x1 window)
     return _pool_window(_canonical_layouts(attrs, {"layout": tuple(DATA_LAYOUTS), "out_layout": tuple(DATA_LAYOUTS)}))
 
 
 def pool_canon_nchw(attrs: dict) -> dict:
-    """The poolings' attributes, NCHW only (their backward ops, which the NHWC poolings reach through NCHW)."""
-    return _pool_window(_canonical_window(attrs, {"layout": "NCHW", "out_layout": "NCHW"}))
+    """The backward ops' attributes (NCHW only), with PyTorch's padding rule: at most half the window."""
+    return _pool_window(_canonical_window(attrs, {"layout": "NCHW", "out_layout": "NCHW"}), half_window=True)
 
 
-def _pool_window(attrs: dict) -> dict:
+def _pool_window(attrs: dict, half_window: bool = False) -> dict:
     attrs["pool_size"] = _pair(attrs["pool_size"], "pool_size")
     check_bool(attrs, *(k for k in ("ceil_mode", "count_include_pad") if k in attrs))
     pt, pl, pb, pr = attrs["padding"]
     spans = [d * (k - 1) + 1 for k, d in zip(attrs["pool_size"], attrs["dilation"])]
     # PyTorch's rule: with at most half a window of padding, every window overlaps the input.
-    if max(pt, pb) > spans[0] // 2 or max(pl, pr) > spans[1] // 2:
-        fail(f"padding {attrs['padding']} must be at most half the (dilated) window {tuple(spans)}")
+    if half_window and (max(pt, pb) > spans[0] // 2 or max(pl, pr) > spans[1] // 2):
+        fail(f"padding {attrs['padding']} must be at most half the (dilated) window {tuple(spans)} (in a gradient)")
     return attrs
 
 
@@ -415,10 +416,10 @@ def _max_pool_ref(data, **attrs):
 
 def _avg_pool_ref(data, **attrs):
     total = _pool_windows(data.astype(_F64), attrs, 0.0).sum(axis=(0, 1))
-    # Count the window positions on the input (and on the padding with count_include_pad), never past it.
+    # Count the window positions on the input (and on the padding with count_include_pad), never past it: at least 1
     ones = np.ones((1, 1) + data.shape[2:])
     count = _pool_windows(ones, attrs, 0.0, 1.0 if attrs["count_include_pad"] else 0.0).sum(axis=(0, 1))
-    return (total / count).astype(data.dtype)
+    return (total / np.maximum(count, 1.0)).astype(data.dtype)
 
 
 def _pool_attrs(avg: bool) -> dict:
@@ -428,8 +429,8 @@ def _pool_attrs(avg: bool) -> dict:
 
 
 _POOL_DOC = ("2-D {kind} pooling over NCHW or NHWC data (``layout``; ``out_layout`` defaults to it; NHWC is the NCHW "
-             "pooling between permutations). ``padding`` is ``(top, left, bottom, right)`` (``p`` and "
-             "``(h, w)`` accepted and stored as 4 values), at most half the dilated window, as in PyTorch. "
+             "pooling between permutations). ``padding`` is ``(top, left, bottom, right)`` (``p``, ``(h, w)`` stored "
+             "as 4), any size, as TVM: a window wholly in it gives -inf (max) or 0 (average); its gradient is refused. "
              "``out = (in + pads - dilation * (k - 1) - 1) // stride + 1``, rounded up with ``ceil_mode``, where "
              "a last window starting in the right padding is dropped (PyTorch). {extra}")
 
@@ -456,7 +457,6 @@ def _pool_samples(dtypes: tuple[str, ...], avg: bool) -> list[Sample]:
 def _pool_bad(avg: bool) -> list[BadSample]:
     x = [_T((1, 2, 6, 6), "float32")]
     out = [BadSample([_T((2, 6, 6), "float32")], {"pool_size": 2}, r"data must have rank 4"),
-           BadSample(x, {"pool_size": 2, "padding": 2}, r"padding \(2, 2, 2, 2\) must be at most half the"),
            BadSample(x, {"pool_size": 0}, r"pool_size must be positive"),
            BadSample(x, {"pool_size": 2, "layout": "HWNC"}, r"layout must be one of 'NCHW', 'NHWC', got 'HWNC'"),
            BadSample(x, {"pool_size": 7}, r"height window \(extent 7\) is larger than the padded input \(6\)"),

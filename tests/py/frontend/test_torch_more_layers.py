@@ -159,8 +159,11 @@ def test_gradients_are_pytorchs(case):
     mod, params, _ = from_exported_program(torch.export.export(model, ()))
     adjoint = transform.Gradient("main", require_grads=mod["main"].params)(mod)
     adjoint = transform.DecomposeOpsForTraining()(adjoint)
+    with torch.no_grad():  # the loss's signed terms can cancel far below their size: a floor of 4 ulps of
+        terms = sum(float((y * w).abs().sum()) for y, w in zip(_as_list(model.fn(*model.inputs)), model.weights))
+    floor = 4 * float(np.finfo(np.float32).eps) * terms  # their sum of magnitudes, which summation orders move
     for loss, grads in _run_both(adjoint, "main_adjoint", list(params.values())):
-        np.testing.assert_allclose(loss, model().item(), rtol=1e-5)
+        np.testing.assert_allclose(loss, model().item(), rtol=1e-5, atol=floor)
         assert len(grads) == len(wanted)
         for i, (got, want) in enumerate(zip(grads, wanted)):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{case}, gradient {i}")
@@ -182,13 +185,6 @@ def test_clamp_gradients_at_the_bounds_are_pytorchs():
     for _, grads in _run_both(adjoint, "main_adjoint", list(params.values())):
         for got, want in zip(grads, by_hand):
             np.testing.assert_allclose(got, want, rtol=1e-6)
-
-
-def test_a_3d_average_pool_with_a_divisor_override_is_refused_naming_the_node():
-    ep = torch.export.export(nn.AvgPool3d(2, divisor_override=3), (_VOLUME,))
-    with pytest.raises(TorchImportError, match=r"node \w+ \(aten\.avg_pool3d\.default\): divisor_override is not "
-                                               r"supported"):
-        from_exported_program(ep)
 
 
 def test_nearest_to_a_size_that_is_not_a_multiple_of_a_symbolic_axis_is_refused_naming_the_node():

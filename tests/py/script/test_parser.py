@@ -212,7 +212,7 @@ ERRORS = [
     ("def f(x: R.Tensor((2,), \"float32\")):\n    y = R.exp(x\n    return y\n", 2, r"invalid syntax"),
     ("def f(x: R.Tensor((2,), \"float32\")) -> R.Tensor((2,), \"int32\"):\n    return x\n", 1,
      r"returns R.Tensor\(\(2,\), dtype=\"float32\"\) but is annotated"),
-    ("def f(x: R.Tensor((2,), \"float32\")):\n    if x:\n        y = x\n    return x\n", 2,
+    ("def f(x: R.Tensor((2,), \"float32\")):\n    while x:\n        y = x\n    return x\n", 2,
      r"unsupported statement .*expected an assignment"),
     ("x = 1\n", 1, r"expected an @I.ir_module class or an @R.function"),
     ("@R.function\ndef f(x: R.Tensor((2,), \"float32\")):\n    return x\0\n", 3, r"3:13: a NUL character"),
