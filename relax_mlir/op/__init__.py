@@ -6,8 +6,8 @@ themselves.
 ``substitute_attrs(call.attrs, sizes)`` binds the size variables of a call's attributes before its reference runs.
 """
 
-from . import (binary, create, diagonal, fast_math, grid, indexing, linalg, logical, manipulate, nn, random, reduce,
-               scan, scatter, scatter_nd, sort, split, summation, ternary, tiling, unary)
+from . import (binary, create, diagonal, fast_math, grid, indexing, layout, linalg, logical, manipulate, nn, random,
+               reduce, scan, scatter, scatter_nd, sort, split, summation, ternary, tiling, unary)
 from . import grad  # after the families: its backward ops build on theirs
 from . import image  # relax.image.*, a nested namespace as nn (R.image.resize2d)
 from .registry import (NOT_DIFFERENTIABLE, REQUIRED, SECOND_ORDER_UNSUPPORTED, BadSample, Op, Sample, get_op,
@@ -15,7 +15,7 @@ from .registry import (NOT_DIFFERENTIABLE, REQUIRED, SECOND_ORDER_UNSUPPORTED, B
 
 # Re-export the top-level ops (relax.add, relax.sum, ...) by their short names.
 for _family in (unary, fast_math, binary, ternary, logical, create, diagonal, reduce, scan, manipulate, split, grid,
-                indexing, linalg, random, summation, tiling, scatter, scatter_nd, sort):
+                indexing, linalg, random, summation, tiling, scatter, scatter_nd, sort, layout):
     for _name, _value in vars(_family).items():
         if isinstance(_value, Op) and not _name.startswith("_"):
             globals()[_name] = _value
