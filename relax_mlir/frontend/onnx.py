@@ -23,6 +23,7 @@ Relax op gets ``1 - momentum``.
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import warnings
@@ -37,7 +38,8 @@ from ..ir.expr import Call, Constant, Expr, Tuple, TupleGetItem, const
 from ..op.registry import Op
 from .common import (ImportedModel, Names, Updates, build_main, check_supported, dtype_of, elu, emit_updates,
                      in_float32, mish, ndim_of, scalar_like, split_pieces, tensor_var)
-from . import rnn
+from . import onnx_ops, onnx_resize, rnn
+from .onnx_attention import attention as _attention
 
 FRONTEND = "from_onnx"
 MIN_OPSET = 17
@@ -58,14 +60,15 @@ class ShapeDictError(ValueError):
 
 
 class _Node:
-    """A node with its attributes decoded: ``name`` (its name, else its first output), ``op_type``, ``attrs``. An
-    attribute that refers to an enclosing function's (``ref_attr_name``, which only a function body may use) has no
-    value to decode: refused naming the node, rather than with onnx's bare ``ValueError``."""
+    """A node with its attributes decoded: ``name`` (its name, else its first output), ``op_type``, ``attrs``, and
+    the model's ``opset`` (for the ops whose defaults changed with it). An attribute that refers to an enclosing
+    function's (``ref_attr_name``, which only a function body may use) has no value to decode: refused naming the
+    node, rather than with onnx's bare ``ValueError``."""
 
-    def __init__(self, proto) -> None:
+    def __init__(self, proto, opset: int = MIN_OPSET) -> None:
         from onnx import helper
 
-        self.proto, self.op_type = proto, proto.op_type
+        self.proto, self.op_type, self.opset = proto, proto.op_type, opset
         self.name = proto.name or (proto.output[0] if proto.output else proto.op_type)
         for a in proto.attribute:
             if a.ref_attr_name:
@@ -114,17 +117,25 @@ def _ints(node: _Node, x: Optional[Expr], what: str) -> list[int]:
     return [int(v) for v in np.ravel(_need(node, x, what))]
 
 
-def fold(expr: Expr) -> Expr:
+def fold(expr: Expr, done: Optional[dict] = None) -> Expr:
     """A call whose arguments are all constants, replaced by its value (the op's NumPy reference); nested calls
-    first. Other expressions are returned as they are."""
+    first. Other expressions are returned as they are. A nested expression used more than once (a converter's
+    unrolled recurrence reads its state twice a step) is folded once and stays one object, so that the block
+    builder binds it once: walked as a tree, 25 window positions of MaxPool's Indices took 2**25 steps."""
+    done = {} if done is None else done
+    if id(expr) in done:
+        return done[id(expr)][1]
     if not isinstance(expr, Call) or not isinstance(expr.op, Op):
         return expr
-    args = [Tuple([fold(f) for f in a.fields]) if isinstance(a, Tuple) else fold(a) for a in expr.args]
+    args = [Tuple([fold(f, done) for f in a.fields]) if isinstance(a, Tuple) else fold(a, done) for a in expr.args]
     values = [_known_tree(a) for a in args]
     if any(v is None for v in values) or expr.op.reference is None or expr.op.name.startswith("relax.random"):
-        return Call(expr.op, args, expr.attrs)
-    value = expr.op.reference(*values, **dict(expr.attrs))
-    return const(np.asarray(value), str(np.asarray(value).dtype)) if not isinstance(value, tuple) else expr
+        result = Call(expr.op, args, expr.attrs)
+    else:
+        value = expr.op.reference(*values, **dict(expr.attrs))
+        result = const(np.asarray(value), str(np.asarray(value).dtype)) if not isinstance(value, tuple) else expr
+    done[id(expr)] = (expr, result)  # (the expression kept with its id, which stays its own while it lives)
+    return result
 
 
 def _known_tree(x: Expr):
@@ -197,14 +208,32 @@ def _gemm(node, xs):
     return op.add(y, c if beta == 1.0 else op.multiply(c, scalar_like(beta, c)))
 
 
-def _spatial(node, xs, n: int) -> dict:
-    """``strides``, ``padding`` (Relax's begin..., end... order is ONNX's too), ``dilation`` of a conv or pool."""
+def _spatial(node, xs, n: int, same: bool = True) -> dict:
+    """``strides``, ``padding`` (Relax's begin..., end... order is ONNX's too), ``dilation`` of a conv or pool.
+    ``auto_pad=SAME_UPPER``/``SAME_LOWER`` pads so that the output has ``ceil(in / stride)`` pixels, the odd one at
+    the end (upper) or the start (lower); ``VALID`` pads nothing. ``same=False`` leaves a SAME padding (zeros) to
+    the caller (a transposed convolution's differs)."""
     _check_per_axis(node, xs[0], n)
-    if node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        raise node.fail(f"auto_pad={node.attrs['auto_pad']} is not supported; give explicit pads")
-    pads = tuple(node.attrs.get("pads", [0] * 2 * n))
-    return dict(strides=tuple(node.attrs.get("strides", [1] * n)), padding=pads,
-                dilation=tuple(node.attrs.get("dilations", [1] * n)))
+    auto_pad = node.attrs.get("auto_pad", "NOTSET")
+    if auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise node.fail(f"auto_pad={auto_pad!r}; expected NOTSET, VALID, SAME_UPPER or SAME_LOWER")
+    strides, dilation = tuple(node.attrs.get("strides", [1] * n)), tuple(node.attrs.get("dilations", [1] * n))
+    pads = tuple(node.attrs.get("pads", [0] * 2 * n)) if auto_pad == "NOTSET" else (0,) * (2 * n)
+    if auto_pad.startswith("SAME") and same:
+        kernel = node.attrs.get("kernel_shape") or _shape(xs[1])[2:]
+        sizes = _shape(xs[0])[2:]
+        totals = [max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+                  for size, s, k, d in zip(sizes, strides, kernel, dilation)]
+        pads = _split_pads(totals, upper=auto_pad == "SAME_UPPER")
+    return dict(strides=strides, padding=pads, dilation=dilation)
+
+
+def _split_pads(totals: Sequence[int], upper: bool) -> tuple[int, ...]:
+    """Each axis' total padding as ONNX's auto_pad splits it: half at each end, the odd one at the end
+    (``SAME_UPPER``) or the start (``SAME_LOWER``); begins, then ends."""
+    small = [t // 2 for t in totals]
+    large = [t - t // 2 for t in totals]
+    return tuple(small + large) if upper else tuple(large + small)
 
 
 #: The conv and pool attributes with one value per spatial axis (``pads``: two, every begin then every end).
@@ -250,16 +279,54 @@ def _conv(node, xs):
 
 
 def _pool(fn: Callable, **extra: Callable) -> Callable:
+    """``MaxPool``/``AveragePool`` (2-D; 1-D as 2-D of height 1); MaxPool's ``Indices`` output where the graph
+    names it (:func:`.onnx_ops.max_pool_indices`)."""
     def convert(node, xs):
-        if ndim_of(xs[0]) != 4:
-            raise node.fail("only 2-D pooling (NCHW) is supported")
-        if len(node.proto.output) > 1:
-            raise node.fail("the Indices output of MaxPool is not supported")
-        attrs = _spatial(node, xs, 2)
+        if ndim_of(xs[0]) not in (3, 4):
+            raise node.fail("only 1-D and 2-D pooling (NCW, NCHW) is supported")
         more = {k: f(node.attrs) for k, f in extra.items()}
-        return fn(xs[0], pool_size=tuple(node.attrs["kernel_shape"]), ceil_mode=bool(node.attrs.get("ceil_mode", 0)),
-                  **attrs, **more)
+        wanted = len(node.proto.output) > 1 and node.proto.output[1]
+        indices = []
+
+        def pool(x, **attrs):
+            y = fn(x, **attrs, **more)
+            if wanted:
+                column_major = bool(node.attrs.get("storage_order", 0))
+                indices.append(onnx_ops.max_pool_indices(x, _shape(y), attrs["pool_size"], attrs["strides"],
+                                                         attrs["padding"], attrs["dilation"], column_major))
+            return y
+
+        y = _pool_2d(node, xs, pool)
+        if not wanted:
+            return y
+        return [y, indices[0] if ndim_of(y) == 4 else op.squeeze(indices[0], axis=[2])]
     return convert
+
+
+def _pool_2d(node, xs, pool: Callable) -> Expr:
+    """``pool(x, pool_size, strides, padding, dilation, ceil_mode)`` of the node's input and attributes; a 1-D
+    input ``(N, C, W)`` is pooled as ``(N, C, 1, W)`` with a window of height 1."""
+    x = xs[0]
+    if ndim_of(x) == 3:
+        _check_per_axis(node, x, 1)
+        return op.squeeze(_pool_2d(_unit_height(node), [op.expand_dims(x, axis=2)], pool), axis=[2])
+    return pool(x, pool_size=tuple(node.attrs["kernel_shape"]), ceil_mode=bool(node.attrs.get("ceil_mode", 0)),
+                **_spatial(node, xs, 2))
+
+
+def _lp_pool(node, xs):
+    """``LpPool``: ``(sum of |x|**p over the window) ** (1/p)``, the sum an average pool that counts the zero padding,
+    times the window's size (1-D and 2-D)."""
+    x, p = xs[0], node.attrs.get("p", 2)
+    if ndim_of(x) not in (3, 4):
+        raise node.fail("only 1-D and 2-D pooling (NCW, NCHW) is supported")
+    if p < 1:
+        raise node.fail(f"p={p}; expected a positive p")
+    size = int(np.prod(node.attrs["kernel_shape"]))
+    powered = op.power(op.abs(x), scalar_like(float(p), x))
+    total = _pool_2d(node, [powered], lambda x, **attrs: op.multiply(
+        op.nn.avg_pool2d(x, count_include_pad=True, **attrs), scalar_like(float(size), x)))
+    return op.power(total, scalar_like(1.0 / p, x))
 
 
 def _batch_norm(node, xs):
@@ -499,10 +566,16 @@ def _hard_swish(node, xs):
 
 
 def _arg(fn: Callable) -> Callable:
+    """``ArgMax``/``ArgMin`` along ``axis``: the first of equal values, or with ``select_last_index=1`` the last (the
+    first along the flipped axis, counted back from the end)."""
     def convert(node, xs):
-        if node.attrs.get("select_last_index", 0):
-            raise node.fail("select_last_index=1 is not supported (the first of equal values is taken)")
-        return fn(xs[0], axis=node.attrs.get("axis", 0), keepdims=bool(node.attrs.get("keepdims", 1)))
+        x = xs[0]
+        axis = _axis(node, node.attrs.get("axis", 0), ndim_of(x))
+        keepdims = bool(node.attrs.get("keepdims", 1))
+        if not node.attrs.get("select_last_index", 0):
+            return fn(x, axis=axis, keepdims=keepdims)
+        first = fn(op.flip(x, axis=axis), axis=axis, keepdims=keepdims)
+        return op.subtract(scalar_like(_shape(x)[axis] - 1, first), first)
     return convert
 
 
@@ -516,9 +589,12 @@ def _pad_value(node, value) -> float:
 
 
 def _pad(node, xs):
-    """``Pad(x, pads, constant_value, axes)``, constant mode: ONNX's pads list every begin, then every end."""
-    if node.attrs.get("mode", "constant") != "constant":
-        raise node.fail(f"mode={node.attrs['mode']} is not supported (constant only)")
+    """``Pad(x, pads, constant_value, axes)``: ONNX's pads list every begin, then every end. ``constant`` mode pads
+    with the value; ``edge``, ``reflect`` (without repeating the edge) and ``wrap`` read the padded positions from
+    the input, one ``take`` per padded axis at indices computed while importing."""
+    mode = node.attrs.get("mode", "constant")
+    if mode not in ("constant", "edge", "reflect", "wrap"):
+        raise node.fail(f"mode={mode!r}; expected 'constant', 'edge', 'reflect' or 'wrap'")
     pads = _ints(node, xs[1], "pads")
     value = _pad_value(node, _need(node, xs[2], "the pad value")) if len(xs) > 2 and xs[2] is not None else 0.0
     rank = ndim_of(xs[0])
@@ -528,7 +604,31 @@ def _pad(node, xs):
     width = [0] * (2 * rank)
     for i, a in enumerate(axes):
         width[2 * a], width[2 * a + 1] = pads[i], pads[i + len(axes)]
-    return op.nn.pad(xs[0], pad_width=width, pad_value=value)
+    if mode == "constant":
+        return op.nn.pad(xs[0], pad_width=width, pad_value=value)
+    x = xs[0]
+    for axis in range(rank):
+        before, after = width[2 * axis], width[2 * axis + 1]
+        if before or after:
+            n = _shape(x)[axis]
+            if n == 0 or (mode == "reflect" and n == 1):
+                raise node.fail(f"mode={mode} pads axis {axis} of size {n}; expected a size of at least "
+                                f"{2 if mode == 'reflect' else 1}")
+            x = op.take(x, const(_pad_indices(mode, n, before, after), "int64"), axis=axis)
+    return x
+
+
+def _pad_indices(mode: str, n: int, before: int, after: int) -> np.ndarray:
+    """The input positions of an axis of ``n`` padded with ``before`` and ``after`` in ``mode`` (NumPy's
+    ``edge``, ``reflect`` and ``wrap``, which ONNX's reference is)."""
+    i = np.arange(-before, n + after)
+    if mode == "edge":
+        return np.clip(i, 0, n - 1)
+    if mode == "wrap":
+        return np.mod(i, n)
+    period = 2 * (n - 1)  # reflect: back and forth, the edges not repeated
+    i = np.mod(i, period)
+    return np.where(i < n, i, period - i)
 
 
 def _split(node, xs):
@@ -571,18 +671,51 @@ def _cumsum(node, xs):
 
 
 def _conv_transpose(node, xs):
+    """``ConvTranspose`` (2-D). ``output_shape`` or ``auto_pad=SAME_*`` (an output of ``in * stride``) sets the
+    total padding ``stride * (in - 1) + output_padding + dilated kernel - out``, split as ONNX's specification says
+    (the odd one at the start, except for ``SAME_UPPER``); a negative end (an output longer than the full one)
+    becomes more output padding."""
     x, w = xs[0], xs[1]
+    if ndim_of(x) == 3 and ndim_of(w) == 3:  # 1-D: as 2-D of height 1
+        _check_per_axis(node, x, 1)
+        y = _conv_transpose(_unit_height(node), [op.expand_dims(x, axis=2), op.expand_dims(w, axis=2), *xs[2:]])
+        return op.squeeze(y, axis=[2])
     if ndim_of(x) != 4:
-        raise node.fail("only 2-D transposed convolution is supported")
-    if "output_shape" in node.attrs:
-        raise node.fail("output_shape is not supported; give pads and output_padding")
-    spatial = _spatial(node, xs, 2)
+        raise node.fail("only 1-D and 2-D transposed convolution is supported")
+    auto_pad = node.attrs.get("auto_pad", "NOTSET")
+    spatial = _spatial(node, xs, 2, same=False)
     _check_kernel(node, w)
-    y = op.nn.conv2d_transpose(x, w, groups=node.attrs.get("group", 1),
-                               output_padding=tuple(node.attrs.get("output_padding", [0, 0])), **spatial)
+    extra = list(node.attrs.get("output_padding", [0, 0]))
+    if "output_shape" in node.attrs or auto_pad.startswith("SAME"):
+        sizes, kernel = _shape(x)[2:], _shape(w)[2:]
+        out = node.attrs.get("output_shape") or [size * s for size, s in zip(sizes, spatial["strides"])]
+        if len(out) != 2:
+            raise node.fail(f"output_shape {out}: expected the 2 spatial sizes")
+        totals = [s * (size - 1) + e + (k - 1) * d + 1 - o for size, s, e, k, d, o in
+                  zip(sizes, spatial["strides"], extra, kernel, spatial["dilation"], out)]
+        pads = list(_split_pads(totals, upper=auto_pad == "SAME_UPPER"))
+        if min(pads[:2]) < 0:
+            raise node.fail(f"output_shape {out} is longer than the full output at its start (pads {pads})")
+        extra = [e - min(end, 0) for e, end in zip(extra, pads[2:])]
+        spatial["padding"] = tuple(pads[:2] + [max(end, 0) for end in pads[2:]])
+    y = op.nn.conv2d_transpose(x, w, groups=node.attrs.get("group", 1), output_padding=tuple(extra), **spatial)
     if len(xs) > 2 and xs[2] is not None:
         y = op.add(y, op.reshape(xs[2], (1, -1, 1, 1)))
     return y
+
+
+def _unit_height(node: _Node) -> _Node:
+    """A 1-D conv's node as a 2-D one's of height 1: its per-axis attributes with a unit height before each (a window,
+    stride, dilation and output size of 1, no padding)."""
+    lifted = copy.copy(node)
+    lifted.attrs = dict(node.attrs)
+    for name, unit in (("kernel_shape", 1), ("strides", 1), ("dilations", 1), ("output_padding", 0),
+                       ("output_shape", 1)):
+        if name in node.attrs:
+            lifted.attrs[name] = [unit, *node.attrs[name]]
+    if "pads" in node.attrs:
+        lifted.attrs["pads"] = [0, node.attrs["pads"][0], 0, node.attrs["pads"][1]]
+    return lifted
 
 
 #: Resize's nearest modes in which a whole scale factor repeats each pixel: PyTorch's export (asymmetric, floor) and
@@ -592,20 +725,60 @@ _REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"),
 
 
 def _resize(node, xs):
-    """``Resize`` (nearest, by whole scale factors, in the modes where that repeats each pixel): ``repeat`` along
-    each scaled axis. ONNX's output size is ``floor(in * scale)`` and its coordinates are mapped with the scale
-    itself, so only a whole scale (or sizes that are whole multiples, whose scale ``size / in`` is then whole)
-    repeats pixels; any other scale or size is refused rather than computed differently. ``keep_aspect_ratio_policy``
-    (opset 18) scales every given axis by the smallest (``not_larger``) or largest (``not_smaller``) of the sizes'
-    ratios, the output size being that scale times the input's, rounded half up, as ONNX's reference does."""
+    """``Resize``: the output sizes and per-axis scales as ONNX defines them (``floor(in * scale)`` for scales; for
+    sizes, the scale ``size / in``, or with ``keep_aspect_ratio_policy`` (opset 18) the smallest (``not_larger``)
+    or largest (``not_smaller``) of the sizes' ratios for every given axis, the sizes being that scale times the
+    input's rounded half up), then each resized axis in turn. Nearest resizing by a whole scale in the modes where
+    that repeats each pixel is a ``repeat``; every other mode, coordinate mode and scale (linear, cubic,
+    ``tf_crop_and_resize`` ...) reads the pixels and weights :mod:`.onnx_resize` computes while importing."""
     x = xs[0]
-    mode = (node.attrs.get("coordinate_transformation_mode", "half_pixel"),
-            node.attrs.get("nearest_mode", "round_prefer_floor"))
-    if node.attrs.get("mode", "nearest") != "nearest" or mode not in _REPEATING:
-        raise node.fail(f"mode={node.attrs.get('mode', 'nearest')} with {mode}: only nearest resizing that repeats "
-                        f"pixels is supported ({', '.join(map(str, sorted(_REPEATING)))})")
+    attrs = node.attrs
+    mode, coordinates = attrs.get("mode", "nearest"), attrs.get("coordinate_transformation_mode", "half_pixel")
+    nearest_mode = attrs.get("nearest_mode", "round_prefer_floor")
+    if mode not in ("nearest", "linear", "cubic") or coordinates not in onnx_resize.COORDINATE_MODES or \
+            nearest_mode not in onnx_resize.NEAREST_MODES:
+        raise node.fail(f"mode={mode!r}, coordinate_transformation_mode={coordinates!r}, nearest_mode="
+                        f"{nearest_mode!r}: expected ONNX's (mode nearest, linear or cubic; coordinate mode one of "
+                        f"{', '.join(onnx_resize.COORDINATE_MODES)}; nearest mode one of "
+                        f"{', '.join(onnx_resize.NEAREST_MODES)})")
+    if mode == "nearest" and attrs.get("antialias", 0):
+        raise node.fail("antialias=1 with mode nearest; ONNX antialiases linear and cubic resizing only")
     shape = _shape(x)
     axes = [a % len(shape) for a in node.attrs.get("axes", range(len(shape)))]  # opset 18: the axes given
+    scales, given = _resize_sizes(node, xs, shape, axes)
+    roi = None
+    if coordinates == "tf_crop_and_resize":
+        values = [float(v) for v in np.ravel(_need(node, xs[1] if len(xs) > 1 else None, "roi"))]
+        if len(values) != 2 * len(axes):
+            raise node.fail(f"roi has {len(values)} values; expected {2 * len(axes)}, a start and an end for each "
+                            "resized axis")
+        roi = {axis: (values[i], values[i + len(axes)]) for i, axis in enumerate(axes)}
+    if mode == "nearest" and (coordinates, nearest_mode) in _REPEATING and \
+            all(s == int(s) and s >= 1 and n == shape[ax] * int(s) for ax, s, n in zip(axes, scales, given)):
+        for ax, n in zip(axes, given):
+            if n != shape[ax]:
+                x = op.repeat(x, repeats=n // shape[ax], axis=ax)
+        return x
+    dtype = dtype_of(x)
+    if mode != "nearest":
+        x = op.astype(x, onnx_resize.compute_dtype(dtype)) if onnx_resize.compute_dtype(dtype) != dtype else x
+    for ax, s, n in zip(axes, scales, given):
+        span = None if roi is None else roi[ax]
+        if np.isclose(s, 1.0) and n == shape[ax] and (span is None or np.allclose(span, (0.0, 1.0))):
+            continue  # (as ONNX's reference: an axis scaled by 1 is left as it is)
+        if n == 0:
+            raise node.fail(f"resizing axis {ax} from {shape[ax]} to 0 (scale {s:g}); expected a positive size")
+        indices, weights, outside = onnx_resize.interpolation(
+            mode, coordinates, shape[ax], n, s, roi=span, nearest_mode=nearest_mode,
+            cubic_coeff_a=float(attrs.get("cubic_coeff_a", -0.75)),
+            exclude_outside=bool(attrs.get("exclude_outside", 0)), antialias=bool(attrs.get("antialias", 0)))
+        x = onnx_resize.resize_axis(x, ax, indices, weights, outside, float(attrs.get("extrapolation_value", 0.0)),
+                                    nearest=mode == "nearest")
+    return onnx_resize.cast_back(x, dtype)
+
+
+def _resize_sizes(node, xs, shape, axes) -> tuple[list[float], list[int]]:
+    """Resize's per-axis scales (what coordinates are mapped with) and output sizes, from ``sizes`` or ``scales``."""
     policy = node.attrs.get("keep_aspect_ratio_policy", "stretch")
     if policy not in ("stretch", "not_larger", "not_smaller"):
         raise node.fail(f"keep_aspect_ratio_policy={policy} is not an ONNX policy")
@@ -617,20 +790,15 @@ def _resize(node, xs):
         if policy != "stretch":  # one scale for every given axis; its sizes are rounded half up
             scale = (min if policy == "not_larger" else max)(scales)
             scales, given = [scale] * len(axes), [int(scale * shape[a] + 0.5) for a in axes]
-    else:
-        if len(xs) < 3 or xs[2] is None:  # (both are optional inputs; ONNX requires one of them)
-            raise node.fail("neither scales nor sizes is given; expected one of them")
-        scales = [float(s) for s in np.ravel(_need(node, xs[2], "scales"))]
-        if len(scales) != len(axes):
-            raise node.fail(f"{len(scales)} scales for {len(axes)} axes")
-        given = [int(np.floor(shape[a] * s)) for a, s in zip(axes, scales)]  # ONNX: floor(in * scale)
-    for a, s, n in zip(axes, scales, given):
-        if s != int(s) or s < 1 or n != shape[a] * int(s):
-            raise node.fail(f"resizing axis {a} from {shape[a]} to {n} (scale {s:g}): only whole scale factors "
-                            "(sizes that are whole multiples) are supported")
-        if n != shape[a]:
-            x = op.repeat(x, repeats=n // shape[a], axis=a)
-    return x
+        return scales, given
+    if len(xs) < 3 or xs[2] is None:  # (both are optional inputs; ONNX requires one of them)
+        raise node.fail("neither scales nor sizes is given; expected one of them")
+    scales = [float(s) for s in np.ravel(_need(node, xs[2], "scales"))]
+    if len(scales) != len(axes):
+        raise node.fail(f"{len(scales)} scales for {len(axes)} axes")
+    if any(s <= 0 for s in scales):
+        raise node.fail(f"scales {scales}; expected positive scales")
+    return scales, [int(np.floor(shape[a] * s)) for a, s in zip(axes, scales)]  # ONNX: floor(in * scale)
 
 
 def _instance_norm(node, xs):
@@ -1024,6 +1192,7 @@ CONVERTERS: dict[str, Callable] = {
     "Softmax": _softmax(op.nn.softmax), "LogSoftmax": _softmax(op.nn.log_softmax),
     "Conv": _conv, "MaxPool": _pool(op.nn.max_pool2d),
     "AveragePool": _pool(op.nn.avg_pool2d, count_include_pad=lambda a: bool(a.get("count_include_pad", 0))),
+    "LpPool": _lp_pool,
     "GlobalAveragePool": lambda node, xs: op.mean(xs[0], axis=list(range(2, ndim_of(xs[0]))), keepdims=True),
     "BatchNormalization": _batch_norm, "LayerNormalization": _layer_norm, "Dropout": _dropout,
     "ReduceMean": _reduce(op.mean), "ReduceSum": _reduce(op.sum), "ReduceMax": _reduce(op.max),
@@ -1042,7 +1211,8 @@ CONVERTERS: dict[str, Callable] = {
     "ScatterElements": _scatter_elements, "ScatterND": _scatter_nd, "LRN": _lrn,
     "LpNormalization": _lp_normalization, "Hardmax": _hardmax,
     "CastLike": _cast_like, "Size": _size, "NegativeLogLikelihoodLoss": _nll_loss,
-    "SoftmaxCrossEntropyLoss": _softmax_cross_entropy, "RMSNormalization": _rms_norm,
+    "SoftmaxCrossEntropyLoss": _softmax_cross_entropy, "RMSNormalization": _rms_norm, "Attention": _attention,
+    **onnx_ops.converters(_reduce, _conv),
 }
 
 # Inputs these ops read as running statistics: they are states, updated by the op.
@@ -1066,9 +1236,9 @@ def from_onnx(model, keep_params_in_input: bool = True, shape_dict: Optional[Map
     """
     model = _load(model)
     graph = model.graph
-    nodes = [_Node(n) for n in graph.node]
-    check_supported(FRONTEND, ((_op_key(n), n.name) for n in nodes), CONVERTERS)
     opset = _opset(model)
+    nodes = [_Node(n, opset) for n in graph.node]
+    check_supported(FRONTEND, ((_op_key(n), n.name) for n in nodes), CONVERTERS)
     for node in nodes:
         schema = _schema(node, opset)
         if schema is not None:  # (without one, e.g. an op newer than the opset, the converter's own checks apply)

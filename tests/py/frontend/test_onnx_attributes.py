@@ -163,6 +163,8 @@ def test_every_converter_op_refuses_an_unknown_attribute_exactly_where_onnx_chec
                 schema = defs.get_schema(op_type, opset, "")
             except defs.SchemaError:  # (an op newer than the opset)
                 continue
+            if schema.deprecated:  # (GroupNormalization-18: onnx.checker refuses the op itself there)
+                continue
             node = _node_with_an_unknown_attribute(op_type, schema)
             try:
                 _check_node(node, opset)

@@ -76,11 +76,15 @@ _PAD_VALUE_1D = {"test_attention_4d_diff_heads_mask4d_padded_kv_expanded",
 #: Half-float Attention function bodies: ONNX's expected values are NumPy's, rounded to the half type after every
 #: op (its MatMul accumulates in the half type); Relax accumulates in float32. Both are within 2 half ulps of the
 #: float64 result (and Relax the nearer): outputs in [0, 1] compared with an atol of 2 ulps of the dtype at 1/2.
+#: The other float16 cases differ by 1 ulp, which just above 1/2 is 0.95-0.975 of ONNX's rtol 1e-3: a float32 sum
+#: the host orders otherwise that rounds to the other neighbour (2 ulps) failed them, so they get the same atol.
 _HALF_ATTENTION = {**dict.fromkeys(["test_attention_4d_causal_bf16_expanded", "test_attention_3d_causal_bf16_expanded",
                                      "test_attention_4d_attn_mask_causal_bf16_expanded",
                                      "test_attention_4d_padded_kv_bf16_expanded",
                                      "test_attention_4d_causal_padded_kv_bf16_expanded"], 2 ** -7),
-                   "test_attention_4d_causal_fp16_expanded": 2 ** -10}
+                   **dict.fromkeys(["test_attention_4d_causal_fp16_expanded", "test_attention_4d_fp16_expanded",
+                                    "test_attention_4d_gqa_with_past_and_present_fp16_expanded",
+                                    "test_attention_4d_gqa_causal_nonpad_decode_fp16_expanded"], 2 ** -10)}
 
 
 def _to_array(a) -> np.ndarray:
