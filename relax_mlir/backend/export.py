@@ -7,6 +7,10 @@ The calling convention, the same at every stage and in the runtime:
   parameters or results, in order, nested tuples depth-first (``(x, (y, z))`` is ``x, y, z``). Inside a
   function ``Tuple`` and ``TupleGetItem`` are resolved statically: no tuple value exists in MLIR.
 * **Calls between functions** are ``func.call`` on the flattened arguments and results.
+* **R.If** is ``scf.if`` on ``tensor.extract`` of its 0-d bool condition, with the flattened tensors of its struct
+  info as results (sizes the branches do not share are ``?``); each branch's bindings are exported into its region
+  and its value is ``scf.yield``ed. Later stages walk the regions as the function body (legalization, size checks,
+  fusion, schedules, bufferization); kernel outlining takes only the function body's loop nests.
 * **Size variables** are dynamic (``?``) dimensions; where an op needs one's value (the dynamic ``dims``
   operands of ops with a ``shape`` attribute) it is ``tensor.dim`` of the first parameter (or
   ``match_cast``) that binds it, and ``arith`` for expressions such as ``2 * n``.
@@ -36,8 +40,8 @@ from mlir.dialects import arith, func, scf, tensor
 
 from ..ir.block_builder import call_size_bindings
 from ..ir.dtype import to_numpy
-from ..ir.expr import (Call, Constant, Expr, Function, GlobalVar, MatchCast, PrimValue, SeqExpr, ShapeExpr, Tuple,
-                       TupleGetItem, Var, VarBinding)
+from ..ir.expr import (Call, Constant, Expr, Function, GlobalVar, If, MatchCast, PrimValue, SeqExpr, ShapeExpr,
+                       Tuple, TupleGetItem, Var, VarBinding)
 from ..ir.module import IRModule
 from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, substitute
 from ..ir.sym import Quotient, SymDim
@@ -48,7 +52,6 @@ from ..op.registry import REQUIRED, Op, get_op
 from .error_slot import CHECKS_OFF_ATTR, SHAPE_CHECK_PREFIX
 from .signature import ExportError, flatten_struct_info  # noqa: F401 - ExportError: re-exported
 from .unsigned import unsigned_attrs
-from ..transform.pass_infra import find_if
 from ..transform.utils import call_cycle, reachable, recursion_message
 from .legalize.checks import report_if
 from .legalize.size_checks import ARG_SIZES
@@ -256,6 +259,8 @@ class _FunctionExporter:
             return self.nested[id(e)][1]
         if isinstance(e, Call) and isinstance(e.op, GlobalVar):
             return self.func_call(e)
+        if isinstance(e, If):
+            return self.branch(e)
         if isinstance(e, Call) and not isinstance(e.op, (Op, Expr)):  # R.call_packed: a host function
             raise ExportError(f"{self.where}: {e.op.name} calls a host (Python) function, which compiled code "
                               "cannot do; relax_mlir.interpret runs such modules")
@@ -264,6 +269,38 @@ class _FunctionExporter:
                               "by the MLIR backend; only ops and module functions are called there")
         raise ExportError(f"{self.where}: {type(e).__name__} is not supported by the MLIR backend "
                           "(only tensors, tuples, op calls and calls of module functions are)")
+
+    def branch(self, e: If) -> Flat:
+        """``R.If`` as ``scf.if`` on the condition's one element, its results tensors of the If's struct info (the
+        branches' least upper bound: a size the branches do not share is dynamic), each branch's bindings exported
+        into its region and its value ``scf.yield``ed. The condition must be a 0-d bool tensor: compiled code
+        carries no ``R.Prim`` value."""
+        where = self.where
+        cond = self.expr(e.cond)
+        if not isinstance(cond, ir.Value) or cond.type != ir.RankedTensorType.get([], ir.IntegerType.get_signless(1)):
+            raise ExportError(f"{where}: the condition of an R.If must be a 0-d bool tensor in compiled code, got "
+                              f"{e.cond.struct_info}")
+        leaves = flatten_struct_info(e.struct_info, "R.If", where)
+        types = [tensor_type(s, f"{where}: R.If") for _, s in leaves]
+        choose = scf.IfOp(tensor.extract(cond, []), types, has_else=True)
+        for block, side in ((choose.then_block, e.true_branch), (choose.else_block, e.false_branch)):
+            with ir.InsertionPoint(block):
+                values = flat_values(self.scoped(side, where))
+                scf.YieldOp([coerce(v, t, where) for v, t in zip(values, types)])
+        self.where = where
+        value, _ = nest(list(choose.results), e.struct_info)
+        return value
+
+    def scoped(self, branch: Expr, where: str) -> Flat:
+        """``branch`` exported at the current insertion point (a region of an ``scf.if``), leaving nothing it made
+        visible after it: the sizes it materializes (``tensor.dim`` inside the region, which would not dominate a
+        later use), the size variables its match_casts bind and the nested calls it exports."""
+        saved = dict(self.sizes.sources), dict(self.sizes.values), dict(self.nested)
+        try:
+            self.where = where
+            return self.expr(branch)
+        finally:
+            self.sizes.sources, self.sizes.values, self.nested = saved
 
     def binding(self, b) -> None:
         self.where = f"{self.name}: binding '{b.var.name_hint}'"
@@ -505,8 +542,10 @@ class _FunctionExporter:
 
 
 # --- a module ------------------------------------------------------------------------------------------------
-def unsupported_ops(mod: IRModule, names: Iterable[str], overrides: Mapping[str, Any]) -> list[str]:
-    """``"relax.x (used by lv in f)"`` for every call of an op with no lowering and no decomposition."""
+def unsupported_ops(mod: IRModule, names: Iterable[str], overrides: Mapping[str, Any],
+                    host: bool = False) -> list[str]:
+    """``"relax.x (used by lv in f)"`` for every call of an op with no lowering and no decomposition; with ``host``,
+    of an impure one only (``R.print``: an effect on the host, which compiled code refuses as ``R.call_packed``)."""
     found: list[str] = []
     for name in names:
         for block in mod[name].blocks:
@@ -514,7 +553,7 @@ def unsupported_ops(mod: IRModule, names: Iterable[str], overrides: Mapping[str,
                 def check(e, b=b, name=name):
                     if isinstance(e, Call) and isinstance(e.op, Op):
                         rec = e.op
-                        if not rec.compilable and rec.name not in overrides:
+                        if not rec.compilable and rec.name not in overrides and rec.pure != host:
                             found.append(f"{rec.name} (used by {b.var.name_hint} in {name})")
                 post_order_visit(b.value, check)
     return found
@@ -544,11 +583,10 @@ class Exporter:
         cycle = call_cycle(self.mod, self.names)
         if cycle:
             raise ExportError(recursion_message(cycle))
-        branching = find_if(IRModule({n: self.mod[n] for n in self.names}))
-        if branching is not None:
-            raise ExportError(f"{branching[0]}: binding '{branching[1]}': R.If is not supported by the MLIR backend "
-                              "yet (compiled code runs straight-line functions); relax_mlir.interpret runs such "
-                              "modules")
+        host = unsupported_ops(self.mod, self.names, self.overrides, host=True)
+        if host:
+            raise ExportError(f"{host[0]} runs on the host (Python), which compiled code cannot do; "
+                              "relax_mlir.interpret runs such modules (remove the call to compile)")
         missing = unsupported_ops(self.mod, self.names, self.overrides)
         if missing:
             raise ExportError("not supported by the MLIR backend yet (no lowering or decomposition): "

@@ -36,6 +36,7 @@ from .expr import (PRIVATE_ATTR, BindingBlock, Call, Constant, DataflowBlock, Da
 from .struct_info import (FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
                           TensorStructInfo, TupleStructInfo)
 from .attrs import REQUIRED
+from .index_map import IndexMapText
 from .sym import SymDim
 
 HEADER = "# from relax_mlir.script import ir as I, relax as R"
@@ -106,7 +107,9 @@ def _format_float(v: float) -> str:
 
 
 def format_literal(v: Any) -> str:
-    """Attribute values: numbers (exactly), strings, None, tuples, dicts, dims, arrays."""
+    """Attribute values: numbers (exactly), strings, None, tuples, dicts, dims, arrays, index maps."""
+    if isinstance(v, IndexMapText):  # (a str: first)
+        return f"T.index_map({v})"
     if isinstance(v, str):
         return quote(v)
     if v is None:

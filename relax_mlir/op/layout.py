@@ -30,6 +30,7 @@ import numpy as np
 
 from ..ir import sym
 from ..ir.expr import Call, Expr
+from ..ir.index_map import IndexMapText
 from ..ir.struct_info import TensorStructInfo
 from . import grad_utils as gu
 from .common import is_int_value
@@ -248,7 +249,7 @@ def _canon(attrs: dict) -> dict:
         index_map = index_map_text(index_map)
     if not isinstance(index_map, str):
         fail(f"index_map must be a lambda (or its text), got {index_map!r}")
-    out = dict(attrs, index_map=parse_index_map(index_map).text)
+    out = dict(attrs, index_map=IndexMapText(parse_index_map(index_map).text))
     for key in ("axis_separators", "input_axis_separators"):
         if out[key] == ():  # TVM's printer writes []: the same as None, no separators
             out[key] = None
@@ -309,8 +310,9 @@ def _decompose(call: Call) -> Expr:
     if padded != shape:
         width = tuple(v for d, p in zip(shape, padded) for v in (0, p - d))
         if not all(isinstance(v, int) for v in width):
-            fail(f"index_map {m.text!r}: a split axis of symbolic size must be a multiple of its factor to "
-                 f"decompose; shape {_fmt(shape)}")
+            raise gu.ShapeNeeded(f"{call.op.name} decomposition", f"index_map {m.text!r} splits an axis of symbolic "
+                                 f"size in shape {_fmt(shape)}, whose padding is unknown; match_cast it to a static "
+                                 "size", "static shape")
         x = pad(x, width, pad_value=0.0 if attrs["pad_value"] is None else attrs["pad_value"])
     atoms: list[Part] = []  # the axes after the split, in input order
     for axis in range(len(shape)):

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..ir import sym
 from ..ir.block_builder import call_return_struct_info, function_result_struct_info
-from ..ir.dtype import DTYPES, check_dtype, to_numpy
+from ..ir.dtype import DTYPES, check_dtype, is_float, to_numpy
 from ..ir.expr import (PRIVATE_ATTR, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
                        Function, GlobalVar, If, MatchCast, PrimValue, SeqExpr, ShapeExpr, Span, StringImm, Tuple,
                        TupleGetItem, Var, VarBinding, check_prim_float, const, if_condition_problem)
@@ -420,6 +420,7 @@ class Parser:
         if stmts and _is_docstring(stmts[0]):
             stmts = stmts[1:]
         for i, stmt in enumerate(stmts):
+            stmt = _bound_print(stmt)
             if _is_call_to(stmt, "R.func_attr"):
                 attrs.update(self.func_attrs(stmt.value))
             elif isinstance(stmt, ast.With):
@@ -459,13 +460,17 @@ class Parser:
 
     def returned_number(self, node: ast.FunctionDef, value: ast.AST, sizes: "_Sizes") -> Optional[PrimValue]:
         """``return 1`` in a function annotated ``-> T.int64`` (or ``-> R.Prim("int64")``): the number as a Prim of
-        that dtype, as TVM's printer writes an ``R.prim_value`` returned (a number elsewhere is ``R.const``'s)."""
-        number = _number(value)
+        that dtype, as TVM's printer writes an ``R.prim_value`` returned (a number elsewhere is ``R.const``'s);
+        ``return True`` under ``-> T.bool`` too. The number takes the dtype's Python type (``return 1`` under
+        ``-> T.float32`` is 1.0), so the interpreter returns what the annotation says."""
+        bool_literal = isinstance(value, ast.Constant) and isinstance(value.value, bool)
+        number = value.value if bool_literal else _number(value)
         if number is None or node.returns is None or not (_tir_dtype(node.returns) or
                                                            _is_call_expr(node.returns, "R.Prim")):
             return None
         ret = self.struct_info(node.returns, sizes)
-        return self.guard(value, lambda: PrimValue(number, ret.dtype, span=self.span(value)))
+        return self.guard(value, lambda: PrimValue(_as_dtype_literal(number, ret.dtype), ret.dtype,
+                                                   span=self.span(value)))
 
     def func_attrs(self, call: ast.Call) -> dict:
         """``R.func_attr({...})``. A ``global_symbol`` is the name the function is exported by, so a str: another
@@ -501,7 +506,7 @@ class Parser:
             outputs.add(arg.id)
         defined: set[str] = set()
         bindings: list = []
-        for s in body[:-1]:
+        for s in map(_bound_print, body[:-1]):
             if isinstance(s, ast.FunctionDef):
                 new = [self.local_function(s, scope, dataflow=True, outputs=outputs)]
             elif isinstance(s, ast.If):
@@ -566,7 +571,7 @@ class Parser:
         inner.sizes, inner.aliases = set(scope.sizes), dict(scope.aliases)
         blocks: list[BindingBlock] = []
         pending: list = []
-        for stmt in stmts:
+        for stmt in map(_bound_print, stmts):
             if isinstance(stmt, ast.With):
                 blocks += [BindingBlock(pending), self.dataflow(stmt, inner, sizes)]
                 pending = []
@@ -1233,7 +1238,8 @@ def _sp_prim_value(p: Parser, node, scope, sizes):
     else:
         value = p.literal(bound["value"]) if _is_prim_literal(bound["value"]) else p.dim(bound["value"], sizes)
         dtype = p.literal(bound["dtype"]) if "dtype" in bound else ("float64" if isinstance(value, float) else "int64")
-    return p.guard(node, lambda: PrimValue(value, check_dtype(dtype, "R.prim_value")))
+    # T.float32(2) and R.prim_value(2, "float32") hold 2.0, as TVM's FloatImm
+    return p.guard(node, lambda: PrimValue(_as_dtype_literal(value, dtype), check_dtype(dtype, "R.prim_value")))
 
 
 def _sp_full(p: Parser, node, scope, sizes):
@@ -1288,6 +1294,57 @@ def _sp_call_packed(p: Parser, node, scope, sizes):
     return Call(ExternFunc(node.args[0].value, ret), args, {}, ret, span=p.span(node))
 
 
+def _sp_layout_transform(p: Parser, node, scope, sizes):
+    """``R.layout_transform(x, index_map=lambda n, c, h, w: (n, h, w, c), ...)``: TVM writes the map as a lambda
+    (its printer as ``T.index_map(lambda ...)``), which the record holds as text. The lambda is read from the AST,
+    never evaluated; a Python callable the defining scope names (``index_map=transformation``) is traced."""
+    args = list(node.args)
+    if len(args) > 1:
+        args[1] = _index_map_text(p, args[1])
+    keywords = [ast.copy_location(ast.keyword(arg=kw.arg, value=_index_map_text(p, kw.value)), kw)
+                if kw.arg == "index_map" else kw for kw in node.keywords]
+    call = ast.copy_location(ast.Call(func=node.func, args=args, keywords=keywords), node)
+    return p.call_op(get_op("layout_transform"), call, scope, sizes)
+
+
+def _index_map_text(p: Parser, node: ast.AST) -> ast.AST:
+    """The map ``node`` writes as a string constant of its text; another node (a string already) as it is."""
+    if isinstance(node, ast.Call) and _dotted(node.func) in ("T.index_map", "tir.index_map"):
+        extra = [kw for kw in node.keywords if kw.arg != "index_dtype"]
+        if len(node.args) != 1 or extra:
+            raise p.error(node, "T.index_map takes the lambda (and index_dtype=): T.index_map(lambda i: (i // 4, "
+                                "i % 4))")
+        node = node.args[0]
+    if isinstance(node, ast.Lambda):
+        text = ast.unparse(node)
+    elif isinstance(node, ast.Name) and node.id in p.env and callable(p.env[node.id]):
+        from ..op.layout import index_map_text
+
+        text = p.guard(node, lambda: index_map_text(p.env[node.id]))
+    else:
+        return node
+    return ast.copy_location(ast.Constant(text), node)
+
+
+def _sp_print(p: Parser, node, scope, sizes):
+    """``R.print(x, y, format="x={} y={}")`` (TVM's form; its printer writes ``format=R.str("...")``), or
+    ``R.print((x, y), format=...)``, the values as one tuple, as this project's printer writes the call."""
+    from ..op.debug import PRINT
+
+    fmt = ""
+    for kw in node.keywords:
+        if kw.arg != "format":
+            raise p.error(kw, f"R.print: unknown argument {kw.arg!r}; it takes the values and format=")
+        value = kw.value.args[0] if _is_call_expr(kw.value, "R.str") and len(kw.value.args) == 1 else kw.value
+        if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+            raise p.error(kw.value, 'R.print: format must be a string literal: format="x = {}"')
+        fmt = value.value
+    args = node.args[0].elts if len(node.args) == 1 and isinstance(node.args[0], ast.Tuple) else node.args
+    values = Tuple([p.leaf(a, scope, sizes) for a in args], span=p.span(node))
+    attrs = p.guard(node, lambda: PRINT.complete_attrs({"format": fmt}))
+    return Call(PRINT, [values], attrs, PRINT.infer_struct_info([values], attrs), span=p.span(node))
+
+
 def _sp_tuple(p: Parser, node, scope, sizes):
     if node.keywords:
         raise p.error(node.keywords[0], "R.tuple takes its fields as positional arguments")
@@ -1339,7 +1396,7 @@ _COMPARISONS = {ast.Lt: "less", ast.LtE: "less_equal", ast.Gt: "greater", ast.Gt
 _SPECIAL = {
     "const": _sp_const, "shape": _sp_shape, "prim_value": _sp_prim_value, "str": _sp_str, "tuple": _sp_tuple,
     "full": _sp_full,
-    "call_packed": _sp_call_packed,
+    "call_packed": _sp_call_packed, "layout_transform": _sp_layout_transform, "print": _sp_print,
     "match_cast": _sp_misplaced("R.match_cast must be the whole right-hand side of an assignment"),
     "output": _sp_misplaced("R.output(...) must be the last statement of a dataflow block"),
     "dataflow": _sp_misplaced("R.dataflow() is used as `with R.dataflow():`"),
@@ -1426,6 +1483,15 @@ def _python_literal(value: Any) -> Any:
     return value
 
 
+def _bound_print(stmt: ast.stmt) -> ast.stmt:
+    """A bare ``R.print(...)`` statement (TVM writes it so) as the binding ``_ = R.print(...)``; other statements as
+    they are."""
+    if not _is_call_to(stmt, "R.print"):
+        return stmt
+    return ast.copy_location(ast.Assign(targets=[ast.copy_location(ast.Name(id="_", ctx=ast.Store()), stmt)],
+                                        value=stmt.value), stmt)
+
+
 def _is_call_to(stmt: ast.stmt, name: str) -> bool:
     return isinstance(stmt, ast.Expr) and _is_call_expr(stmt.value, name)
 
@@ -1456,6 +1522,17 @@ def _number(node: ast.AST) -> Optional[float]:
             or not isinstance(value, (int, float)):
         return None
     return -value if negative else value
+
+
+def _as_dtype_literal(value, dtype: str):
+    """A literal written for a Prim of ``dtype`` as that dtype's Python type: ``1`` of a float dtype is ``1.0``, ``1``
+    of bool ``True``, as TVM's FloatImm and IntImm(bool) hold it. Other pairs (``1.5`` of int64, ``True`` of float32)
+    are left as written, for ``PrimValue`` to refuse with its message."""
+    if is_float(dtype) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if dtype == "bool" and isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    return value
 
 
 def _is_number(value: Any) -> bool:
