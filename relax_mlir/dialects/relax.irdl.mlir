@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 a14d0a0874647e49dfddf351d37496799f39f5485f9bcc29dfdeb91a435dc2a3
+// registry sha256 c5b6cbbacd2062a7d8d42ef6ab7b6f867e17521c378a3e10bc40b9040aa73d83
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {
@@ -87,6 +87,15 @@ irdl.dialect @relax {
 
   // relax.floor_mod: The remainder of the floor division (Python's ``%``; TVM's ``floor_mod``): the sign of ``x2``; integers by zero give 0.
   irdl.operation @floor_mod {
+    %in_x1 = irdl.base "!builtin.tensor"
+    %in_x2 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x1: %in_x1, x2: %in_x2)
+    irdl.results(result: %out)
+  }
+
+  // relax.atan2: The angle of the point ``(x2, x1)``: ``atan2(x1, x2)`` in ``[-pi, pi]`` with the quadrant from both signs (TVM's ``atan2(x1, x2)``, NumPy's ``arctan2``; signed zeros and infinities as C's).
+  irdl.operation @atan2 {
     %in_x1 = irdl.base "!builtin.tensor"
     %in_x2 = irdl.base "!builtin.tensor"
     %out = irdl.base "!builtin.tensor"
@@ -228,17 +237,6 @@ irdl.dialect @relax {
     irdl.attributes {"axis" = %attr_axis}
   }
 
-  // relax.split: Split along ``axis`` into ``indices_or_sections`` sections (an int: as TVM, pieces of ``ceil(size / sections)``, the last one what is left, 10 in 3 is 4, 4, 2) or at the indices given (a tuple: each bound clamped into ``[0, size]``, a piece ending before its start empty, as TVM infers them: a negative index is 0); returns a tuple of tensors, or the data itself for one section or no index (TVM's struct info).
-  irdl.operation @split {
-    %in_x = irdl.base "!builtin.tensor"
-    %out = irdl.base "!builtin.tensor"
-    %attr_indices_or_sections = irdl.any
-    %attr_axis = irdl.base "#builtin.integer"
-    irdl.operands(x: %in_x)
-    irdl.results(results: variadic %out)
-    irdl.attributes {"indices_or_sections" = %attr_indices_or_sections, "axis" = %attr_axis}
-  }
-
   // relax.zeros: A tensor of zeros: ``R.zeros((n, 4), "float32")``; the shape may name size variables.
   irdl.operation @zeros {
     %index = irdl.is index
@@ -261,7 +259,7 @@ irdl.dialect @relax {
     irdl.attributes {"shape" = %attr_shape, "dtype" = %attr_dtype}
   }
 
-  // relax.full: A tensor filled with ``fill_value``; ``dtype`` defaults to the fill value's (bool, int64 or float32, as ``R.const``).
+  // relax.full: A tensor filled with ``fill_value``; ``dtype`` defaults to the fill value's (bool, int32 or float32, as ``R.const``).
   irdl.operation @full {
     %index = irdl.is index
     %out = irdl.base "!builtin.tensor"
@@ -631,6 +629,17 @@ irdl.dialect @relax {
     irdl.operands(x: %in_x, dims: variadic %index)
     irdl.results(result: %out)
     irdl.attributes {"axes" = %attr_axes, "begin" = %attr_begin, "end" = %attr_end, "strides" = %attr_strides, "assume_inbound" = %attr_assume_inbound}
+  }
+
+  // relax.dynamic_strided_slice: NumPy's slice ``x[b0:e0:s0, ...]`` with the bounds and strides given as 1-D int64 tensors, one entry per axis, known only at run time (TVM's ``dynamic_strided_slice``): bounds out of range clamped as Python's, negative ones counted from the end, negative strides reversing; a zero stride raises ``ValueError``.
+  irdl.operation @dynamic_strided_slice {
+    %in_x = irdl.base "!builtin.tensor"
+    %in_begin = irdl.base "!builtin.tensor"
+    %in_end = irdl.base "!builtin.tensor"
+    %in_strides = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in_x, begin: %in_begin, end: %in_end, strides: %in_strides)
+    irdl.results(result: %out)
   }
 
   // relax.matmul: Matrix product with NumPy's semantics: leading (batch) dims broadcast, a 1-D ``x1`` is a row and a 1-D ``x2`` a column whose added dim is dropped.
@@ -1039,6 +1048,18 @@ irdl.dialect @relax {
     irdl.attributes {"shape" = %attr_shape}
   }
 
+  // relax.cumprod: Running product along ``axis`` (TVM's ``cumprod(data, axis=None, dtype=None, exclusive=False)``: ``None`` scans the flattened tensor), in ``dtype`` (default the input's; the input is cast first).
+  irdl.operation @cumprod {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_axis = irdl.any
+    %attr_dtype = irdl.any
+    %attr_exclusive = irdl.base "#builtin.integer"
+    irdl.operands(x: %in_x)
+    irdl.results(result: %out)
+    irdl.attributes {"axis" = %attr_axis, "dtype" = %attr_dtype, "exclusive" = %attr_exclusive}
+  }
+
   // relax.gather_elements: ``out[i][j] = data[indices[i][j]][j]`` for ``axis=0`` (ONNX's GatherElements, TVM's ``gather_elements``): the output has the indices' shape.
   irdl.operation @gather_elements {
     %in_data = irdl.base "!builtin.tensor"
@@ -1078,6 +1099,18 @@ irdl.dialect @relax {
     irdl.attributes {"on_value" = %attr_on_value, "off_value" = %attr_off_value, "depth" = %attr_depth, "axis" = %attr_axis, "dtype" = %attr_dtype}
   }
 
+  // relax.scatter_nd: A copy of ``data`` with ``updates`` written at the index tuples of ``indices`` (TVM's ``scatter_nd``, ONNX's ScatterND): the last axis of ``indices`` (static, ``K <= data.ndim``) holds an index into the first ``K`` axes of ``data``, and ``updates`` has the shape ``indices.shape[:-1] + data.shape[K:]``; ``out[indices[p]] = updates[p]`` for each position ``p`` in row-major order (the last write wins), or combined by ``reduction`` 'add', 'mul', 'min' or 'max'.
+  irdl.operation @scatter_nd {
+    %in_data = irdl.base "!builtin.tensor"
+    %in_indices = irdl.base "!builtin.tensor"
+    %in_updates = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_reduction = irdl.base "#builtin.string"
+    irdl.operands(data: %in_data, indices: %in_indices, updates: %in_updates)
+    irdl.results(result: %out)
+    irdl.attributes {"reduction" = %attr_reduction}
+  }
+
   // relax.argsort: The indices that sort ``data`` along ``axis`` (TVM's ``argsort(data, axis=-1, descending=False, dtype='int32')``), stably.
   irdl.operation @argsort {
     %in_data = irdl.base "!builtin.tensor"
@@ -1090,6 +1123,17 @@ irdl.dialect @relax {
     irdl.attributes {"axis" = %attr_axis, "descending" = %attr_descending, "dtype" = %attr_dtype}
   }
 
+  // relax.split: Split along ``axis`` into ``indices_or_sections`` sections (an int: as TVM, pieces of ``ceil(size / sections)``, the last one what is left, 10 in 3 is 4, 4, 2) or at the indices given (a tuple: each bound clamped into ``[0, size]``, a piece ending before its start empty, as TVM infers them: a negative index is 0); returns a tuple of tensors, or the data itself for one section or no index (TVM's struct info).
+  irdl.operation @split {
+    %in_x = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    %attr_indices_or_sections = irdl.any
+    %attr_axis = irdl.base "#builtin.integer"
+    irdl.operands(x: %in_x)
+    irdl.results(results: variadic %out)
+    irdl.attributes {"indices_or_sections" = %attr_indices_or_sections, "axis" = %attr_axis}
+  }
+
   // relax.einsum: Einstein summation over a tuple of operands (TVM's ``R.einsum((a, b), subscripts)``, NumPy's semantics): explicit ``'ij,jk->ik'`` or implicit ``'ij,jk'`` subscripts, repeated labels (diagonals, traces) and ``...`` for shared leading dims; a size-1 dim broadcasts.
   irdl.operation @einsum {
     %in_operands = irdl.base "!builtin.tensor"
@@ -1098,6 +1142,16 @@ irdl.dialect @relax {
     irdl.operands(operands: variadic %in_operands)
     irdl.results(result: %out)
     irdl.attributes {"subscripts" = %attr_subscripts}
+  }
+
+  // relax.ewise_fma: ``x1 * x2 + x3`` elementwise (TVM's ``ewise_fma``): three operands of one dtype and one shape, no broadcasting.
+  irdl.operation @ewise_fma {
+    %in_x1 = irdl.base "!builtin.tensor"
+    %in_x2 = irdl.base "!builtin.tensor"
+    %in_x3 = irdl.base "!builtin.tensor"
+    %out = irdl.base "!builtin.tensor"
+    irdl.operands(x1: %in_x1, x2: %in_x2, x3: %in_x3)
+    irdl.results(result: %out)
   }
 
   // relax.flip: Reverse the order of the elements along ``axis`` (TVM's ``flip(data, axis)``), on an axis of any size.
