@@ -165,7 +165,11 @@ argmax = _arg_reduction("OGT", "gt", lowest, "argmax")
 argmin = _arg_reduction("OLT", "lt", highest, "argmin")
 
 
-def cumsum(lc, op):
+def _scan(lc, identity: int, combine):
+    """An inclusive (or ``exclusive``) scan along ``axis`` (the flattened input for None): each output combines the
+    elements at or before its position, the others counting as ``identity``; quadratic in the axis' length (loops:
+    the output's, then j, the combined position), as TVM's. Each element is cast to the result's dtype first, as
+    TVM does, then combined in its compute type."""
     x = lc.inputs[0]
     axis = lc.attrs["axis"]
     if axis is None:
@@ -175,22 +179,28 @@ def cumsum(lc, op):
     acc_t = compute_type(out_elt)
     rank = x.type.rank
     sizes = sizes_of(x)
-    acc = filled(sizes, acc_t, 0)
-    # loops: the output's, then j (the summed position along axis)
     x_map = amap(rank + 1, [rank if a == axis else a for a in range(rank)])
     pred = arith.CmpIPredicate.ult if lc.attrs["exclusive"] else arith.CmpIPredicate.ule
+    combine = combine(acc_t)
 
     def body(v, a):
         take = arith.cmpi(pred, loop_index(rank), loop_index(axis))
-        v = convert(convert(v, out_elt), acc_t)  # as TVM: cast to dtype first, then sum
-        zero = scalar(0, acc_t)
-        return _add(acc_t)(arith.select(take, v, zero), a)
+        v = convert(convert(v, out_elt), acc_t)
+        return combine(arith.select(take, v, scalar(identity, acc_t)), a)
 
-    (total,) = generic([x], [acc], [x_map, amap(rank + 1, list(range(rank)))],
+    (total,) = generic([x], [filled(sizes, acc_t, identity)], [x_map, amap(rank + 1, list(range(rank)))],
                        ["parallel"] * rank + ["reduction"], body)
     if acc_t == out_elt:
         return total
     return map_elementwise([total], lc.result_type, lambda v: convert(v, out_elt), sizes)
+
+
+def cumsum(lc, op):
+    return _scan(lc, 0, _add)
+
+
+def cumprod(lc, op):
+    return _scan(lc, 1, lambda t: arith.mulf if is_float(t) else arith.muli)
 
 
 def collapse_sum_to(lc, op):
@@ -208,30 +218,3 @@ def collapse_sum_to(lc, op):
     if acc_t != elem(x):
         compact = map_elementwise([compact], tensor_type(sizes, elem(x)), lambda v: convert(v, elem(x)), sizes)
     return reshape(compact, lc.result_sizes())
-
-
-def cumprod(lc, op):
-    """``cumsum``'s scan with a product: each output multiplies the elements at or before its position (before it
-    only, ``exclusive``), the rest counting as 1; quadratic in the axis' length, as cumsum's."""
-    x = lc.inputs[0]
-    axis = lc.attrs["axis"]
-    if axis is None:
-        x, axis = reshape(x, [sprod(sizes_of(x))]), 0
-    axis %= x.type.rank
-    out_elt = elem(lc.result_type)
-    acc_t = compute_type(out_elt)
-    rank = x.type.rank
-    x_map = amap(rank + 1, [rank if a == axis else a for a in range(rank)])
-    pred = arith.CmpIPredicate.ult if lc.attrs["exclusive"] else arith.CmpIPredicate.ule
-    mul = arith.mulf if is_float(acc_t) else arith.muli
-
-    def body(v, a):
-        take = arith.cmpi(pred, loop_index(rank), loop_index(axis))
-        v = convert(convert(v, out_elt), acc_t)  # as cumsum: cast to dtype first, then multiply
-        return mul(arith.select(take, v, scalar(1, acc_t)), a)
-
-    (total,) = generic([x], [filled(sizes_of(x), acc_t, 1)], [x_map, amap(rank + 1, list(range(rank)))],
-                       ["parallel"] * rank + ["reduction"], body)
-    if acc_t == out_elt:
-        return total
-    return map_elementwise([total], lc.result_type, lambda v: convert(v, out_elt), sizes_of(x))

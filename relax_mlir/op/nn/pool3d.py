@@ -19,10 +19,11 @@ from ... import op
 from ...ir.dtype import compute_dtype, from_numpy, is_bool, is_float
 from ...ir.expr import Call, Expr
 from ...ir.struct_info import TensorStructInfo
-from ..common import check_bool, fmt, int_tuple, require_float, require_ndim
+from ..common import check_bool, fmt, require_float, require_ndim
 from ..grad_utils import shape_of, sinfo_of, through_decomposition
 from ..registry import BadSample, Op, Sample, fail, register
 from .conv import _out_dim, avg_pool2d, max_pool2d
+from .spatial import adaptive_canon, adaptive_check
 from .conv3d import _padding3, _triple
 from .spatial import _bins, adaptive_avg_pool2d
 
@@ -182,22 +183,6 @@ avg_pool3d = register(Op(
 
 # -- adaptive_avg_pool3d -------------------------------------------------------------------------------------------
 
-def _adaptive_canon(attrs: dict) -> dict:
-    size = attrs["output_size"]
-    if size is None:
-        return attrs
-    size = int_tuple(size, "output_size")
-    return dict(attrs, output_size=size * 3 if len(size) == 1 else size)
-
-
-def _adaptive_check(attrs: dict) -> None:
-    size = attrs["output_size"]
-    if size is not None and (len(size) != 3 or any(s < 1 for s in size)):
-        fail(f"output_size must be None, a positive int or a triple of them, got {size}")
-    if attrs["layout"] != "NCDHW" or attrs["out_layout"] not in (None, "NCDHW"):
-        fail(f"only layout 'NCDHW' is supported, got layout {attrs['layout']!r}, out_layout {attrs['out_layout']!r}")
-
-
 def _adaptive_infer(args, attrs):
     (x,) = args
     require_ndim(x, 5, "data")
@@ -249,7 +234,8 @@ def _adaptive_decompose(call: Call) -> Expr:
 adaptive_avg_pool3d = register(Op(
     name="relax.nn.adaptive_avg_pool3d", inputs=("data",),
     attrs={"output_size": None, "layout": "NCDHW", "out_layout": None}, infer=_adaptive_infer,
-    canonicalize=_adaptive_canon, check_attrs=_adaptive_check, reference=_adaptive_ref,
+    canonicalize=lambda attrs: adaptive_canon(attrs, 3), check_attrs=lambda attrs: adaptive_check(attrs, "NCDHW"),
+    reference=_adaptive_ref,
     gradient=through_decomposition, decompose=_adaptive_decompose,
     samples=[Sample([_T((2, 3, 4, 6, 6), "float32")], {"output_size": 1}),
              Sample([_T(("n", 2, 5, 7, 5), "float64")], {"output_size": (2, 3, 2)}),

@@ -166,20 +166,22 @@ conv1d = register(Op(
 
 # -- adaptive_avg_pool2d --------------------------------------------------------------------------------------
 
-def _adaptive_canon(attrs: dict) -> dict:
+def adaptive_canon(attrs: dict, rank: int = 2) -> dict:
+    """An adaptive pool's ``output_size`` as one size per spatial axis (an int or a 1-tuple repeated)."""
     size = attrs["output_size"]
     if size is None:
         return attrs
     size = int_tuple(size, "output_size")
-    return dict(attrs, output_size=size * 2 if len(size) == 1 else size)
+    return dict(attrs, output_size=size * rank if len(size) == 1 else size)
 
 
-def _adaptive_check(attrs: dict) -> None:
-    size = attrs["output_size"]
-    if size is not None and (len(size) != 2 or any(s < 1 for s in size)):
-        fail(f"output_size must be None, a positive int or a pair of them, got {size}")
-    if attrs["layout"] != "NCHW" or attrs["out_layout"] not in (None, "NCHW"):
-        fail(f"only layout 'NCHW' is supported, got layout {attrs['layout']!r}, out_layout {attrs['out_layout']!r}")
+def adaptive_check(attrs: dict, layout: str = "NCHW") -> None:
+    """``output_size`` None or one positive size per spatial axis of ``layout``, the only layout taken."""
+    size, rank = attrs["output_size"], len(layout) - 2
+    if size is not None and (len(size) != rank or any(s < 1 for s in size)):
+        fail(f"output_size must be None, a positive int or a{' pair' if rank == 2 else ' triple'} of them, got {size}")
+    if attrs["layout"] != layout or attrs["out_layout"] not in (None, layout):
+        fail(f"only layout {layout!r} is supported, got layout {attrs['layout']!r}, out_layout {attrs['out_layout']!r}")
 
 
 def _nchw(args) -> TensorStructInfo:
@@ -295,7 +297,7 @@ def _adaptive_decompose(call: Call) -> Expr:
 adaptive_avg_pool2d = register(Op(
     name="relax.nn.adaptive_avg_pool2d", inputs=("data",),
     attrs={"output_size": None, "layout": "NCHW", "out_layout": None}, infer=_adaptive_infer,
-    canonicalize=_adaptive_canon, check_attrs=_adaptive_check, reference=_adaptive_ref,
+    canonicalize=adaptive_canon, check_attrs=adaptive_check, reference=_adaptive_ref,
     gradient=through_decomposition, decompose=_adaptive_decompose,
     samples=[Sample([_T((2, 3, 6, 6), "float32")], {"output_size": 1}),
              Sample([_T(("n", 2, 7, 5), "float64")], {"output_size": (3, 2)}),
