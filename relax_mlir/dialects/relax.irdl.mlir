@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 385f2900f9be5fea2ec6e0e37c3fe6d1a381a538c3547b6e01bd856017b9f549
+// registry sha256 13c116b4f744aef872d3d92e0090dc30808833611d65d464cf48747e0ee8c2f6
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

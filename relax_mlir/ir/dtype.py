@@ -26,6 +26,8 @@ _MLIR_NAMES = {
 
 def check_dtype(dtype: str, where: str = "dtype") -> str:
     """Return ``dtype`` if it names a Relax dtype, else raise a ``ValueError`` saying what is allowed."""
+    if type(dtype) is str and dtype in DTYPES:  # the common case, first: thousands of calls at import (op samples)
+        return dtype
     if isinstance(dtype, np.dtype) or (isinstance(dtype, type) and issubclass(dtype, np.generic)):
         dtype = from_numpy(np.dtype(dtype))
     if dtype not in DTYPES:

@@ -75,6 +75,8 @@ MAX_RANK = 64
 
 def _ndim(ndim, where: str) -> int:
     """A rank: an int from 0 up, or -1 for an unknown one."""
+    if type(ndim) is int and -1 <= ndim <= MAX_RANK:  # the common case, first: the op registry makes thousands of
+        return ndim  # struct infos at import (its samples), each through here
     import numpy as np
 
     if isinstance(ndim, np.integer):
@@ -86,6 +88,8 @@ def _ndim(ndim, where: str) -> int:
 
 
 def _dim(d, where: str) -> Dim:
+    if type(d) is int and 0 <= d < 2 ** 63:  # the common case, first (see _ndim)
+        return d
     if isinstance(d, bool):
         raise TypeError(f"{where}: dimension must be an int or size variable, got bool")
     if isinstance(d, int):
@@ -110,6 +114,8 @@ def _dim(d, where: str) -> Dim:
 
 def make_shape(shape: Iterable, where: str = "shape") -> tuple[Dim, ...]:
     """Normalise a shape given as ints, ``SymDim``s or strings (``("n", 784)``)."""
+    if type(shape) is tuple:  # the common case, first (see _ndim): not a ShapeExpr, whose import costs here
+        return tuple(_dim(d, where) for d in shape)
     from .expr import ShapeExpr  # local: expr imports this module
 
     if isinstance(shape, ShapeExpr):

@@ -158,10 +158,10 @@ class _Traced:
     def _binary(self, other, op: str, reverse: bool = False) -> "_Traced":
         if isinstance(other, _Traced):
             right = other._wrap()
-        elif is_int_value(other):
+        elif is_int_value(other) or isinstance(other, np.integer):
             right = str(int(other))
         else:
-            raise TypeError(f"layout_transform: index_map computes with {other!r}; it takes ints and the indices")
+            raise ValueError(f"layout_transform: index_map computes with {other!r}; it takes ints and the indices")
         left = self._wrap()
         return _Traced(f"{right} {op} {left}" if reverse else f"{left} {op} {right}", atom=False)
 
@@ -182,6 +182,18 @@ class _Traced:
 
     def __mod__(self, o):
         return self._binary(o, "%")
+
+    def _unsupported(self, *_):
+        raise ValueError(f"layout_transform: index_map computes with {self.text}: only +, * and // or % by an int "
+                         "are supported (an axis moved, split or fused)")
+
+    def __bool__(self):  # (``(j, i) if i else (i, j)`` would take one branch for every index)
+        raise ValueError(f"layout_transform: index_map tests {self.text} (an `if` or a comparison on an index); a map "
+                         "computes each output index from the indices with +, * and // or % by an int")
+
+    __sub__ = __rsub__ = __neg__ = __pos__ = __abs__ = __pow__ = __rpow__ = __truediv__ = __rtruediv__ = _unsupported
+    __rfloordiv__ = __rmod__ = __lshift__ = __rshift__ = __and__ = __or__ = __xor__ = __invert__ = _unsupported
+    __lt__ = __le__ = __gt__ = __ge__ = __int__ = __index__ = __float__ = _unsupported
 
 
 def index_map_text(fn) -> str:

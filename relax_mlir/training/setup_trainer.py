@@ -23,7 +23,9 @@ initial state, a tuple of NumPy arrays), ``optimizer_kind`` (its class name, whi
 
 from __future__ import annotations
 
+import copy
 import inspect
+from contextlib import contextmanager
 from typing import Sequence
 
 from ..ir.block_builder import BlockBuilder
@@ -113,14 +115,33 @@ class SetupTrainer:
 
     # -- construction -------------------------------------------------------------------------------
     def __call__(self, mod: IRModule) -> IRModule:
-        from .. import transform
-        from .utils import append_loss
+        """The training module made from the backbone module ``mod``. Its internal passes run unchecked: the
+        module they are given is checked once on entry and the one they make once at the end (two checks of
+        well-formedness instead of one after each of seven passes; see ``_internal_passes``)."""
+        from ..ir.well_formed import check_well_formed
+        from ..transform.pass_infra import PassContext
 
         mod = _main_as_backbone(mod)
         input_num, param_num, state_num = self._check(mod)
         helpers = self._helpers(mod)
         # The backbone as written, with the functions it calls; the derived functions from it flattened.
         out = IRModule({name: mod[name] for name in mod if name == self.BACKBONE or name in helpers}, dict(mod.attrs))
+        checking = PassContext.current().check_well_formed
+        if checking:  # the part of the user's module kept: an ill-formed one is named as such, not as a pass's result
+            check_well_formed(out, where="given to SetupTrainer")
+        with _internal_passes():
+            out = self._derive(out, input_num, param_num, state_num)
+        if checking:
+            check_well_formed(out, where="made by SetupTrainer")
+        if self.legalize:
+            check_lowerable(out, skip=(self.BACKBONE, *helpers))
+        return out
+
+    def _derive(self, out: IRModule, input_num: int, param_num: int, state_num: int) -> IRModule:
+        """The training module's functions and attributes added to ``out`` (the backbone and its helpers)."""
+        from .. import transform
+        from .utils import append_loss
+
         backbone = _flat_backbone(out, self.BACKBONE)
         out["predict"] = backbone
         out = transform.DecomposeOpsForInference("predict")(out)
@@ -145,8 +166,6 @@ class SetupTrainer:
                           "loss_reduction": self.loss.reduction})  # a data-parallel step reduces by it
         if self.loss.ignore_index is not None:
             out.attrs["ignore_index"] = self.loss.ignore_index
-        if self.legalize:
-            check_lowerable(out, skip=(self.BACKBONE, *helpers))
         return out
 
     def _helpers(self, mod: IRModule) -> list[str]:
@@ -191,6 +210,24 @@ class SetupTrainer:
 
 
 _ADDED = ("predict", "loss", "loss_adjoint", "optimizer", "update_params")
+
+
+@contextmanager
+def _internal_passes():
+    """The passes SetupTrainer runs on the module it builds run under the caller's ``PassContext`` (its disabled
+    passes, opt level, config; its instruments see each pass) without the well-formedness check after each: the
+    check walks the whole module, and after every one of the seven passes it cost as much as the passes did on a
+    warm ``relax-mlir train``. ``SetupTrainer`` checks its input and its result instead. The context is pushed as
+    is, not entered: entering would call the instruments' ``enter_pass_ctx`` a second time."""
+    from ..transform.pass_infra import PassContext
+
+    ctx = copy.copy(PassContext.current())
+    ctx.check_well_formed = False
+    PassContext._stack.append(ctx)
+    try:
+        yield
+    finally:
+        PassContext._stack.pop()
 
 
 def _flat_backbone(mod: IRModule, name: str) -> Function:

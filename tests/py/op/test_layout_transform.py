@@ -173,3 +173,21 @@ def test_a_symbolic_axis_split_is_inferred_and_interpreted_and_its_decomposition
                        match=r"binding 'r' \(relax.layout_transform\): its decomposition needs static sizes of 'x'.*"
                              r"splits an axis of symbolic size in shape \(n, 3\)"):
         relax_mlir.transform.DecomposeOpsForInference()(mod)
+
+
+@pytest.mark.parametrize("index_map, message", [
+    (lambda i, j: (j, i) if i else (i, j), r"index_map tests i \(an `if` or a comparison on an index\)"),
+    (lambda i, j: (i - 1, j), r"index_map computes with i: only \+, \* and // or % by an int are supported"),
+    (lambda i, j: (abs(i), j), r"index_map computes with i: only \+, \* and // or % by an int are supported"),
+])
+def test_a_python_map_that_branches_or_computes_otherwise_is_refused_in_words(index_map, message):
+    """A traced map took one branch of an ``if`` on an index for every index, and other operators leaked a bare
+    TypeError naming the tracer."""
+    x = Var("x", TensorStructInfo((2, 3), "float32"))
+    with pytest.raises(ValueError, match=message):
+        op.layout_transform(x, index_map)
+
+
+def test_a_python_map_takes_numpy_ints():
+    x = Var("x", TensorStructInfo((2, 3), "float32"))
+    assert op.layout_transform(x, lambda i, j: (j, i * np.int64(1))).attrs["index_map"] == "lambda i, j: (j, i * 1)"
