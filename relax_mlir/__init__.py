@@ -9,14 +9,20 @@ _INTERPRETER = ("get_global_func", "interpret", "register_func")
 
 
 def __getattr__(name: str):
-    """The reference interpreter's names, imported on first use (a warm ``relax-mlir train`` never runs it)."""
-    if name in _INTERPRETER:
-        from . import interpreter
+    """The reference interpreter's names, imported on first use (a warm ``relax-mlir train`` never runs it), and
+    the package's modules (``relax_mlir.analysis``, ``.script``, ...), which importing the interpreter used to make
+    attributes as a side effect."""
+    import importlib
+    import importlib.util
 
-        value = getattr(interpreter, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name in _INTERPRETER:
+        value = getattr(importlib.import_module(f"{__name__}.interpreter"), name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 # The MLIR backend is imported on first use: loading MLIR's bindings costs about 0.4 s.

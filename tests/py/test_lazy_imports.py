@@ -131,3 +131,16 @@ def test_an_unknown_name_is_an_attribute_error():
         assert str(exc) == "module 'relax_mlir.transform' has no attribute 'NoSuchPass'"
     else:
         raise AssertionError("transform.NoSuchPass did not raise")
+
+
+def test_the_package_serves_its_modules_as_attributes():
+    """``import relax_mlir as rm; rm.analysis.well_formed(...)`` worked while importing the interpreter imported
+    ``analysis`` as a side effect; the package serves each of its modules on first use."""
+    code = ("import relax_mlir as rm, sys\n"
+            "assert 'relax_mlir.analysis' not in sys.modules\n"
+            "assert rm.analysis.well_formed is not None and rm.script.from_source is not None\n"
+            "assert callable(rm.interpret)\n"
+            "try:\n    rm.no_such_module\nexcept AttributeError as e:\n    print(e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "module 'relax_mlir' has no attribute 'no_such_module'" in done.stdout
