@@ -616,6 +616,9 @@ class Parser:
 
         if _is_size_declaration(stmt.value) or _declares_sizes(stmt.value):
             return self.declare_size(stmt, target, annotation, sizes)
+        if (self.in_module and isinstance(target, ast.Name) and target.id == "cls" and annotation is None
+                and isinstance(stmt.value, ast.Name) and stmt.value.id == self.module_name):
+            return []  # ``cls = Module``, the first line of each function TVM's printer writes: cls is the module
         spelled = self.op_named(stmt.value, scope)
         if spelled is not None and isinstance(target, ast.Name) and annotation is None:
             # ``op = R.exp``: a Python name for the op, as in TVM (it binds no Relax value); ``op(x)`` calls it

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.block_builder import call_return_struct_info
-from ..ir.expr import Call, Expr, Function, GlobalVar, SeqExpr, Var, VarBinding
+from ..ir.expr import Call, Expr, Function, GlobalVar, If, SeqExpr, Var, VarBinding
 from ..ir.module import IRModule
 from ..ir.visitor import ExprMutator, post_order_visit
 from .pass_infra import Pass
@@ -84,6 +84,7 @@ class LambdaLift(Pass):
     """
 
     name = "LambdaLift"
+    supports_if = True
 
     def transform_module(self, mod, ctx):
         if not has_local_functions(mod):
@@ -102,19 +103,28 @@ class _Lifter:
     def lift(self, func: Function, prefix: str, outer: dict) -> Function:
         """``func`` with its local functions (and theirs) moved into the module; ``outer`` maps the enclosing
         functions' lifted locals to (GlobalVar, captures)."""
-        lifted = dict(outer)
+        return Function(func.params, self.lift_seq(func.body, prefix, dict(outer)), func.ret_struct_info,
+                        func.attrs, func.is_pure, span=func.span)
+
+    def lift_seq(self, seq: SeqExpr, prefix: str, lifted: dict) -> SeqExpr:
+        """``seq``'s local functions lifted and their calls rewritten, an ``R.If``'s branches each in a scope of
+        their own (a function a branch defines is that branch's)."""
         blocks = []
-        for block in func.body.blocks:
+        for block in seq.blocks:
             bindings = []
             for b in block.bindings:
                 if isinstance(b, VarBinding) and isinstance(b.value, Function):
                     lifted[b.var] = self.lift_one(b.var, b.value, f"{prefix}_{b.var.name_hint}", lifted)
                     continue
+                if isinstance(b, VarBinding) and isinstance(b.value, If):
+                    cond = _Calls(lifted, prefix).visit_expr(b.value.cond)
+                    value = If(cond, self.lift_seq(b.value.true_branch, prefix, dict(lifted)),
+                               self.lift_seq(b.value.false_branch, prefix, dict(lifted)), span=b.value.span)
+                    bindings.append(rebind(b, value))
+                    continue
                 bindings.append(_Calls(lifted, prefix).rewrite_binding(b))
             blocks.append(type(block)(bindings))
-        body = _Calls(lifted, prefix).visit_expr(func.body.body)
-        return Function(func.params, SeqExpr(blocks, body), func.ret_struct_info, func.attrs, func.is_pure,
-                        span=func.span)
+        return SeqExpr(blocks, _Calls(lifted, prefix).visit_expr(seq.body), span=seq.span)
 
     def lift_one(self, var: Var, local: Function, name: str, lifted: dict) -> tuple[GlobalVar, list[Var]]:
         inner = self.lift(local, name, lifted)
@@ -131,11 +141,20 @@ class _Lifter:
         return GlobalVar(unique, fn.struct_info), captured
 
 
+def _bound(seq: SeqExpr, into: set) -> set:
+    """The variables ``seq`` binds, in an ``R.If``'s branches too."""
+    for block in seq.blocks:
+        for b in block.bindings:
+            into.add(b.var)
+            if isinstance(b, VarBinding) and isinstance(b.value, If):
+                _bound(b.value.true_branch, into)
+                _bound(b.value.false_branch, into)
+    return into
+
+
 def _captures(func: Function) -> list[Var]:
     """The variables ``func`` reads but does not define, in order of first use."""
-    defined = set(func.params)
-    for block in func.body.blocks:
-        defined.update(b.var for b in block.bindings)
+    defined = _bound(func.body, set(func.params))
     seen: list[Var] = []
     post_order_visit(func.body, lambda e: seen.append(e) if isinstance(e, Var) and e not in defined
                      and e not in seen else None)

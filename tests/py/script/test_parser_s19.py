@@ -296,3 +296,26 @@ def test_a_shape_value_holding_the_placeholder_is_of_known_length_only():
     assert _run(f, np.ones((2, 3), "float32")) == (-1,)
     with pytest.raises(ValueError, match=r"ShapeExpr: dimension must be non-negative, got -2"):
         ShapeExpr([-2])
+
+
+def test_cls_bound_to_the_module_as_tvms_printer_writes_it():
+    """TVM's printer starts each function of a module with ``cls = Module``; it was an undefined variable here."""
+    text = '''
+@I.ir_module
+class Module:
+    @R.function
+    def double(a: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        cls = Module
+        b = R.add(a, a)
+        return b
+
+    @R.function
+    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        cls = Module
+        p = cls.double(x)
+        return p
+'''
+    mod = from_source(text)
+    np.testing.assert_array_equal(rm.interpret(mod, "main", np.array([1.0, 2.5], np.float32)), [2.0, 5.0])
+    with pytest.raises(ParseError, match="Other"):
+        from_source(text.replace("cls = Module\n        p", "cls = Other\n        p"))

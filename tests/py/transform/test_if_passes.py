@@ -11,7 +11,7 @@ from relax_mlir import interpret, op
 from relax_mlir.ir import (BindingBlock, Function, If, IRModule, SeqExpr, TensorStructInfo, Var, VarBinding,
                            assert_structural_equal, check_well_formed)
 from relax_mlir.script import from_source
-from relax_mlir.transform import (CanonicalizeBindings, ConvertToDataflow, DeadCodeElimination,
+from relax_mlir.transform import (CanonicalizeBindings, ConvertToDataflow, DeadCodeElimination, LambdaLift,
                                   EliminateCommonSubexpr, FuseOps, Gradient, LegalizeOps, Normalize, function_pass)
 
 HEAD = '''
@@ -226,3 +226,46 @@ def test_a_users_pass_runs_on_a_module_with_an_if():
         return y
 ''')
     assert record(mod) is not None and len(seen) == 1
+
+
+_LOCAL_AND_IF = '''
+@R.function
+def main(c: R.Tensor((), "bool"), x: R.Tensor((3,), "float32"), w: R.Tensor((3,), "float32")):
+    @R.function
+    def pick(d: R.Tensor((), "bool"), y: R.Tensor((3,), "float32")):
+        if d:
+            r = R.multiply(y, w)
+        else:
+            r = R.add(y, w)
+        return r
+
+    if c:
+        @R.function
+        def twice(z: R.Tensor((3,), "float32")):
+            t = R.add(z, z)
+            return t
+
+        a = pick(c, x)
+        out = twice(a)
+    else:
+        out = pick(c, x)
+    return out
+'''
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_lambda_lift_lifts_local_functions_holding_an_if_or_defined_in_a_branch(cond):
+    """A local function holding an ``R.If``, and one a branch defines, were refused by LambdaLift (which compile
+    runs), though both interpret; lifted, the module compiles and computes what the interpreter does."""
+    import relax_mlir
+
+    mod = IRModule.from_expr(from_source(_LOCAL_AND_IF))
+    lifted = LambdaLift()(mod)
+    assert sorted(name for name, _ in lifted.items()) == ["main", "main_pick", "main_twice"]
+    c = np.array(cond)
+    x, w = np.array([1.0, -2.0, 3.0], np.float32), np.array([0.5, 4.0, -1.0], np.float32)
+    want = (x * w) * 2 if cond else x + w
+    np.testing.assert_allclose(relax_mlir.interpret(mod, "main", c, x, w), want, rtol=1e-6)
+    np.testing.assert_allclose(relax_mlir.interpret(lifted, "main", c, x, w), want, rtol=1e-6)
+    vm = relax_mlir.VirtualMachine(relax_mlir.compile(mod))
+    np.testing.assert_allclose(vm["main"](c, x, w), want, rtol=1e-6)
