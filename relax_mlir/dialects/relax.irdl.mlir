@@ -2,7 +2,7 @@
 // GENERATED from the op registry by relax_mlir.backend.dialect_gen: do not edit. Regenerate with
 //   python -m relax_mlir.backend.dialect_gen --write
 // relax.nn.relu is `relax.nn_relu` (IRDL op names allow only [a-z0-9_]); see relax_mlir/dialects/README.md.
-// registry sha256 13c116b4f744aef872d3d92e0090dc30808833611d65d464cf48747e0ee8c2f6
+// registry sha256 c3af62d7e8ccf732ca337dcfef4b192d15d6b68bdceccd3b967119049688046d
 irdl.dialect @relax {
   // relax.add: Elementwise add with broadcasting.
   irdl.operation @add {

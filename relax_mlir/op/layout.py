@@ -29,6 +29,7 @@ from typing import Optional
 import numpy as np
 
 from ..ir import sym
+from ..ir.dtype import is_floating
 from ..ir.expr import Call, Expr
 from ..ir.index_map import IndexMapText
 from ..ir.struct_info import TensorStructInfo
@@ -283,6 +284,9 @@ def _infer(args, attrs):
     m = parse_index_map(attrs["index_map"])
     if x.ndim != -1 and x.ndim != len(m.params):
         fail(f"index_map {m.text!r} takes {len(m.params)} indices, but the input has rank {x.ndim}")
+    pad = attrs["pad_value"]
+    if isinstance(pad, float) and not is_floating(x.dtype) and not pad.is_integer():
+        fail(f"pad_value {pad!r} is not a value of the data's dtype {x.dtype} (as TVM refuses it)")
     if x.shape is None:
         return _T(None, x.dtype, len(m.outputs))
     return _T(_output_shape(m, tuple(x.shape)), x.dtype)

@@ -191,3 +191,11 @@ def test_a_python_map_that_branches_or_computes_otherwise_is_refused_in_words(in
 def test_a_python_map_takes_numpy_ints():
     x = Var("x", TensorStructInfo((2, 3), "float32"))
     assert op.layout_transform(x, lambda i, j: (j, i * np.int64(1))).attrs["index_map"] == "lambda i, j: (j, i * 1)"
+
+
+def test_a_fractional_pad_value_on_integer_data_is_refused():
+    """It was truncated (2.7 padded with 2) where TVM raises."""
+    x = Var("x", TensorStructInfo((3,), "int32"))
+    with pytest.raises(ValueError, match=r"pad_value 2.7 is not a value of the data's dtype int32"):
+        op.layout_transform(x, lambda i: (i // 2, i % 2), pad_value=2.7)
+    assert op.layout_transform(x, lambda i: (i // 2, i % 2), pad_value=2.0).struct_info.shape == (2, 2)
