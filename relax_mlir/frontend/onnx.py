@@ -268,64 +268,72 @@ def _check_kernel(node, w: Expr) -> None:
 def _conv(node, xs):
     x, w = xs[0], xs[1]
     n = ndim_of(x) - 2
-    if n not in (1, 2):
-        raise node.fail(f"{n}-D convolution; only 1-D and 2-D are supported")
+    if n not in (1, 2, 3):
+        raise node.fail(f"{n}-D convolution; only 1-D, 2-D and 3-D are supported")
     spatial = _spatial(node, xs, n)
     _check_kernel(node, w)
-    y = (op.nn.conv2d if n == 2 else op.nn.conv1d)(x, w, groups=node.attrs.get("group", 1), **spatial)
+    conv = {1: op.nn.conv1d, 2: op.nn.conv2d, 3: op.nn.conv3d}[n]
+    y = conv(x, w, groups=node.attrs.get("group", 1), **spatial)
     if len(xs) > 2 and xs[2] is not None:
         y = op.add(y, op.reshape(xs[2], (1, -1) + (1,) * n))
     return y
 
 
-def _pool(fn: Callable, **extra: Callable) -> Callable:
-    """``MaxPool``/``AveragePool`` (2-D; 1-D as 2-D of height 1); MaxPool's ``Indices`` output where the graph
-    names it (:func:`.onnx_ops.max_pool_indices`)."""
+def _pool(fn: Callable, fn_3d: Callable, **extra: Callable) -> Callable:
+    """``MaxPool``/``AveragePool`` (2-D with ``fn``, 3-D with ``fn_3d``; 1-D as 2-D of height 1); MaxPool's
+    ``Indices`` output where the graph names it (:func:`.onnx_ops.max_pool_indices`, 1-D and 2-D)."""
     def convert(node, xs):
-        if ndim_of(xs[0]) not in (3, 4):
-            raise node.fail("only 1-D and 2-D pooling (NCW, NCHW) is supported")
+        _check_pool_rank(node, xs[0])
         more = {k: f(node.attrs) for k, f in extra.items()}
         wanted = len(node.proto.output) > 1 and node.proto.output[1]
+        if wanted and ndim_of(xs[0]) == 5:
+            raise node.fail(f"the Indices output of a 3-D MaxPool (input {_shape(xs[0])}) is not supported; "
+                            "expected a 1-D or 2-D pool, or the values output alone")
         indices = []
 
         def pool(x, **attrs):
-            y = fn(x, **attrs, **more)
+            y = (fn_3d if ndim_of(x) == 5 else fn)(x, **attrs, **more)
             if wanted:
                 column_major = bool(node.attrs.get("storage_order", 0))
                 indices.append(onnx_ops.max_pool_indices(x, _shape(y), attrs["pool_size"], attrs["strides"],
                                                          attrs["padding"], attrs["dilation"], column_major))
             return y
 
-        y = _pool_2d(node, xs, pool)
+        y = _pool_nd(node, xs, pool)
         if not wanted:
             return y
         return [y, indices[0] if ndim_of(y) == 4 else op.squeeze(indices[0], axis=[2])]
     return convert
 
 
-def _pool_2d(node, xs, pool: Callable) -> Expr:
-    """``pool(x, pool_size, strides, padding, dilation, ceil_mode)`` of the node's input and attributes; a 1-D
-    input ``(N, C, W)`` is pooled as ``(N, C, 1, W)`` with a window of height 1."""
+def _check_pool_rank(node, x: Expr) -> None:
+    if ndim_of(x) not in (3, 4, 5):
+        raise node.fail(f"input {_shape(x)}: only 1-D, 2-D and 3-D pooling (NCW, NCHW, NCDHW) is supported")
+
+
+def _pool_nd(node, xs, pool: Callable) -> Expr:
+    """``pool(x, pool_size, strides, padding, dilation, ceil_mode)`` of the node's input and attributes (2-D or
+    3-D); a 1-D input ``(N, C, W)`` is pooled as ``(N, C, 1, W)`` with a window of height 1."""
     x = xs[0]
     if ndim_of(x) == 3:
         _check_per_axis(node, x, 1)
-        return op.squeeze(_pool_2d(_unit_height(node), [op.expand_dims(x, axis=2)], pool), axis=[2])
+        return op.squeeze(_pool_nd(_unit_height(node), [op.expand_dims(x, axis=2)], pool), axis=[2])
     return pool(x, pool_size=tuple(node.attrs["kernel_shape"]), ceil_mode=bool(node.attrs.get("ceil_mode", 0)),
-                **_spatial(node, xs, 2))
+                **_spatial(node, xs, ndim_of(x) - 2))
 
 
 def _lp_pool(node, xs):
     """``LpPool``: ``(sum of |x|**p over the window) ** (1/p)``, the sum an average pool that counts the zero padding,
-    times the window's size (1-D and 2-D)."""
+    times the window's size (1-D, 2-D and 3-D)."""
     x, p = xs[0], node.attrs.get("p", 2)
-    if ndim_of(x) not in (3, 4):
-        raise node.fail("only 1-D and 2-D pooling (NCW, NCHW) is supported")
+    _check_pool_rank(node, x)
     if p < 1:
         raise node.fail(f"p={p}; expected a positive p")
     size = int(np.prod(node.attrs["kernel_shape"]))
     powered = op.power(op.abs(x), scalar_like(float(p), x))
-    total = _pool_2d(node, [powered], lambda x, **attrs: op.multiply(
-        op.nn.avg_pool2d(x, count_include_pad=True, **attrs), scalar_like(float(size), x)))
+    total = _pool_nd(node, [powered], lambda x, **attrs: op.multiply(
+        (op.nn.avg_pool3d if ndim_of(x) == 5 else op.nn.avg_pool2d)(x, count_include_pad=True, **attrs),
+        scalar_like(float(size), x)))
     return op.power(total, scalar_like(1.0 / p, x))
 
 
@@ -671,36 +679,39 @@ def _cumsum(node, xs):
 
 
 def _conv_transpose(node, xs):
-    """``ConvTranspose`` (2-D). ``output_shape`` or ``auto_pad=SAME_*`` (an output of ``in * stride``) sets the
-    total padding ``stride * (in - 1) + output_padding + dilated kernel - out``, split as ONNX's specification says
-    (the odd one at the start, except for ``SAME_UPPER``); a negative end (an output longer than the full one)
-    becomes more output padding."""
+    """``ConvTranspose`` (2-D and 3-D; 1-D as 2-D of height 1). ``output_shape`` or ``auto_pad=SAME_*`` (an output
+    of ``in * stride``) sets the total padding ``stride * (in - 1) + output_padding + dilated kernel - out``, split
+    as ONNX's specification says (the odd one at the start, except for ``SAME_UPPER``); a negative end (an output
+    longer than the full one) becomes more output padding."""
     x, w = xs[0], xs[1]
     if ndim_of(x) == 3 and ndim_of(w) == 3:  # 1-D: as 2-D of height 1
         _check_per_axis(node, x, 1)
         y = _conv_transpose(_unit_height(node), [op.expand_dims(x, axis=2), op.expand_dims(w, axis=2), *xs[2:]])
         return op.squeeze(y, axis=[2])
-    if ndim_of(x) != 4:
-        raise node.fail("only 1-D and 2-D transposed convolution is supported")
+    n = ndim_of(x) - 2
+    if n not in (2, 3) or ndim_of(w) != ndim_of(x):
+        raise node.fail(f"input {_shape(x)}, weight {_shape(w)}: only 1-D, 2-D and 3-D transposed convolution "
+                        "is supported (input and weight of rank 3, 4 or 5)")
     auto_pad = node.attrs.get("auto_pad", "NOTSET")
-    spatial = _spatial(node, xs, 2, same=False)
+    spatial = _spatial(node, xs, n, same=False)
     _check_kernel(node, w)
-    extra = list(node.attrs.get("output_padding", [0, 0]))
+    extra = list(node.attrs.get("output_padding", [0] * n))
     if "output_shape" in node.attrs or auto_pad.startswith("SAME"):
         sizes, kernel = _shape(x)[2:], _shape(w)[2:]
         out = node.attrs.get("output_shape") or [size * s for size, s in zip(sizes, spatial["strides"])]
-        if len(out) != 2:
-            raise node.fail(f"output_shape {out}: expected the 2 spatial sizes")
+        if len(out) != n:
+            raise node.fail(f"output_shape {out}: expected the {n} spatial sizes")
         totals = [s * (size - 1) + e + (k - 1) * d + 1 - o for size, s, e, k, d, o in
                   zip(sizes, spatial["strides"], extra, kernel, spatial["dilation"], out)]
         pads = list(_split_pads(totals, upper=auto_pad == "SAME_UPPER"))
-        if min(pads[:2]) < 0:
+        if min(pads[:n]) < 0:
             raise node.fail(f"output_shape {out} is longer than the full output at its start (pads {pads})")
-        extra = [e - min(end, 0) for e, end in zip(extra, pads[2:])]
-        spatial["padding"] = tuple(pads[:2] + [max(end, 0) for end in pads[2:]])
-    y = op.nn.conv2d_transpose(x, w, groups=node.attrs.get("group", 1), output_padding=tuple(extra), **spatial)
+        extra = [e - min(end, 0) for e, end in zip(extra, pads[n:])]
+        spatial["padding"] = tuple(pads[:n] + [max(end, 0) for end in pads[n:]])
+    conv = op.nn.conv3d_transpose if n == 3 else op.nn.conv2d_transpose
+    y = conv(x, w, groups=node.attrs.get("group", 1), output_padding=tuple(extra), **spatial)
     if len(xs) > 2 and xs[2] is not None:
-        y = op.add(y, op.reshape(xs[2], (1, -1, 1, 1)))
+        y = op.add(y, op.reshape(xs[2], (1, -1) + (1,) * n))
     return y
 
 
@@ -1190,8 +1201,9 @@ CONVERTERS: dict[str, Callable] = {
     "Reciprocal": lambda node, xs: op.divide(scalar_like(1.0, xs[0]), xs[0]), "Gelu": _gelu,
     "LeakyRelu": lambda node, xs: op.nn.leakyrelu(xs[0], alpha=node.attrs.get("alpha", 0.01)),
     "Softmax": _softmax(op.nn.softmax), "LogSoftmax": _softmax(op.nn.log_softmax),
-    "Conv": _conv, "MaxPool": _pool(op.nn.max_pool2d),
-    "AveragePool": _pool(op.nn.avg_pool2d, count_include_pad=lambda a: bool(a.get("count_include_pad", 0))),
+    "Conv": _conv, "MaxPool": _pool(op.nn.max_pool2d, op.nn.max_pool3d),
+    "AveragePool": _pool(op.nn.avg_pool2d, op.nn.avg_pool3d,
+                         count_include_pad=lambda a: bool(a.get("count_include_pad", 0))),
     "LpPool": _lp_pool,
     "GlobalAveragePool": lambda node, xs: op.mean(xs[0], axis=list(range(2, ndim_of(xs[0]))), keepdims=True),
     "BatchNormalization": _batch_norm, "LayerNormalization": _layer_norm, "Dropout": _dropout,

@@ -808,31 +808,37 @@ def max_unpool(node, xs):
 
 
 def col2im(node, xs):
-    """``Col2Im(input, image_shape, block_shape)`` (2-D images): each column of ``input`` ``(N, C * kh * kw, L)``
-    is a block, added back at its place in the image (PyTorch's ``fold``): a grouped transposed convolution of the
-    blocks laid out on their ``(bh, bw)`` grid with one-hot kernels (one per position in the block), with the
-    strides, dilations and pads (cropped) of the node."""
+    """``Col2Im(input, image_shape, block_shape)`` (2-D and 3-D images): each column of ``input`` ``(N, C * K, L)``
+    (``K`` the block's size) is a block, added back at its place in the image (PyTorch's ``fold``): a grouped
+    transposed convolution of the blocks laid out on their grid (``(bh, bw)`` or ``(bd, bh, bw)``) with one-hot
+    kernels (one per position in the block), with the strides, dilations and pads (cropped) of the node."""
     x = xs[0]
     image = [int(v) for v in np.ravel(_value(node, xs[1], "image_shape"))]
     block = [int(v) for v in np.ravel(_value(node, xs[2], "block_shape"))]
-    if len(image) != 2 or len(block) != 2 or ndim_of(x) != 3:
-        raise node.fail(f"image_shape {image}, block_shape {block}: only 2-D images are supported (input (N, C*K, L))")
-    strides = node.attrs.get("strides", [1, 1])
-    dilations, pads = node.attrs.get("dilations", [1, 1]), node.attrs.get("pads", [0, 0, 0, 0])
+    k = len(image)
+    if k not in (2, 3) or len(block) != k or ndim_of(x) != 3:
+        raise node.fail(f"image_shape {image}, block_shape {block}, input {_shape(x)}: only 2-D and 3-D images are "
+                        "supported (input (N, C*K, L), image_shape and block_shape of 2 or 3 sizes each)")
+    strides = node.attrs.get("strides", [1] * k)
+    dilations, pads = node.attrs.get("dilations", [1] * k), node.attrs.get("pads", [0] * (2 * k))
     n, rows, count = _shape(x)
-    size = block[0] * block[1]
-    grid = [(image[i] + pads[i] + pads[i + 2] - dilations[i] * (block[i] - 1) - 1) // strides[i] + 1 for i in (0, 1)]
-    if rows % size or grid[0] * grid[1] != count:
+    size = int(np.prod(block))
+    grid = [(image[i] + pads[i] + pads[i + k] - dilations[i] * (block[i] - 1) - 1) // strides[i] + 1 for i in range(k)]
+    if rows % size or int(np.prod(grid)) != count:
         raise node.fail(f"input {_shape(x)} with image_shape {image}, block_shape {block}: expected (N, C * {size}, "
-                        f"{grid[0] * grid[1]})")
+                        f"{int(np.prod(grid))})")
     channels = rows // size
     kernels = np.zeros((rows, 1) + tuple(block), dtype_of(x))
     for c in range(channels):
-        for k in range(size):
-            kernels[c * size + k, 0, k // block[1], k % block[1]] = 1
-    blocks = op.reshape(x, (n, rows, grid[0], grid[1]))
-    return op.nn.conv2d_transpose(blocks, const(kernels, dtype_of(x)), strides=tuple(strides), padding=tuple(pads),
-                                  dilation=tuple(dilations), groups=channels)
+        for j in range(size):
+            kernels[(c * size + j, 0) + np.unravel_index(j, block)] = 1
+    blocks = op.reshape(x, (n, rows) + tuple(grid))
+    # The rows or columns past the last block (fewer than a stride): zeros at the end, as output padding.
+    extra = [image[i] + pads[i] + pads[i + k] - (grid[i] - 1) * strides[i] - dilations[i] * (block[i] - 1) - 1
+             for i in range(k)]
+    conv = op.nn.conv3d_transpose if k == 3 else op.nn.conv2d_transpose
+    return conv(blocks, const(kernels, dtype_of(x)), strides=tuple(strides), padding=tuple(pads),
+                output_padding=tuple(extra), dilation=tuple(dilations), groups=channels)
 
 
 # -- quantization --------------------------------------------------------------------------------------------------

@@ -114,8 +114,8 @@ def _as_constants(model, inputs: list[np.ndarray]):
 
 
 def test_the_node_tests_run_here_are_all_there_are():
-    """onnx 1.23: the single-op cases of these ops; none left out unseen. Those still refused are listed (with the
-    reason) in :data:`_REFUSED`."""
+    """onnx 1.23: the single-op cases of these ops; none left out unseen (3-D pools and the 3-D transposed
+    convolution included: ``test_onnx_3d_s19.py`` checks them against PyTorch too)."""
     if onnx.__version__.split(".")[:2] != ["1", "23"]:
         pytest.skip(f"the count is onnx 1.23's; this is onnx {onnx.__version__}")
     names = _names()
@@ -127,18 +127,11 @@ def test_the_node_tests_run_here_are_all_there_are():
     assert len(names) == 399, len(names)
 
 
-#: Cases still refused, by the start of the refusal's message (besides element types no Relax tensor holds and
-#: 3-D pooling): a 3-D transposed convolution and a 3-D Col2Im.
-_REFUSED = {"test_convtranspose_3d": "only 1-D and 2-D transposed convolution",
-            "test_col2im_5d": r"image_shape \[3, 4, 5\], block_shape \[1, 1, 5\]: only 2-D images"}
-
-
 @pytest.mark.parametrize("name", _names())
 def test_onnx_node_tests_pass_at_onnxs_tolerance(name):
     """Compiled and interpreted, ONNX's expected outputs (every output) at the case's tolerance, dtypes and shapes
     equal. Models under opset 17 are converted to 17 (as the importer's message says)."""
     case = _node_tests()[name]
-    op_type = case.model.graph.node[0].op_type
     model = case.model if case.model.opset_import[0].version >= 17 else version_converter.convert_version(
         case.model, 17)
     inputs, wants = [_to_array(a) for a in case.data_sets[0][0]], [_to_array(a) for a in case.data_sets[0][1]]
@@ -146,14 +139,6 @@ def test_onnx_node_tests_pass_at_onnxs_tolerance(name):
     if any(t in name for t in _NARROW) or any(a.dtype.name.startswith(("float8", "float4", "int4", "uint4", "int2",
                                                                         "uint2")) for a in inputs + wants):
         with pytest.raises(OnnxImportError, match=r"element type \w+ is not supported|unknown dtype"):
-            from_onnx(model)
-        return
-    if name in _REFUSED:
-        with pytest.raises(OnnxImportError, match=rf"node \w+ \({op_type}\): {_REFUSED[name]}"):
-            from_onnx(model)
-        return
-    if ndim_3d_pool(name):
-        with pytest.raises(OnnxImportError, match=r"only 1-D and 2-D pooling"):
             from_onnx(model)
         return
     if name == "test_maxpool_2d_uint8":  # (imported; the backend does not lower a uint8 max pool yet)
@@ -171,11 +156,6 @@ def test_onnx_node_tests_pass_at_onnxs_tolerance(name):
                 np.testing.assert_array_equal(g, want)
             else:
                 np.testing.assert_allclose(g.astype(np.float64), want.astype(np.float64), rtol=case.rtol, atol=atol)
-
-
-def ndim_3d_pool(name: str) -> bool:
-    """3-D pooling: refused until Relax has 3-D pools (another change adds them)."""
-    return name.startswith(("test_averagepool_3d", "test_maxpool_3d", "test_lppool_3d"))
 
 
 # -- Attention against PyTorch -------------------------------------------------------------------------------------
