@@ -729,7 +729,7 @@ def max_pool_indices(x: Expr, out: tuple, kernel: tuple, strides: tuple, padding
                      column_major: bool) -> Expr:
     """MaxPool's ``Indices`` of a 2-D pool whose output is ``out`` ``(N, C, OH, OW)``: each output's flat position
     in ``x`` (``((n * C + c) * H + h) * W + w``, or ``... + h + w * H`` with ``storage_order=1``) of the first
-    largest element of its window, in row-major window order, as ONNX's reference picks it. One strided slice of
+    largest element of its window (or its last NaN, as PyTorch's), in row-major window order, as ONNX's reference picks it. One strided slice of
     ``x`` (padded with the dtype's lowest value) per window position, kept where strictly larger than the best so
     far (or where the best is not set yet and the position is inside ``x``)."""
     n, c, h, w = _shape(x)
@@ -756,6 +756,8 @@ def max_pool_indices(x: Expr, out: tuple, kernel: tuple, strides: tuple, padding
             continue
         unset = op.equal(index, const(-1, "int64"))
         better = op.logical_or(op.greater(value, best), op.logical_and(unset, const(inside, "bool")))
+        if dtype[0] in "fb":  # a NaN is the maximum, as the pooled value (NaN) says; the last one, as PyTorch's
+            better = op.logical_or(better, op.isnan(value))
         best, index = op.where(better, value, best), op.where(better, position, index)
     return index
 

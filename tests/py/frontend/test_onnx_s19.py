@@ -327,6 +327,23 @@ def test_conv_auto_pad_same_matches_pytorch_with_explicit_pads(auto_pad):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_max_pool_indices_point_at_the_nan_the_value_is():
+    """A window holding a NaN pooled to NaN while its index pointed at the largest number (3 of [[1, nan], [2, 3]]);
+    PyTorch's index is a NaN's, as the value says: the last one in the window."""
+    x = np.array([[[[1.0, np.nan], [2.0, 3.0]], [[np.nan, 5.0], [np.nan, 0.0]]]], np.float32)
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("i", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    y, index = torch.nn.functional.max_pool2d(torch.tensor(x), 2, return_indices=True)
+    want = index.numpy() + np.arange(2).reshape(1, 2, 1, 1) * 4  # (ONNX's flat position over the channels)
+    assert want.ravel().tolist() == [1, 6]  # (window positions 1 and 2: the last NaN of each)
+    for got_y, got_i in _run_both(model, x):
+        np.testing.assert_array_equal(got_y, y.numpy())
+        np.testing.assert_array_equal(got_i, want)
+
+
 @pytest.mark.parametrize("storage_order", [0, 1])
 def test_max_pool_indices_match_pytorch(storage_order):
     """MaxPool's Indices (a 3x3 window, stride 2, pads 1, ties broken by the first in the window): PyTorch's
