@@ -1109,9 +1109,9 @@ class Parser:
             name = _dotted(node.func)
             if name == "float" and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant):
                 return self.guard(node, lambda: float(node.args[0].value))
-            number = _tir_number(self, node, name, sizes)
-            if number is not None:  # TVM's printer writes a typed number so: roi=[T.float32(0.0), ...]
-                return number
+            typed = _typed_number(self, node)
+            if typed is not None:  # TVM's printer writes a typed number so: roi=[T.float32(0.0), ...]
+                return _as_dtype_literal(*typed)
             if name in ("R.const", "relax.const"):
                 return _const_array(self, node).data
             if name and name.split(".", 1)[-1] in _SINFO or name in ("R.Object", "R.Any"):
@@ -1160,20 +1160,6 @@ def _bind_args(p: Parser, node: ast.Call, names: list[str]) -> dict[str, ast.AST
             raise p.error(kw, f"{_dotted(node.func)}: argument {kw.arg!r} given twice")
         bound[kw.arg] = kw.value
     return bound
-
-
-def _tir_number(p: Parser, node: ast.Call, name: Optional[str], sizes) -> "int | float | None":
-    """``T.float32(0.5)``, ``T.int64(3)``: a number of a TIR dtype, as TVM's printer writes a FloatImm or IntImm
-    attribute (``resize2d``'s ``roi``): the number itself (the attribute's type is the op's to decide); ``None`` for
-    another call."""
-    prefix, _, dtype = (name or "").rpartition(".")
-    if prefix not in ("T", "tir") or not dtype.startswith(("float", "int", "uint")) or len(node.args) != 1 \
-            or node.keywords:
-        return None
-    value = p.literal(node.args[0], sizes)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise p.error(node, f"{name} takes a number, got {value!r}")
-    return float(value) if dtype.startswith("float") else int(value)
 
 
 def _const_array(p: Parser, node: ast.Call) -> Constant:
