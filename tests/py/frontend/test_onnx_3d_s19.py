@@ -22,20 +22,12 @@ import pytest
 onnx = pytest.importorskip("onnx")
 torch = pytest.importorskip("torch")
 
-import relax_mlir  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 from relax_mlir.frontend.onnx import OnnxImportError, from_onnx  # noqa: E402
 
-
-def _run_both(model, *args):
-    """(compiled, interpreted) outputs of the imported model, each a list."""
-    mod, params, _ = from_onnx(model)
-    args = [*args, *params.values()]
-    as_list = lambda r: list(r) if isinstance(r, (tuple, list)) else [r]  # noqa: E731
-    return (as_list(relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](*args)),
-            as_list(relax_mlir.interpret(mod, "main", *args)))
+from .test_onnx_node_ops import _run_both  # noqa: E402
 
 
 def _model(op_type: str, inputs: dict, constants: dict = None, outputs=("y",), opset: int = 19, **attrs):

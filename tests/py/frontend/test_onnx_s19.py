@@ -20,10 +20,11 @@ import pytest
 onnx = pytest.importorskip("onnx")
 torch = pytest.importorskip("torch")
 
-import relax_mlir  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper, version_converter  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 from relax_mlir.frontend.onnx import CONVERTERS, OnnxImportError, from_onnx  # noqa: E402
+
+from .test_onnx_node_ops import _run_both  # noqa: E402
 
 #: Ops new here, or whose converter learned a mode, attribute or rank.
 OPS = {"Attention", "Resize", "Pad", "ArgMax", "ArgMin", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool",
@@ -61,15 +62,6 @@ _ATOL = {**dict.fromkeys(["test_attention_3d_causal_bf16", "test_attention_4d_at
                           "test_attention_4d_gqa_with_past_and_present_fp16",
                           "test_attention_local_window_ext_cache_float16_mask"], 2 ** -10),
          **dict.fromkeys(["test_dft_inverse", "test_dft_inverse_opset19"], 1e-6)}
-
-
-def _run_both(model, *args):
-    """(compiled, interpreted) outputs of the imported model, each a list."""
-    mod, params, _ = from_onnx(model)
-    args = [*args, *params.values()]
-    as_list = lambda r: list(r) if isinstance(r, (tuple, list)) else [r]  # noqa: E731
-    return (as_list(relax_mlir.VirtualMachine(relax_mlir.compile(mod))["main"](*args)),
-            as_list(relax_mlir.interpret(mod, "main", *args)))
 
 
 # -- ONNX's node tests ---------------------------------------------------------------------------------------------
