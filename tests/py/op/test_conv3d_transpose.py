@@ -14,22 +14,13 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 import relax_mlir  # noqa: E402
-from relax_mlir import BlockBuilder, TensorStructInfo, Var, op, transform  # noqa: E402
+from relax_mlir import TensorStructInfo, Var, op, transform  # noqa: E402
 from relax_mlir.ir.expr import Call  # noqa: E402
 from relax_mlir.ir.visitor import post_order_visit  # noqa: E402
 
+from .test_conv3d import _module  # noqa: E402
+
 _RNG = np.random.default_rng(11)
-
-
-def _module(build, *shapes, dtype="float32"):
-    """``main(*params) = build(*params)``, one parameter per shape."""
-    params = [Var(f"a{i}", TensorStructInfo(s, dtype)) for i, s in enumerate(shapes)]
-    bb = BlockBuilder()
-    with bb.function("main", params):
-        with bb.dataflow():
-            out = bb.emit_output(build(*params))
-        bb.emit_func_output(out)
-    return bb.get()
 
 
 def _randn(*shape):
