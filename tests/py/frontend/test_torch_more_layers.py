@@ -143,6 +143,14 @@ class _Scored(nn.Module):
         return sum((y * w).sum() for y, w in zip(_as_list(self.fn(*self.inputs)), self.weights))
 
 
+def _loss_floor(model: "_Scored") -> float:
+    """An absolute tolerance for ``model``'s loss: its signed terms can cancel far below their size, and summation
+    orders (the host's vector width) move it by ulps of their sum of magnitudes: 4 of them."""
+    with torch.no_grad():
+        terms = sum(float((y * w).abs().sum()) for y, w in zip(_as_list(model.fn(*model.inputs)), model.weights))
+    return 4 * float(np.finfo(np.float32).eps) * terms
+
+
 _GRADIENTS = [case for case in _LAYERS if "ints" not in case]
 
 
@@ -159,9 +167,7 @@ def test_gradients_are_pytorchs(case):
     mod, params, _ = from_exported_program(torch.export.export(model, ()))
     adjoint = transform.Gradient("main", require_grads=mod["main"].params)(mod)
     adjoint = transform.DecomposeOpsForTraining()(adjoint)
-    with torch.no_grad():  # the loss's signed terms can cancel far below their size: a floor of 4 ulps of
-        terms = sum(float((y * w).abs().sum()) for y, w in zip(_as_list(model.fn(*model.inputs)), model.weights))
-    floor = 4 * float(np.finfo(np.float32).eps) * terms  # their sum of magnitudes, which summation orders move
+    floor = _loss_floor(model)
     for loss, grads in _run_both(adjoint, "main_adjoint", list(params.values())):
         np.testing.assert_allclose(loss, model().item(), rtol=1e-5, atol=floor)
         assert len(grads) == len(wanted)
